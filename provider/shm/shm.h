@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * shm.h - internal objects of the shm provider: options, the shared region
+ * layout (docs/provider-shm.md, "Shared region"), endpoints, CQs and
+ * registrations, and the functions the module's files offer one another.
+ */
+#ifndef SHM_H
+#define SHM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sdp_provider.h"
+
+#define SHM_CL 64			/* cache line */
+#define SHM_MAX_SGE 4
+#define SHM_MAX_RECV 256		/* posted receives per endpoint */
+#define SHM_MAX_SEND 256		/* queued sends per endpoint */
+#define SHM_MAX_WRITES 64		/* staged RDMA writes per endpoint */
+#define SHM_STAGE_MAX 256		/* most staging slots */
+#define SHM_MAX_RDMA (1ull << 40)	/* largest single RDMA transfer */
+
+/* ---- options ------------------------------------------------------------ */
+
+struct shm_opts {
+	uint32_t msg_size;	/* largest control message (bytes) */
+	uint32_t ring_slots;	/* slots per control ring (power of 2) */
+	uint32_t stage_chunk;	/* staging slot payload (bytes) */
+	uint32_t stage_slots;	/* staging slots (power of 2) */
+	uint32_t rdma_regs;	/* registration table entries per endpoint */
+	uint32_t fail_reg_every;
+	uint32_t fail_rdma_every;
+	uint32_t handshake_ms;	/* how long get_request waits for a hello */
+	bool no_cma;		/* force the staging mode */
+};
+
+/* ---- shared region (one per endpoint, owned by that endpoint) ------------ */
+
+#define SHM_MAGIC 0x4d485353u		/* "SSHM" little-endian */
+#define SHM_LAYOUT_VERSION 1
+
+/* Written once by the owner before the region is shared; read by the peer,
+ * which checks it against the memfd size (shm_region_map). */
+struct shm_geom {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t size;		/* whole region */
+	uint64_t ring_off;	/* inbound control ring */
+	uint32_t ring_slots;
+	uint32_t slot_stride;	/* bytes per slot, header included */
+	uint64_t stage_off;	/* inbound staging ring */
+	uint32_t stage_slots;
+	uint32_t stage_stride;
+	uint64_t table_off;	/* registration table, PROT_READ at the peer */
+	uint32_t table_ents;
+	uint32_t msg_size;	/* largest message payload */
+	uint32_t stage_chunk;	/* largest staged chunk payload */
+	uint32_t owner_pid;
+};
+
+struct shm_hdr {
+	struct shm_geom g;
+	/* each index on its own cache line: producer and consumer differ */
+	_Alignas(SHM_CL) _Atomic uint64_t ring_prod;	/* peer writes */
+	_Alignas(SHM_CL) _Atomic uint64_t ring_cons;	/* owner writes */
+	_Alignas(SHM_CL) _Atomic uint32_t armed; /* owner sets, peer clears */
+	_Alignas(SHM_CL) _Atomic uint64_t stage_prod;	/* peer writes */
+	_Alignas(SHM_CL) _Atomic uint64_t stage_cons;	/* owner writes */
+	/* owner writes the result of staged chunk s at [s % stage_slots] */
+	_Alignas(SHM_CL) _Atomic int32_t stage_result[SHM_STAGE_MAX];
+};
+
+struct shm_slot {		/* control ring slot */
+	uint32_t len;		/* payload bytes */
+	uint32_t rsvd;
+	uint8_t data[];
+};
+
+struct shm_stage {		/* staging ring slot */
+	uint32_t key;		/* registration slot at the owner */
+	uint32_t len;		/* payload bytes */
+	uint64_t tag;		/* generation */
+	uint64_t addr;		/* target address in the owner */
+	uint64_t rsvd;
+	uint8_t data[];
+};
+
+struct shm_ent {		/* registration table entry (32 bytes) */
+	_Atomic uint64_t gen;
+	uint64_t addr;
+	uint64_t len;
+	_Atomic uint32_t access;	/* 0 = free / deregistered */
+	uint32_t rsvd;
+};
+
+/* ---- objects ------------------------------------------------------------ */
+
+struct shm_provider {
+	struct sdp_provider base;
+	struct shm_opts opt;
+	bool cma;		/* process_vm_* works across processes here */
+	void (*log)(int level, const char *fmt, ...)
+		__attribute__((format(printf, 2, 3)));
+	_Atomic uint64_t reg_count;
+	_Atomic uint64_t rdma_count;
+};
+
+struct shm_mr {
+	void *addr;
+	size_t len;
+	uint32_t access;
+};
+
+struct shm_rmr {
+	struct shm_ep *ep;
+	uint32_t slot;
+	uint64_t gen;
+	uint64_t addr;
+	uint64_t len;
+	uint32_t access;
+};
+
+struct shm_wr {			/* a queued operation */
+	struct sdp_sge sge[SHM_MAX_SGE];
+	int nsge;
+	uint64_t context;
+	uint64_t len;
+};
+
+struct shm_write {		/* a staged RDMA write in progress */
+	struct shm_wr wr;
+	struct sdp_rdma_desc remote;
+	uint64_t offset;
+	uint64_t pushed;	/* bytes copied into the staging ring */
+	uint64_t first_seq;	/* first staging chunk */
+	uint64_t end_seq;	/* one past its last chunk, once all pushed */
+	int32_t status;
+};
+
+enum shm_ep_state {
+	SHM_EP_CONNECTING,
+	SHM_EP_CONNECTED,
+	SHM_EP_DEAD,
+};
+
+struct shm_cq;
+
+struct shm_ep {
+	struct shm_provider *prov;
+	struct shm_cq *cq;
+	void *ep_context;
+	struct shm_ep *next, *prev;	/* on cq->eps, under cq->lock */
+	pthread_mutex_t lock;		/* queues below; after cq->lock */
+	enum shm_ep_state state;
+	int32_t dead_status;
+	int sock;			/* rendezvous, then liveness */
+	int peer_evfd;			/* peer CQ's eventfd */
+	pid_t peer_pid;
+	bool cma;			/* connection mode agreed at connect */
+	bool same_pid;
+	bool sock_watched;
+
+	struct shm_hdr *own;		/* my region: my inbound rings, table */
+	struct shm_geom og;		/* private copy of its geometry */
+	struct shm_hdr *peer;		/* peer's region: I produce into it */
+	struct shm_geom pg;		/* validated copy of its geometry */
+
+	uint64_t rx_cons, stage_cons;	/* my consumer cursors */
+	uint64_t tx_prod, tx_cons;	/* producer cursor + cached cons */
+	uint64_t st_prod, st_done;	/* staging producer, harvested */
+
+	struct shm_wr recv[SHM_MAX_RECV];
+	uint32_t recv_head, recv_cnt;
+	struct shm_wr send[SHM_MAX_SEND];
+	uint32_t send_head, send_cnt;
+	struct shm_write wr[SHM_MAX_WRITES];
+	uint32_t wr_head, wr_cnt;
+
+	struct shm_rmr **rmr;		/* authoritative table, og.table_ents */
+
+	uint8_t peer_priv[SDP_MAX_PRIVATE_DATA];
+	uint32_t peer_priv_len;
+};
+
+struct shm_cq {
+	struct shm_provider *prov;
+	pthread_mutex_t lock;
+	int epfd;			/* the notification fd */
+	int evfd;			/* peers signal this */
+	struct shm_ep *eps;
+	struct shm_ep *rr;		/* round-robin start */
+	struct sdp_completion *q;	/* completions ready to hand out */
+	uint32_t depth, head, cnt;
+	uint32_t idle;
+	bool check_now;
+};
+
+struct shm_listener {
+	struct shm_provider *prov;
+	int fd;
+};
+
+struct shm_conn_req {
+	struct shm_provider *prov;
+	int sock;
+	int memfd;
+	int evfd;
+	pid_t pid;
+	uint32_t flags;
+	uint8_t priv[SDP_MAX_PRIVATE_DATA];
+	uint32_t priv_len;
+};
+
+/* ---- handshake messages over the rendezvous socket ----------------------- */
+
+enum shm_msg_type { SHM_HELLO = 1, SHM_ACCEPT, SHM_REJECT };
+#define SHM_F_CMA 1u
+
+struct shm_hs {
+	uint32_t magic;		/* SHM_MAGIC */
+	uint16_t version;	/* SHM_LAYOUT_VERSION */
+	uint16_t type;		/* enum shm_msg_type */
+	uint32_t flags;		/* SHM_F_* */
+	uint32_t priv_len;
+	uint8_t priv[SDP_MAX_PRIVATE_DATA];
+};
+
+/* ---- between files ------------------------------------------------------ */
+
+#define shm_log(p, lvl, ...) \
+	do { if ((p)->log) (p)->log(lvl, "shm: " __VA_ARGS__); } while (0)
+
+static inline struct shm_provider *shm_prov(struct sdp_provider *p)
+{
+	return (struct shm_provider *)p;
+}
+
+/* shm_main.c */
+int shm_parse_options(struct shm_opts *o, const char *s,
+		      char *err, size_t errlen);
+
+/* shm_fault.c */
+bool shm_fault_reg(struct shm_provider *p);
+bool shm_fault_rdma(struct shm_provider *p);
+
+/* shm_ring.c */
+int shm_region_create(struct shm_provider *p, struct shm_ep *ep, int *memfd);
+int shm_region_map(struct shm_ep *ep, int memfd);
+void shm_region_unmap(struct shm_ep *ep);
+int shm_ring_put(struct shm_ep *ep, const struct sdp_sge *sgl, int nsge,
+		 uint64_t len);
+int shm_ring_rx(struct shm_ep *ep);
+void shm_doorbell(struct shm_ep *ep);
+uint64_t shm_sge_len(const struct sdp_sge *sgl, int nsge);
+int shm_sge_check(const struct sdp_sge *sgl, int nsge);
+
+/* shm_cq.c */
+bool shm_cq_room(struct shm_cq *cq);
+void shm_cq_push(struct shm_cq *cq, struct shm_ep *ep, uint32_t op,
+		 uint64_t context, int32_t status, uint64_t bytes);
+void shm_cq_add_ep(struct shm_cq *cq, struct shm_ep *ep);
+void shm_cq_del_ep(struct shm_cq *cq, struct shm_ep *ep);
+void shm_ep_fail(struct shm_ep *ep, int32_t status);
+int shm_cq_create(struct sdp_provider *p, uint32_t depth, struct sdp_cq **cq);
+int shm_cq_destroy(struct sdp_cq *cq);
+int shm_cq_poll(struct sdp_cq *cq, struct sdp_completion *c, int max);
+int shm_cq_notify_fd(struct sdp_cq *cq);
+int shm_cq_arm(struct sdp_cq *cq);
+int shm_cq_ack(struct sdp_cq *cq);
+
+/* shm_cm.c */
+int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
+	      socklen_t addrlen);
+int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
+	       socklen_t addrlen, int backlog, struct sdp_listener **l);
+int shm_listener_fd(struct sdp_listener *l);
+int shm_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
+		    void *priv, size_t *privlen);
+int shm_accept(struct sdp_conn_req *req, struct sdp_cq *cq, const void *priv,
+	       size_t privlen, void *ep_context, struct sdp_ep **ep);
+int shm_reject(struct sdp_conn_req *req);
+int shm_listener_close(struct sdp_listener *l);
+int shm_connect(struct sdp_provider *p, struct sdp_cq *cq,
+		const struct sockaddr *dst, socklen_t dstlen, const void *priv,
+		size_t privlen, void *ep_context, struct sdp_ep **ep);
+int shm_ep_query(struct sdp_ep *ep, struct sdp_ep_attr *attr);
+int shm_ep_close(struct sdp_ep *ep);
+int shm_post_send(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
+		  uint64_t context, uint32_t flags);
+int shm_post_recv(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
+		  uint64_t context);
+void shm_cm_sock_event(struct shm_ep *ep);
+void shm_send_progress(struct shm_ep *ep);
+
+/* shm_mr.c */
+int shm_register_memory(struct sdp_provider *p, void *addr, size_t len,
+			uint32_t access, struct sdp_mr **mr);
+int shm_deregister_memory(struct sdp_provider *p, struct sdp_mr *mr);
+int shm_register_rdma_memory(struct sdp_ep *ep, void *addr, size_t len,
+			     uint32_t access, struct sdp_rdma_desc *desc,
+			     struct sdp_rmr **rmr);
+int shm_deregister_rdma_memory(struct sdp_ep *ep, struct sdp_rmr *rmr);
+int shm_mr_cache_callback(struct sdp_provider *p, void *addr, size_t len);
+int shm_peer_validate(struct shm_ep *ep, const struct sdp_rdma_desc *d,
+		      uint64_t offset, uint64_t len, uint32_t right,
+		      uint64_t *addr);
+int shm_own_validate(struct shm_ep *ep, uint32_t key, uint64_t tag,
+		     uint64_t addr, uint64_t len, uint32_t right);
+void shm_rmr_free_all(struct shm_ep *ep);
+
+/* shm_rdma.c */
+int shm_rdma_write(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
+		   const struct sdp_rdma_desc *remote, uint64_t offset,
+		   uint64_t context, uint32_t flags);
+int shm_rdma_read(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
+		  const struct sdp_rdma_desc *remote, uint64_t offset,
+		  uint64_t context, uint32_t flags);
+int shm_stage_rx(struct shm_ep *ep);
+int shm_stage_tx_progress(struct shm_ep *ep);
+bool shm_cma_probe(void);
+
+#endif /* SHM_H */

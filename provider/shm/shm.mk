@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# provider/shm: the same-host provider module (shared-memory rings, CMA or
+# staged RDMA) and its quick self-test (make check-shm).
+
+SHM_SRCS := provider/shm/shm_main.c provider/shm/shm_cm.c \
+	provider/shm/shm_ring.c provider/shm/shm_cq.c provider/shm/shm_mr.c \
+	provider/shm/shm_rdma.c provider/shm/shm_fault.c
+SHM_OBJS := $(SHM_SRCS:%.c=$(O)/obj/%.o)
+SHM_LIB  := $(PROVIDER_OUT)/libsdp-shm.so
+
+$(SHM_LIB): $(SHM_OBJS) provider/provider.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(PROVIDER_LDFLAGS) -o $@ $(SHM_OBJS) -lpthread
+
+SHM_TEST := $(O)/tests/test_shm
+
+$(SHM_TEST): $(O)/obj/provider/shm/test_shm.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
+
+.PHONY: check-shm
+check-shm: $(SHM_LIB) $(SHM_TEST)
+	timeout 300 $(SHM_TEST) $(SHM_LIB)
+
+ALL_TARGETS += $(SHM_LIB) $(SHM_TEST)
+CHECK_TARGETS += check-shm

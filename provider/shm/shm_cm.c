@@ -1,0 +1,687 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * shm_cm.c - connection management on the shm address space: abstract
+ * UNIX-domain sockets named by (IP, port) as the rendezvous, the handshake
+ * that passes the shared regions and eventfds, and the endpoint's send and
+ * receive calls.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#define SHM_MAX_NAMES 3
+
+struct shm_name {
+	struct sockaddr_un sun;
+	socklen_t len;
+};
+
+static void set_name(struct shm_name *n, const char *host, unsigned port)
+{
+	int k;
+
+	memset(&n->sun, 0, sizeof(n->sun));
+	n->sun.sun_family = AF_UNIX;
+	k = snprintf(n->sun.sun_path + 1, sizeof(n->sun.sun_path) - 1,
+		     "sdp-shm/%s:%u", host, port);
+	n->len = offsetof(struct sockaddr_un, sun_path) + 1 + k;
+}
+
+/*
+ * The rendezvous names for addr, most specific first. For listen only the
+ * first is used; connect and probe try them in order: the exact address,
+ * then the IPv4 wildcard "*", then the IPv6 wildcard "[::]" (a dual-stack
+ * listener also takes IPv4). IPv4-mapped IPv6 addresses count as IPv4.
+ */
+static int addr_names(const struct sockaddr *a, socklen_t alen,
+		      struct shm_name *names)
+{
+	char ip[INET6_ADDRSTRLEN + 2], txt[INET6_ADDRSTRLEN];
+	struct in_addr v4;
+	unsigned port;
+
+	if (!a)
+		return -EINVAL;
+	if (a->sa_family == AF_INET && alen >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *s = (const void *)a;
+
+		v4 = s->sin_addr;
+		port = ntohs(s->sin_port);
+	} else if (a->sa_family == AF_INET6 &&
+		   alen >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *s = (const void *)a;
+
+		port = ntohs(s->sin6_port);
+		if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
+			memcpy(&v4, &s->sin6_addr.s6_addr[12], 4);
+		} else {
+			if (IN6_IS_ADDR_UNSPECIFIED(&s->sin6_addr)) {
+				set_name(&names[0], "[::]", port);
+				return 1;
+			}
+			inet_ntop(AF_INET6, &s->sin6_addr, txt, sizeof(txt));
+			snprintf(ip, sizeof(ip), "[%s]", txt);
+			set_name(&names[0], ip, port);
+			set_name(&names[1], "[::]", port);
+			return 2;
+		}
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	if (v4.s_addr == htonl(INADDR_ANY)) {
+		set_name(&names[0], "*", port);
+		set_name(&names[1], "[::]", port);
+		return 2;
+	}
+	inet_ntop(AF_INET, &v4, ip, sizeof(ip));
+	set_name(&names[0], ip, port);
+	set_name(&names[1], "*", port);
+	set_name(&names[2], "[::]", port);
+	return 3;
+}
+
+/* Connects a new socket to the first name that has a listener. */
+static int rendezvous(const struct sockaddr *a, socklen_t alen, int *out)
+{
+	struct shm_name names[SHM_MAX_NAMES];
+	int n, i, fd, one = 1;
+
+	n = addr_names(a, alen, names);
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
+				     SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+		if (!connect(fd, (struct sockaddr *)&names[i].sun,
+			     names[i].len)) {
+			*out = fd;
+			return 0;
+		}
+		close(fd);
+		/* EAGAIN: the listener's backlog is full; refuse as TCP does */
+		if (errno != ECONNREFUSED && errno != ENOENT &&
+		    errno != EAGAIN)
+			return -errno;
+	}
+	return -ECONNREFUSED;
+}
+
+static int hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
+		   size_t privlen, const int *fds, int nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		struct cmsghdr align;
+	} u;
+	struct shm_hs hs = { .magic = SHM_MAGIC,
+			     .version = SHM_LAYOUT_VERSION,
+			     .type = type, .flags = flags,
+			     .priv_len = (uint32_t)privlen };
+	struct iovec iov = { &hs, sizeof(hs) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+
+	if (privlen)
+		memcpy(hs.priv, priv, privlen);
+	if (nfds) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	if (sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(hs))
+		return errno == EPIPE ? -ECONNRESET : -errno;
+	return 0;
+}
+
+/* Receives one handshake message with two fds. Returns 0, -EAGAIN, or
+ * -EPROTO / -ECONNRESET (the peer closed or sent garbage). */
+static int hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4) +
+			 CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { hs, sizeof(*hs) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+	ssize_t n;
+	int nfds = 0, i;
+
+	fds[0] = fds[1] = -1;
+	n = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN ? -EAGAIN : -ECONNRESET;
+	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SCM_RIGHTS) {
+			int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int got[4];
+
+			if (k > 4)
+				k = 4;
+			memcpy(got, CMSG_DATA(c), sizeof(int) * k);
+			for (i = 0; i < k; i++) {
+				if (nfds < 2)
+					fds[nfds++] = got[i];
+				else
+					close(got[i]);
+			}
+		} else if (c->cmsg_type == SCM_CREDENTIALS && pid) {
+			struct ucred cr;
+
+			memcpy(&cr, CMSG_DATA(c), sizeof(cr));
+			*pid = cr.pid;
+		}
+	}
+	if (n == 0)
+		goto bad;
+	if (n != sizeof(*hs) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    hs->magic != SHM_MAGIC || hs->version != SHM_LAYOUT_VERSION ||
+	    hs->priv_len > SDP_MAX_PRIVATE_DATA)
+		goto bad;
+	if (hs->type != SHM_REJECT && nfds != 2)
+		goto bad;
+	return 0;
+
+bad:
+	for (i = 0; i < nfds; i++)
+		close(fds[i]);
+	fds[0] = fds[1] = -1;
+	return n == 0 ? -ECONNRESET : -EPROTO;
+}
+
+static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
+{
+	struct shm_ep *ep = calloc(1, sizeof(*ep));
+
+	if (!ep)
+		return NULL;
+	ep->prov = p;
+	ep->ep_context = ep_context;
+	ep->sock = -1;
+	ep->peer_evfd = -1;
+	pthread_mutex_init(&ep->lock, NULL);
+	return ep;
+}
+
+static void ep_free(struct shm_ep *ep)
+{
+	shm_rmr_free_all(ep);
+	shm_region_unmap(ep);
+	if (ep->sock >= 0)
+		close(ep->sock);
+	if (ep->peer_evfd >= 0)
+		close(ep->peer_evfd);
+	pthread_mutex_destroy(&ep->lock);
+	free(ep);
+}
+
+int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
+	      socklen_t addrlen)
+{
+	int fd, ret;
+
+	ret = rendezvous(addr, addrlen, &fd);
+	if (ret)
+		return ret;
+	close(fd);	/* the listener drops an empty connection silently */
+	return 0;
+}
+
+int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
+	       socklen_t addrlen, int backlog, struct sdp_listener **out)
+{
+	struct shm_name names[SHM_MAX_NAMES];
+	struct shm_listener *l;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ret = addr_names(addr, addrlen, names);
+	if (ret < 0)
+		return ret;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->prov = shm_prov(p);
+	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		       0);
+	if (l->fd < 0) {
+		ret = -errno;
+		goto free_l;
+	}
+	if (bind(l->fd, (struct sockaddr *)&names[0].sun, names[0].len) ||
+	    listen(l->fd, backlog > 0 ? backlog : 128)) {
+		ret = -errno;
+		goto close_fd;
+	}
+	*out = (struct sdp_listener *)l;
+	return 0;
+
+close_fd:
+	close(l->fd);
+free_l:
+	free(l);
+	return ret;
+}
+
+int shm_listener_fd(struct sdp_listener *l)
+{
+	return l ? ((struct shm_listener *)l)->fd : -EINVAL;
+}
+
+int shm_listener_close(struct sdp_listener *sl)
+{
+	struct shm_listener *l = (struct shm_listener *)sl;
+
+	if (!l)
+		return -EINVAL;
+	close(l->fd);
+	free(l);
+	return 0;
+}
+
+int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
+		    void *priv, size_t *privlen)
+{
+	struct shm_listener *l = (struct shm_listener *)sl;
+	struct shm_conn_req *req;
+	struct shm_hs hs;
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	int fd, fds[2], ret;
+
+	if (!l || !out || (priv && !privlen))
+		return -EINVAL;
+	for (;;) {
+		struct pollfd pfd;
+
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		}
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, (int)l->prov->opt.handshake_ms) == 1 &&
+		    !hs_recv(fd, &hs, fds, NULL)) {
+			if (hs.type == SHM_HELLO &&
+			    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr,
+					&crlen))
+				break;
+			close(fds[0]);
+			close(fds[1]);
+		}
+		/* a probe, a dead client or garbage: drop it silently */
+		close(fd);
+	}
+	req = calloc(1, sizeof(*req));
+	if (!req) {
+		ret = -ENOMEM;
+		goto close_all;
+	}
+	req->prov = l->prov;
+	req->sock = fd;
+	req->memfd = fds[0];
+	req->evfd = fds[1];
+	req->pid = cr.pid;
+	req->flags = hs.flags;
+	req->priv_len = hs.priv_len;
+	memcpy(req->priv, hs.priv, hs.priv_len);
+	if (priv) {
+		memcpy(priv, hs.priv, *privlen < hs.priv_len ?
+					      *privlen : hs.priv_len);
+		*privlen = hs.priv_len;
+	} else if (privlen) {
+		*privlen = hs.priv_len;
+	}
+	*out = (struct sdp_conn_req *)req;
+	return 0;
+
+close_all:
+	close(fds[0]);
+	close(fds[1]);
+	close(fd);
+	return ret;
+}
+
+static void req_free(struct shm_conn_req *req)
+{
+	if (req->sock >= 0)
+		close(req->sock);
+	if (req->memfd >= 0)
+		close(req->memfd);
+	if (req->evfd >= 0)
+		close(req->evfd);
+	free(req);
+}
+
+/* On failure the request is consumed too: the client sees a refusal. */
+int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
+	       size_t privlen, void *ep_context, struct sdp_ep **out)
+{
+	struct shm_conn_req *req = (struct shm_conn_req *)r;
+	struct shm_cq *cq = (struct shm_cq *)c;
+	struct shm_ep *ep;
+	int memfd, ret, fds[2];
+
+	if (!req)
+		return -EINVAL;
+	if (!cq || !out || privlen > SDP_MAX_PRIVATE_DATA ||
+	    (privlen && !priv)) {
+		ret = -EINVAL;
+		goto free_req;
+	}
+	ep = ep_alloc(req->prov, ep_context);
+	if (!ep) {
+		ret = -ENOMEM;
+		goto free_req;
+	}
+	ret = shm_region_create(req->prov, ep, &memfd);
+	if (ret)
+		goto free_ep;
+	ret = shm_region_map(ep, req->memfd);
+	if (ret) {
+		shm_log(req->prov, 3,
+			"accept: client %d sent an invalid shared region (%s)",
+			(int)req->pid, strerror(-ret));
+		goto close_memfd;
+	}
+	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma;
+	fds[0] = memfd;
+	fds[1] = cq->evfd;
+	ret = hs_send(req->sock, SHM_ACCEPT, ep->cma ? SHM_F_CMA : 0, priv,
+		      privlen, fds, 2);
+	if (ret)
+		goto close_memfd;
+	close(memfd);
+	ep->sock = req->sock;
+	ep->peer_evfd = req->evfd;
+	ep->peer_pid = req->pid;
+	ep->same_pid = req->pid == getpid();
+	ep->peer_priv_len = req->priv_len;
+	memcpy(ep->peer_priv, req->priv, req->priv_len);
+	req->sock = req->evfd = -1;
+	req_free(req);
+	ep->state = SHM_EP_CONNECTED;
+	shm_cq_add_ep(cq, ep);
+	*out = (struct sdp_ep *)ep;
+	return 0;
+
+close_memfd:
+	close(memfd);
+free_ep:
+	ep_free(ep);
+free_req:
+	req_free(req);
+	return ret;
+}
+
+int shm_reject(struct sdp_conn_req *r)
+{
+	struct shm_conn_req *req = (struct shm_conn_req *)r;
+
+	if (!req)
+		return -EINVAL;
+	hs_send(req->sock, SHM_REJECT, 0, NULL, 0, NULL, 0);
+	req_free(req);
+	return 0;
+}
+
+int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
+		const struct sockaddr *dst, socklen_t dstlen, const void *priv,
+		size_t privlen, void *ep_context, struct sdp_ep **out)
+{
+	struct shm_provider *sp = shm_prov(p);
+	struct shm_cq *cq = (struct shm_cq *)c;
+	struct shm_ep *ep;
+	int memfd, fds[2], ret;
+
+	if (!cq || !out || privlen > SDP_MAX_PRIVATE_DATA ||
+	    (privlen && !priv))
+		return -EINVAL;
+	ep = ep_alloc(sp, ep_context);
+	if (!ep)
+		return -ENOMEM;
+	ret = rendezvous(dst, dstlen, &ep->sock);
+	if (ret)
+		goto free_ep;
+	ret = shm_region_create(sp, ep, &memfd);
+	if (ret)
+		goto free_ep;
+	fds[0] = memfd;
+	fds[1] = cq->evfd;
+	ret = hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
+		      privlen, fds, 2);
+	close(memfd);
+	if (ret)
+		goto free_ep;
+	ep->state = SHM_EP_CONNECTING;
+	shm_cq_add_ep(cq, ep);
+	*out = (struct sdp_ep *)ep;
+	return SDP_PENDING;
+
+free_ep:
+	ep_free(ep);
+	return ret;
+}
+
+/* The connecting side learns the answer to its hello. */
+static void connect_answer(struct shm_ep *ep)
+{
+	struct shm_hs hs;
+	int fds[2], ret;
+	pid_t pid = 0;
+
+	ret = hs_recv(ep->sock, &hs, fds, &pid);
+	if (ret == -EAGAIN)
+		return;
+	if (!ret && hs.type == SHM_ACCEPT && pid > 0) {
+		ret = shm_region_map(ep, fds[0]);
+		close(fds[0]);
+		if (!ret) {
+			ep->peer_evfd = fds[1];
+			ep->peer_pid = pid;
+			ep->same_pid = pid == getpid();
+			ep->cma = (hs.flags & SHM_F_CMA) && ep->prov->cma;
+			ep->peer_priv_len = hs.priv_len;
+			memcpy(ep->peer_priv, hs.priv, hs.priv_len);
+			ep->state = SHM_EP_CONNECTED;
+			shm_cq_push(ep->cq, ep, SDP_OP_CONNECT, 0, 0, 0);
+			return;
+		}
+		close(fds[1]);
+		shm_log(ep->prov, 3,
+			"connect: server %d sent an invalid shared region",
+			(int)pid);
+	} else if (!ret) {
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
+	}
+	shm_cq_push(ep->cq, ep, SDP_OP_CONNECT, 0, -ECONNREFUSED, 0);
+	shm_ep_fail(ep, -ECONNREFUSED);
+}
+
+/* The rendezvous socket is readable (cq->lock and ep->lock held). */
+void shm_cm_sock_event(struct shm_ep *ep)
+{
+	char b;
+	ssize_t n;
+
+	if (ep->state == SHM_EP_CONNECTING) {
+		connect_answer(ep);
+		return;
+	}
+	if (ep->state != SHM_EP_CONNECTED)
+		return;
+	n = recv(ep->sock, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	/* hang-up (or a byte the protocol never sends): the peer is gone.
+	 * Hand out what it sent before, then fail the rest. */
+	while (shm_ring_rx(ep) > 0)
+		;
+	shm_stage_rx(ep);
+	shm_ep_fail(ep, -ECONNRESET);
+}
+
+int shm_ep_query(struct sdp_ep *e, struct sdp_ep_attr *attr)
+{
+	struct shm_ep *ep = (struct shm_ep *)e;
+	struct sdp_ep_attr a = { 0 };
+	size_t size;
+
+	if (!ep || !attr || attr->size < offsetof(struct sdp_ep_attr,
+						  max_send))
+		return -EINVAL;
+	size = attr->size < sizeof(a) ? attr->size : sizeof(a);
+	pthread_mutex_lock(&ep->lock);
+	a.size = size;
+	a.max_msg_size = ep->peer ? ep->pg.msg_size : ep->prov->opt.msg_size;
+	a.max_send = SHM_MAX_SEND;
+	a.max_recv = SHM_MAX_RECV;
+	a.max_sge = SHM_MAX_SGE;
+	a.max_rdma_size = SHM_MAX_RDMA;
+	a.peer_priv_len = ep->peer_priv_len;
+	memcpy(a.peer_priv, ep->peer_priv, ep->peer_priv_len);
+	pthread_mutex_unlock(&ep->lock);
+	memcpy(attr, &a, size);
+	return 0;
+}
+
+/* Pending operations are dropped silently with the endpoint. */
+int shm_ep_close(struct sdp_ep *e)
+{
+	struct shm_ep *ep = (struct shm_ep *)e;
+
+	if (!ep)
+		return -EINVAL;
+	if (ep->cq)
+		shm_cq_del_ep(ep->cq, ep);
+	ep_free(ep);
+	return 0;
+}
+
+static int ep_usable(struct shm_ep *ep)
+{
+	if (ep->state == SHM_EP_CONNECTED)
+		return 0;
+	return ep->state == SHM_EP_DEAD ? ep->dead_status : -ENOTCONN;
+}
+
+int shm_post_send(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
+		  uint64_t context, uint32_t flags)
+{
+	struct shm_ep *ep = (struct shm_ep *)e;
+	struct shm_wr *w;
+	uint64_t len;
+	int ret;
+
+	if (!ep)
+		return -EINVAL;
+	ret = shm_sge_check(sgl, nsge);
+	if (ret)
+		return ret;
+	len = shm_sge_len(sgl, nsge);
+	pthread_mutex_lock(&ep->lock);
+	ret = ep_usable(ep);
+	if (ret)
+		goto unlock;
+	if (len > ep->pg.msg_size) {
+		ret = -EMSGSIZE;
+		goto unlock;
+	}
+	if (!ep->send_cnt) {
+		ret = shm_ring_put(ep, sgl, nsge, len);
+		if (ret != -EAGAIN)
+			goto unlock;
+	}
+	if (ep->send_cnt == SHM_MAX_SEND) {
+		ret = -ENOBUFS;
+		goto unlock;
+	}
+	w = &ep->send[(ep->send_head + ep->send_cnt++) % SHM_MAX_SEND];
+	memcpy(w->sge, sgl, sizeof(*sgl) * nsge);
+	w->nsge = nsge;
+	w->context = context;
+	w->len = len;
+	ret = SDP_PENDING;
+unlock:
+	pthread_mutex_unlock(&ep->lock);
+	return ret == -EPROTO ? -ECONNRESET : ret;
+}
+
+/* Queued sends move as the peer frees ring slots (cq->lock, ep->lock). */
+void shm_send_progress(struct shm_ep *ep)
+{
+	while (ep->send_cnt && shm_cq_room(ep->cq)) {
+		struct shm_wr *w = &ep->send[ep->send_head];
+		int ret = shm_ring_put(ep, w->sge, w->nsge, w->len);
+
+		if (ret == -EAGAIN)
+			return;
+		shm_cq_push(ep->cq, ep, SDP_OP_SEND, w->context,
+			    ret ? -ECONNRESET : 0, ret ? 0 : w->len);
+		ep->send_head = (ep->send_head + 1) % SHM_MAX_SEND;
+		ep->send_cnt--;
+		if (ret) {
+			shm_ep_fail(ep, -ECONNRESET);
+			return;
+		}
+	}
+}
+
+int shm_post_recv(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
+		  uint64_t context)
+{
+	struct shm_ep *ep = (struct shm_ep *)e;
+	struct shm_wr *w;
+	int ret;
+
+	if (!ep)
+		return -EINVAL;
+	ret = shm_sge_check(sgl, nsge);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ep->lock);
+	if (ep->state == SHM_EP_DEAD) {
+		ret = ep->dead_status;
+	} else if (ep->recv_cnt == SHM_MAX_RECV) {
+		ret = -ENOBUFS;
+	} else {
+		w = &ep->recv[(ep->recv_head + ep->recv_cnt++) %
+			      SHM_MAX_RECV];
+		memcpy(w->sge, sgl, sizeof(*sgl) * nsge);
+		w->nsge = nsge;
+		w->context = context;
+		w->len = shm_sge_len(sgl, nsge);
+		ret = SDP_PENDING;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return ret;
+}

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * shm_cq.c - completion queues: progress of every endpoint on the CQ,
+ * the queue of ready completions, and interrupt mode (an epoll fd over the
+ * CQ's eventfd and the endpoints' rendezvous sockets, which report peer death).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+bool shm_cq_room(struct shm_cq *cq)
+{
+	return cq->cnt < cq->depth;
+}
+
+/* Queues one completion (cq->lock held). The queue grows past depth only
+ * for failures reported at peer death, so none is ever lost. */
+void shm_cq_push(struct shm_cq *cq, struct shm_ep *ep, uint32_t op,
+		 uint64_t context, int32_t status, uint64_t bytes)
+{
+	struct sdp_completion *c;
+	uint32_t cap = cq->depth * 2;
+
+	if (cq->cnt == cap) {
+		shm_log(cq->prov, 3,
+			"completion queue overflow (depth %u): completion of op %u dropped; create the CQ deeper",
+			cq->depth, op);
+		return;
+	}
+	c = &cq->q[(cq->head + cq->cnt) % cap];
+	c->context = context;
+	c->ep = (struct sdp_ep *)ep;
+	c->ep_context = ep ? ep->ep_context : NULL;
+	c->status = status;
+	c->op = op;
+	c->bytes = bytes;
+	cq->cnt++;
+}
+
+static void sock_watch(struct shm_cq *cq, struct shm_ep *ep, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
+				  .data.ptr = ep };
+
+	if (ep->sock < 0 || ep->sock_watched == on)
+		return;
+	if (!epoll_ctl(cq->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL,
+		       ep->sock, &ev))
+		ep->sock_watched = on;
+}
+
+void shm_cq_add_ep(struct shm_cq *cq, struct shm_ep *ep)
+{
+	pthread_mutex_lock(&cq->lock);
+	ep->cq = cq;
+	ep->prev = NULL;
+	ep->next = cq->eps;
+	if (cq->eps)
+		cq->eps->prev = ep;
+	cq->eps = ep;
+	sock_watch(cq, ep, true);
+	cq->check_now = true;
+	pthread_mutex_unlock(&cq->lock);
+}
+
+/* Unlinks ep and forgets its completions not yet handed out. */
+void shm_cq_del_ep(struct shm_cq *cq, struct shm_ep *ep)
+{
+	uint32_t cap = cq->depth * 2, i, n = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	sock_watch(cq, ep, false);
+	if (ep->prev)
+		ep->prev->next = ep->next;
+	else
+		cq->eps = ep->next;
+	if (ep->next)
+		ep->next->prev = ep->prev;
+	if (cq->rr == ep)
+		cq->rr = NULL;
+	for (i = 0; i < cq->cnt; i++) {
+		struct sdp_completion *c = &cq->q[(cq->head + i) % cap];
+
+		if (c->ep != (struct sdp_ep *)ep)
+			cq->q[(cq->head + n++) % cap] = *c;
+	}
+	cq->cnt = n;
+	pthread_mutex_unlock(&cq->lock);
+}
+
+/* The peer is gone (or broke the protocol): every pending operation
+ * completes with status, later calls fail with it. cq->lock and ep->lock
+ * held. */
+void shm_ep_fail(struct shm_ep *ep, int32_t status)
+{
+	struct shm_cq *cq = ep->cq;
+
+	if (ep->state == SHM_EP_DEAD)
+		return;
+	ep->state = SHM_EP_DEAD;
+	ep->dead_status = status;
+	sock_watch(cq, ep, false);
+	for (; ep->recv_cnt; ep->recv_cnt--) {
+		shm_cq_push(cq, ep, SDP_OP_RECV,
+			    ep->recv[ep->recv_head].context, status, 0);
+		ep->recv_head = (ep->recv_head + 1) % SHM_MAX_RECV;
+	}
+	for (; ep->send_cnt; ep->send_cnt--) {
+		shm_cq_push(cq, ep, SDP_OP_SEND,
+			    ep->send[ep->send_head].context, status, 0);
+		ep->send_head = (ep->send_head + 1) % SHM_MAX_SEND;
+	}
+	for (; ep->wr_cnt; ep->wr_cnt--) {
+		shm_cq_push(cq, ep, SDP_OP_RDMA_WRITE,
+			    ep->wr[ep->wr_head].wr.context, status, 0);
+		ep->wr_head = (ep->wr_head + 1) % SHM_MAX_WRITES;
+	}
+}
+
+int shm_cq_create(struct sdp_provider *p, uint32_t depth, struct sdp_cq **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct shm_cq *cq;
+	int ret;
+
+	if (!out || !depth || depth > (1u << 24))
+		return -EINVAL;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->prov = shm_prov(p);
+	cq->depth = depth < 16 ? 16 : depth;
+	cq->q = calloc(cq->depth * 2, sizeof(*cq->q));
+	if (!cq->q) {
+		ret = -ENOMEM;
+		goto free_cq;
+	}
+	cq->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (cq->evfd < 0) {
+		ret = -errno;
+		goto free_q;
+	}
+	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (cq->epfd < 0) {
+		ret = -errno;
+		goto close_evfd;
+	}
+	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->evfd, &ev)) {
+		ret = -errno;
+		goto close_epfd;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	*out = (struct sdp_cq *)cq;
+	return 0;
+
+close_epfd:
+	close(cq->epfd);
+close_evfd:
+	close(cq->evfd);
+free_q:
+	free(cq->q);
+free_cq:
+	free(cq);
+	return ret;
+}
+
+int shm_cq_destroy(struct sdp_cq *c)
+{
+	struct shm_cq *cq = (struct shm_cq *)c;
+
+	if (!cq)
+		return -EINVAL;
+	if (cq->eps) {
+		shm_log(cq->prov, 3,
+			"cq_destroy: endpoints still use this CQ; close them first");
+		return -EBUSY;
+	}
+	close(cq->epfd);
+	close(cq->evfd);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq->q);
+	free(cq);
+	return 0;
+}
+
+/* Progress of one connected endpoint; returns > 0 when something moved. */
+static int ep_progress(struct shm_ep *ep)
+{
+	int n, moved = 0;
+
+	if (ep->state != SHM_EP_CONNECTED)
+		return 0;
+	n = shm_ring_rx(ep);
+	if (n < 0)
+		goto corrupt;
+	moved += n;
+	n = shm_stage_rx(ep);
+	if (n < 0)
+		goto corrupt;
+	moved += n;
+	shm_send_progress(ep);
+	n = shm_stage_tx_progress(ep);
+	if (n < 0)
+		goto corrupt;
+	return moved + n;
+
+corrupt:
+	shm_log(ep->prov, 3,
+		"peer %d broke the shared ring protocol; connection reset",
+		(int)ep->peer_pid);
+	shm_ep_fail(ep, -ECONNRESET);
+	return 1;
+}
+
+/*
+ * Nothing to do for ep? Read without ep->lock so that a poll over many
+ * quiet endpoints costs a few loads each: the cursors and state change only
+ * under cq->lock (held), the shared indices are atomics, and a queue count
+ * read stale only delays that endpoint to the next poll.
+ */
+static bool ep_idle(struct shm_ep *ep)
+{
+	if (ep->state != SHM_EP_CONNECTED)
+		return true;
+	if (atomic_load_explicit(&ep->own->ring_prod, memory_order_relaxed) !=
+	    ep->rx_cons ||
+	    atomic_load_explicit(&ep->own->stage_prod, memory_order_relaxed) !=
+	    ep->stage_cons)
+		return false;
+	return !__atomic_load_n(&ep->send_cnt, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&ep->wr_cnt, __ATOMIC_RELAXED);
+}
+
+/* Looks at the rendezvous sockets that have something to say: an accept
+ * or reject for a pending connect, or the peer's death (hang-up). */
+static void check_sockets(struct shm_cq *cq)
+{
+	struct epoll_event ev[64];
+	int n, i;
+
+	n = epoll_wait(cq->epfd, ev, 64, 0);
+	for (i = 0; i < n; i++) {
+		struct shm_ep *ep = ev[i].data.ptr;
+
+		if (!ep)
+			continue;
+		pthread_mutex_lock(&ep->lock);
+		shm_cm_sock_event(ep);
+		pthread_mutex_unlock(&ep->lock);
+	}
+}
+
+int shm_cq_poll(struct sdp_cq *c, struct sdp_completion *out, int max)
+{
+	struct shm_cq *cq = (struct shm_cq *)c;
+	uint32_t cap, k = 0;
+	struct shm_ep *ep, *start;
+	bool connecting = false;
+
+	if (!cq || max < 0 || (max && !out))
+		return -EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	cap = cq->depth * 2;
+	start = cq->rr ? cq->rr : cq->eps;
+	ep = start;
+	while (ep && shm_cq_room(cq)) {
+		/* a pending connect is answered on its socket: look at
+		 * once, not every 32nd poll */
+		if (ep->state == SHM_EP_CONNECTING)
+			connecting = true;
+		if (!ep_idle(ep)) {
+			pthread_mutex_lock(&ep->lock);
+			ep_progress(ep);
+			pthread_mutex_unlock(&ep->lock);
+		}
+		ep = ep->next ? ep->next : cq->eps;
+		if (ep == start)
+			break;
+	}
+	cq->rr = ep;
+	if (cq->check_now || connecting || !(++cq->idle & 31)) {
+		cq->check_now = false;
+		check_sockets(cq);
+	}
+	while (k < (uint32_t)max && cq->cnt) {
+		out[k++] = cq->q[cq->head];
+		cq->head = (cq->head + 1) % cap;
+		cq->cnt--;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return (int)k;
+}
+
+int shm_cq_notify_fd(struct sdp_cq *c)
+{
+	return c ? ((struct shm_cq *)c)->epfd : -EINVAL;
+}
+
+/* Asks every peer to ring our eventfd at its next send, consumption or
+ * staged completion. Sockets (death, accept) report by themselves. */
+int shm_cq_arm(struct sdp_cq *c)
+{
+	struct shm_cq *cq = (struct shm_cq *)c;
+	struct shm_ep *ep;
+	uint64_t one = 1;
+
+	if (!cq)
+		return -EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	for (ep = cq->eps; ep; ep = ep->next)
+		if (ep->own)
+			atomic_store(&ep->own->armed, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	cq->check_now = true;
+	if (cq->cnt)
+		(void)!write(cq->evfd, &one, sizeof(one));
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+int shm_cq_ack(struct sdp_cq *c)
+{
+	struct shm_cq *cq = (struct shm_cq *)c;
+	uint64_t v;
+
+	if (!cq)
+		return -EINVAL;
+	while (read(cq->evfd, &v, sizeof(v)) == sizeof(v))
+		;
+	pthread_mutex_lock(&cq->lock);
+	cq->check_now = true;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}

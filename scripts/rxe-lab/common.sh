@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# Shared settings of the sdp-switch soft-RoCE lab: where the cached image
+# lives, which Debian packages the guest gets, and small helpers. Sourced by
+# build-image.sh, run.sh and two-vm.sh; never run on its own.
+
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LAB_CACHE=${SDP_LAB_CACHE:-/var/cache/sdp-lab}
+LAB_SUITE=bookworm
+
+# Guest packages on top of debootstrap's minbase: the kernel (ships
+# rdma_rxe.ko), rdma-core user space and its headers, the tool chain and Check
+# (the conformance suite and unit tests build in the guest), the programs the
+# integration tests and benchmarks drive.
+LAB_PKGS="linux-image-amd64 initramfs-tools kmod iproute2 procps udev
+	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
+	libibverbs-dev librdmacm-dev build-essential pkg-config make
+	check libsubunit-dev iperf3 netcat-openbsd strace
+	python3 ${SDP_LAB_EXTRA_PKGS:-}"
+LAB_PKGS=$(echo $LAB_PKGS)
+
+lab_say()
+{
+	echo "[sdp-lab] $*" >&2
+}
+
+lab_die()
+{
+	echo "[sdp-lab] error: $*" >&2
+	exit 2
+}
+
+# The image is valid when its stamp records the current package list; a
+# changed list means build-image.sh must run again.
+lab_image_stamp()
+{
+	echo "suite=$LAB_SUITE pkgs=$LAB_PKGS"
+}
+
+lab_image_ready()
+{
+	[ -f "$LAB_CACHE/vmlinuz" ] && [ -f "$LAB_CACHE/initrd.img" ] &&
+	[ -f "$LAB_CACHE/rootfs.img" ] && [ -f "$LAB_CACHE/stamp" ] &&
+	[ "$(cat "$LAB_CACHE/stamp")" = "$(lab_image_stamp)" ]
+}

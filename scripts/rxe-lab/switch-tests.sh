@@ -1,0 +1,128 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# Runs in a lab guest: the switch over verbs between two processes, on one
+# VM or across two. iperf3, a 256 MiB hashed transfer each way (sdp-xfer), an
+# epoll echo server (sdp-echo), and the fallbacks: a plain peer either way
+# and a peer whose provider set is disjoint. Every step checks the bytes and
+# the path the switch chose (its sdp-stat file, or its debug log for iperf3).
+#   switch-tests.sh local [PORT]                 both ends here, on $LAB_IP
+#   switch-tests.sh server MY_IP PORT SYNC_DIR   one end each; the client
+#   switch-tests.sh client SERVER_IP PORT SYNC_DIR  waits for SYNC_DIR/ready.N
+# SWT_STEPS="xfer_up echo" runs a subset; SWT_BYTES sets the bulk size.
+set -u
+mode=${1:-local}
+O=build-lab
+SW=$PWD/$O/lib/libsdp_switch.so
+BYTES=${SWT_BYTES:-268435456}
+SMALL=33554432
+STEPS=${SWT_STEPS:-"iperf3 xfer_up xfer_down echo plain_client plain_server disjoint"}
+case $mode in
+local) ip=${LAB_IP:?}; port=${2:-$((20000 + RANDOM % 20000))}; sync="" ;;
+server|client) ip=$2; port=$3; sync=$4 ;;
+*) echo "usage: switch-tests.sh local|server|client ..." >&2; exit 2 ;;
+esac
+export SDP_PROVIDER_DIR=$PWD/$O/lib/sdp
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+if [ "$mode" != client ]; then
+	make -s O=$O $O/lib/libsdp_switch.so $O/lib/sdp/libsdp-verbs.so \
+		$O/lib/sdp/libsdp-shm.so \
+		$O/tests/sdp-xfer $O/tests/sdp-echo || exit 1
+	[ -n "$sync" ] && mkdir -p "$sync" && touch "$sync/built"
+else
+	for _ in $(seq 900); do [ -f "$sync/built" ] && break; sleep 1; done
+fi
+
+# run_with PROVIDERS|plain CMD...: one end, preloaded with the given set.
+run_with()
+{
+	local set=$1
+	shift
+	if [ "$set" = plain ]; then
+		timeout 300 "$@"
+	else
+		LD_PRELOAD=$SW SDP_PROVIDERS=$set timeout 300 "$@"
+	fi
+}
+
+# Server end of step N (runs in the background; result in $log/srv.N).
+server_step()
+{
+	local n=$1 name=$2 p=$((port + $1))
+	case $name in
+	iperf3) SDP_LOG=debug SDP_LOG_FILE=$log/iperf3-s.log \
+		run_with verbs iperf3 -s -1 -p $p ;;
+	xfer_up) run_with verbs $O/tests/sdp-xfer listen $p recv $BYTES verbs ;;
+	xfer_down) run_with verbs $O/tests/sdp-xfer listen $p send $BYTES verbs ;;
+	echo) SDP_ECHO_WAIT_MS=${SDP_ECHO_WAIT_MS:-100} \
+		run_with verbs $O/tests/sdp-echo server $p 4 verbs ;;
+	plain_client) run_with verbs $O/tests/sdp-xfer listen $p recv $SMALL tcp ;;
+	plain_server) run_with plain $O/tests/sdp-xfer listen $p send $SMALL tcp ;;
+	disjoint) run_with shm $O/tests/sdp-xfer listen $p recv $SMALL tcp ;;
+	esac
+}
+
+client_step()
+{
+	local n=$1 name=$2 p=$((port + $1)) c
+	case $name in
+	iperf3)
+		SDP_LOG=debug SDP_LOG_FILE=$log/iperf3-c.log \
+			run_with verbs iperf3 -c $ip -p $p -t 4 -f m || return 1
+		c=$(grep -c "carried by verbs" $log/iperf3-c.log)
+		echo "iperf3 client: $c connection(s) carried by verbs"
+		[ "$c" -ge 2 ] ;;
+	xfer_up) run_with verbs $O/tests/sdp-xfer connect $ip $p send $BYTES verbs ;;
+	xfer_down) run_with verbs $O/tests/sdp-xfer connect $ip $p recv $BYTES verbs ;;
+	echo) run_with verbs $O/tests/sdp-echo client $ip $p 4 2000000 verbs ;;
+	plain_client) run_with plain $O/tests/sdp-xfer connect $ip $p send $SMALL tcp ;;
+	plain_server) run_with verbs $O/tests/sdp-xfer connect $ip $p recv $SMALL tcp ;;
+	disjoint) run_with verbs $O/tests/sdp-xfer connect $ip $p send $SMALL tcp ;;
+	esac
+}
+
+fail=0
+n=0
+for name in $STEPS; do
+	n=$((n + 1))
+	case $mode in
+	local)
+		echo "=== $name (one VM, $ip) ==="
+		server_step $n $name > $log/srv.out 2>&1 &
+		spid=$!
+		sleep 2
+		client_step $n $name; crc=$?
+		wait $spid; src=$?
+		sed 's/^/  server| /' $log/srv.out
+		[ $name = iperf3 ] && echo "  server| $(grep -c 'carried by verbs' $log/iperf3-s.log) connection(s) carried by verbs"
+		;;
+	server)
+		echo "=== $name (server end, $ip) ==="
+		server_step $n $name > $log/srv.out 2>&1 &
+		spid=$!
+		sleep 2
+		touch "$sync/ready.$n"
+		wait $spid; src=$?
+		cat $log/srv.out
+		[ $name = iperf3 ] && echo "$(grep -c 'carried by verbs' $log/iperf3-s.log) connection(s) carried by verbs"
+		crc=0
+		# wait for the client end before the next listener
+		for _ in $(seq 300); do [ -f "$sync/done.$n" ] && break; sleep 1; done
+		;;
+	client)
+		echo "=== $name (client end, to $ip) ==="
+		for _ in $(seq 300); do [ -f "$sync/ready.$n" ] && break; sleep 1; done
+		client_step $n $name; crc=$?
+		touch "$sync/done.$n"
+		src=0
+		;;
+	esac
+	if [ $crc = 0 ] && [ $src = 0 ]; then
+		echo "=== PASS $name ==="
+	else
+		echo "=== FAIL $name (client $crc, server $src) ==="
+		fail=1
+	fi
+done
+exit $fail

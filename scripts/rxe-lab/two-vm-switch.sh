@@ -1,0 +1,41 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# The switch across two lab VMs joined by a virtual cable (soft-RoCE rxe1 on
+# each end): VM 1 builds and runs the server end of switch-tests.sh, VM 2 the
+# client end; they step together through marker files in the shared tree.
+# Exit 0 only when both ends pass every step.
+#   scripts/rxe-lab/two-vm-switch.sh [STEP...]   (default: all steps)
+# LAB_TIMEOUT bounds each VM (default 900); SWT_BYTES as in switch-tests.sh.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
+lab_image_ready || "$here/build-image.sh" || exit 2
+tree=$(cd "$here/../.." && pwd)
+port=$(( 20000 + RANDOM % 20000 ))
+cable=$(( 30000 + RANDOM % 20000 ))
+sync=build-lab/.switch-sync.$$
+steps=${*:-${SWT_STEPS:-}}
+out=$(mktemp -d)
+mkdir -p "$tree/build-lab"
+rm -rf "${tree:?}/$sync"
+trap 'rm -rf "$out" "${tree:?}/$sync"' EXIT
+export LAB_TIMEOUT=${LAB_TIMEOUT:-900} LAB_SMP=1
+env="SWT_STEPS='$steps' SWT_BYTES=${SWT_BYTES:-268435456}"
+[ -n "$steps" ] || env="SWT_BYTES=${SWT_BYTES:-268435456}"
+
+LAB_LINK=listen:$cable LAB_LINK_IP=192.168.100.1 "$here/run.sh" -c "
+$env bash scripts/rxe-lab/switch-tests.sh server 192.168.100.1 $port $sync
+" > "$out/vm1.log" 2>&1 &
+vm1=$!
+sleep 2
+LAB_LINK=connect:$cable LAB_LINK_IP=192.168.100.2 "$here/run.sh" -c "
+$env bash scripts/rxe-lab/switch-tests.sh client 192.168.100.1 $port $sync
+" > "$out/vm2.log" 2>&1
+rc2=$?
+wait $vm1
+rc1=$?
+echo "--- VM 1 (server end, 192.168.100.1), exit $rc1"
+cat "$out/vm1.log"
+echo "--- VM 2 (client end, 192.168.100.2), exit $rc2"
+cat "$out/vm2.log"
+[ $rc1 = 0 ] && [ $rc2 = 0 ]

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sock_data.c - wrappers that move bytes: the read, recv and write, send
+ * families, recvmmsg/sendmmsg and sendfile. On a managed fd each becomes
+ * one struct msghdr for sw_recvmsg or sw_sendmsg; otherwise libc's call.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/sendfile.h>
+
+#include "shim.h"
+#include "fdtable.h"
+
+static ssize_t shim_recv(struct sw_sock *s, struct msghdr *m, int flags)
+{
+	ssize_t ret;
+
+	shim_enter();
+	ret = sw_recvmsg(s, m, flags);
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}
+
+static ssize_t shim_send(struct sw_sock *s, const struct msghdr *m,
+			 int flags)
+{
+	ssize_t ret;
+
+	shim_enter();
+	ret = sw_sendmsg(s, m, flags);
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}
+
+static ssize_t shim_recv_buf(struct sw_sock *s, void *buf, size_t n,
+			     int flags, struct sockaddr *addr,
+			     socklen_t *alen)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = n };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t ret;
+
+	if (addr && alen) {
+		m.msg_name = addr;
+		m.msg_namelen = *alen;
+	}
+	ret = shim_recv(s, &m, flags);
+	if (ret >= 0 && addr && alen)
+		*alen = m.msg_namelen;
+	return ret;
+}
+
+static ssize_t shim_send_buf(struct sw_sock *s, const void *buf, size_t n,
+			     int flags, const struct sockaddr *addr,
+			     socklen_t alen)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = n };
+	struct msghdr m = {
+		.msg_name = (void *)addr,
+		.msg_namelen = addr ? alen : 0,
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+	};
+
+	return shim_send(s, &m, flags);
+}
+
+static struct sw_sock *shim_sock(int fd)
+{
+	return shim_on() ? fdt_get(fd) : NULL;
+}
+
+SHIM_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(read)(fd, buf, n);
+	return shim_recv_buf(s, buf, n, 0, NULL, NULL);
+}
+
+SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	struct sw_sock *s;
+
+	if (n > buflen)
+		__chk_fail();
+	s = shim_sock(fd);
+	if (!s)
+		return REAL(__read_chk)(fd, buf, n, buflen);
+	return shim_recv_buf(s, buf, n, 0, NULL, NULL);
+}
+
+SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct sw_sock *s = shim_sock(fd);
+	struct msghdr m = { .msg_iov = (struct iovec *)iov };
+
+	if (!s)
+		return REAL(readv)(fd, iov, iovcnt);
+	if (iovcnt < 0) {
+		shim_unref(s);
+		errno = EINVAL;
+		return -1;
+	}
+	m.msg_iovlen = (size_t)iovcnt;
+	return shim_recv(s, &m, 0);
+}
+
+SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(recv)(fd, buf, n, flags);
+	return shim_recv_buf(s, buf, n, flags, NULL, NULL);
+}
+
+SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
+			       int flags)
+{
+	struct sw_sock *s;
+
+	if (n > buflen)
+		__chk_fail();
+	s = shim_sock(fd);
+	if (!s)
+		return REAL(__recv_chk)(fd, buf, n, buflen, flags);
+	return shim_recv_buf(s, buf, n, flags, NULL, NULL);
+}
+
+SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags,
+			     struct sockaddr *addr, socklen_t *alen)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(recvfrom)(fd, buf, n, flags, addr, alen);
+	return shim_recv_buf(s, buf, n, flags, addr, alen);
+}
+
+SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n,
+				   size_t buflen, int flags,
+				   struct sockaddr *addr, socklen_t *alen)
+{
+	struct sw_sock *s;
+
+	if (n > buflen)
+		__chk_fail();
+	s = shim_sock(fd);
+	if (!s)
+		return REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr,
+					    alen);
+	return shim_recv_buf(s, buf, n, flags, addr, alen);
+}
+
+SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(recvmsg)(fd, msg, flags);
+	return shim_recv(s, msg, flags);
+}
+
+/*
+ * recvmmsg(2) on a stream: each message takes what the stream has, as the
+ * kernel does for TCP; after the first, MSG_WAITFORONE makes the rest
+ * non-blocking. An error after some messages ends the batch with the
+ * count. The timeout is checked between messages only, as in the kernel.
+ */
+SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
+			 int flags, struct timespec *timeout)
+{
+	struct sw_sock *s = shim_sock(fd);
+	struct timespec end, now;
+	unsigned int i;
+	ssize_t r = -1;
+
+	if (!s)
+		return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	if (timeout) {
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += timeout->tv_sec;
+		end.tv_nsec += timeout->tv_nsec;
+		if (end.tv_nsec >= 1000000000) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000;
+		}
+	}
+	shim_enter();
+	for (i = 0; i < vlen; i++) {
+		r = sw_recvmsg(s, &vec[i].msg_hdr, flags & ~MSG_WAITFORONE);
+		if (r < 0)
+			break;
+		vec[i].msg_len = (unsigned int)r;
+		if (r == 0)
+			break;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (timeout) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec > end.tv_sec ||
+			    (now.tv_sec == end.tv_sec &&
+			     now.tv_nsec >= end.tv_nsec)) {
+				i++;
+				break;
+			}
+		}
+	}
+	if (i < vlen && r == 0)
+		i++;
+	sw_sock_unref(s);
+	shim_leave();
+	if (i == 0 && vlen > 0)
+		return -1;
+	return (int)i;
+}
+
+SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(write)(fd, buf, n);
+	return shim_send_buf(s, buf, n, 0, NULL, 0);
+}
+
+SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct sw_sock *s = shim_sock(fd);
+	struct msghdr m = { .msg_iov = (struct iovec *)iov };
+
+	if (!s)
+		return REAL(writev)(fd, iov, iovcnt);
+	if (iovcnt < 0) {
+		shim_unref(s);
+		errno = EINVAL;
+		return -1;
+	}
+	m.msg_iovlen = (size_t)iovcnt;
+	return shim_send(s, &m, 0);
+}
+
+SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(send)(fd, buf, n, flags);
+	return shim_send_buf(s, buf, n, flags, NULL, 0);
+}
+
+SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
+			   const struct sockaddr *addr, socklen_t alen)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(sendto)(fd, buf, n, flags, addr, alen);
+	return shim_send_buf(s, buf, n, flags, addr, alen);
+}
+
+SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (!s)
+		return REAL(sendmsg)(fd, msg, flags);
+	return shim_send(s, msg, flags);
+}
+
+/* sendmmsg(2): the messages in order; an error after some were sent ends
+ * the batch with the count, as the kernel does. */
+SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
+			 int flags)
+{
+	struct sw_sock *s = shim_sock(fd);
+	unsigned int i;
+	ssize_t r;
+
+	if (!s)
+		return REAL(sendmmsg)(fd, vec, vlen, flags);
+	shim_enter();
+	for (i = 0; i < vlen; i++) {
+		r = sw_sendmsg(s, &vec[i].msg_hdr, flags);
+		if (r < 0)
+			break;
+		vec[i].msg_len = (unsigned int)r;
+	}
+	sw_sock_unref(s);
+	shim_leave();
+	if (i == 0 && vlen > 0)
+		return -1;
+	return (int)i;
+}
+
+static ssize_t shim_sendfile(ssize_t (*real)(int, int, off_t *, size_t),
+			     int out_fd, int in_fd, off_t *off, size_t count)
+{
+	struct sw_sock *s = shim_sock(out_fd);
+	ssize_t ret;
+
+	if (!s)
+		return real(out_fd, in_fd, off, count);
+	shim_enter();
+	ret = sw_sendfile(s, in_fd, off, count);
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}
+
+SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)
+{
+	return shim_sendfile(REAL(sendfile), out_fd, in_fd, off, count);
+}
+
+SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *off,
+			       size_t count)
+{
+	return shim_sendfile(REAL(sendfile64), out_fd, in_fd, off, count);
+}

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sock_setup.c - wrappers that create, name and control sockets: connect,
+ * listen, accept, close, dup, fcntl, ioctl, socket options. They decide
+ * which fds the switch manages and keep the fd table in step with the
+ * kernel's fd numbers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+
+#include "shim.h"
+#include "fdtable.h"
+#include "readiness.h"
+
+/* The switch considers only IPv4/IPv6 TCP stream sockets. */
+bool shim_is_tcp_stream(int fd)
+{
+	int saved = errno, v;
+	socklen_t len = sizeof(v);
+	bool ok = false;
+	int (*gso)(int, int, int, void *, socklen_t *) = REAL(getsockopt);
+
+	if (gso(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) ||
+	    (v != AF_INET && v != AF_INET6))
+		goto out;
+	len = sizeof(v);
+	if (gso(fd, SOL_SOCKET, SO_TYPE, &v, &len) || v != SOCK_STREAM)
+		goto out;
+	len = sizeof(v);
+	if (gso(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) || v != IPPROTO_TCP)
+		goto out;
+	ok = true;
+out:
+	errno = saved;
+	return ok;
+}
+
+/* Records a socket the switch returned for fd. Without memory for the
+ * table the socket cannot be followed: it is closed the switch's way and
+ * the call fails with ENOMEM. */
+static int shim_adopt(int fd, struct sw_sock *s)
+{
+	if (!fdt_install(fd, s))
+		return 0;
+	shim_enter();
+	sw_close(s, fd);
+	sw_sock_unref(s);
+	shim_leave();
+	errno = ENOMEM;
+	return -1;
+}
+
+SHIM_EXPORT int socket(int domain, int type, int protocol)
+{
+	shim_on();	/* make sure init ran before the first socket */
+	return REAL(socket)(domain, type, protocol);
+}
+
+SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sw_sock *s, *out = NULL;
+	int ret, saved;
+
+	if (!shim_on())
+		return REAL(connect)(fd, addr, len);
+	s = fdt_get(fd);
+	if (s) {
+		shim_enter();
+		ret = sw_connect_again(s, addr, len);
+		sw_sock_unref(s);
+		shim_leave();
+		return ret;
+	}
+	if (!addr || len < sizeof(sa_family_t) ||
+	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
+	    !shim_is_tcp_stream(fd))
+		return REAL(connect)(fd, addr, len);
+	shim_enter();
+	ret = sw_connect(fd, addr, len, &out);
+	shim_leave();
+	if (out) {
+		saved = errno;
+		if (shim_adopt(fd, out))
+			return -1;
+		errno = saved;
+	}
+	return ret;
+}
+
+SHIM_EXPORT int listen(int fd, int backlog)
+{
+	struct sw_sock *s, *out = NULL;
+	int ret, saved;
+
+	if (!shim_on())
+		return REAL(listen)(fd, backlog);
+	s = fdt_get(fd);
+	if (s) {
+		/* Already a switch listener: a new backlog is the kernel's. */
+		shim_unref(s);
+		return REAL(listen)(fd, backlog);
+	}
+	if (!shim_is_tcp_stream(fd))
+		return REAL(listen)(fd, backlog);
+	shim_enter();
+	ret = sw_listen(fd, backlog, &out);
+	shim_leave();
+	if (out) {
+		saved = errno;
+		if (shim_adopt(fd, out))
+			return -1;
+		errno = saved;
+	}
+	return ret;
+}
+
+static int shim_accept(struct sw_sock *s, struct sockaddr *addr,
+		       socklen_t *alen, int flags)
+{
+	struct sw_sock *out = NULL;
+	int nfd, saved;
+
+	shim_enter();
+	nfd = sw_accept(s, addr, alen, flags, &out);
+	sw_sock_unref(s);
+	shim_leave();
+	if (nfd >= 0 && out) {
+		saved = errno;
+		if (shim_adopt(nfd, out))
+			return -1;
+		errno = saved;
+	}
+	return nfd;
+}
+
+SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen,
+			int flags)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+
+	if (!s)
+		return REAL(accept4)(fd, addr, alen, flags);
+	return shim_accept(s, addr, alen, flags);
+}
+
+SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+
+	if (!s)
+		return REAL(accept)(fd, addr, alen);
+	return shim_accept(s, addr, alen, 0);
+}
+
+SHIM_EXPORT int shutdown(int fd, int how)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	int ret;
+
+	if (!s)
+		return REAL(shutdown)(fd, how);
+	shim_enter();
+	ret = sw_shutdown(s, how);
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}
+
+/* close(2) of one fd by the program: the last fd naming a switch socket
+ * closes it through the switch. */
+int shim_close_fd(int fd)
+{
+	struct sw_sock *s;
+	int ret, primary;
+	bool last;
+
+	rd_fds_closed(fd, fd);
+	s = fdt_remove(fd, &last, &primary);
+	if (!s)
+		return REAL(close)(fd);
+	shim_enter();
+	if (primary >= 0 && sw_sock_set_fd)
+		sw_sock_set_fd(s, primary);
+	if (last)
+		ret = sw_close(s, fd);
+	else
+		ret = REAL(close)(fd);
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}
+
+SHIM_EXPORT int close(int fd)
+{
+	if (!shim_on())
+		return REAL(close)(fd);
+	return shim_close_fd(fd);
+}
+
+/* Closes the managed fds of [first, last] the switch's way before the
+ * kernel closes the rest. */
+void shim_closed_range(unsigned int first, unsigned int last)
+{
+	int fd, to;
+
+	to = last > (unsigned int)fdt_size() ? fdt_size() - 1 : (int)last;
+	rd_fds_closed(first, last);
+	for (fd = (int)first; fd >= 0 && fd <= to; fd++) {
+		fd = fdt_next_managed(fd, to);
+		if (fd < 0)
+			break;
+		shim_close_fd(fd);
+	}
+}
+
+SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (shim_on() && !(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+		shim_closed_range(first, last);
+	return REAL(close_range)(first, last, flags);
+}
+
+SHIM_EXPORT void closefrom(int lowfd)
+{
+	if (shim_on() && lowfd >= 0)
+		shim_closed_range((unsigned int)lowfd, ~0u);
+	REAL(closefrom)(lowfd);
+}
+
+/* newfd (just made by the kernel) names the same socket as s. */
+static int shim_dup_made(int newfd, struct sw_sock *s)
+{
+	sw_sock_ref(s);
+	if (!fdt_install(newfd, s))
+		return newfd;
+	shim_unref(s);
+	REAL(close)(newfd);
+	errno = ENOMEM;
+	return -1;
+}
+
+SHIM_EXPORT int dup(int fd)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	int nfd;
+
+	if (!s)
+		return REAL(dup)(fd);
+	nfd = REAL(dup)(fd);
+	if (nfd >= 0)
+		nfd = shim_dup_made(nfd, s);
+	shim_unref(s);
+	return nfd;
+}
+
+/* dup2/dup3: a managed newfd is closed the switch's way first (this gives
+ * up dup2's atomicity for that one case: the switch may need the fd to
+ * finish the connection, so it must still name the old socket then). */
+static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
+{
+	struct sw_sock *s;
+	int ret;
+
+	if (oldfd == newfd)
+		return is_dup2 ? REAL(dup2)(oldfd, newfd) :
+			REAL(dup3)(oldfd, newfd, flags);
+	if (fdt_next_managed(newfd, newfd) == newfd) {
+		/* Do not close newfd when the call must fail anyway. */
+		if (REAL(fcntl)(oldfd, F_GETFD) < 0)
+			return -1;
+		shim_close_fd(newfd);
+	}
+	s = fdt_get(oldfd);
+	ret = is_dup2 ? REAL(dup2)(oldfd, newfd) :
+		REAL(dup3)(oldfd, newfd, flags);
+	if (ret >= 0)
+		rd_fds_closed(newfd, newfd);
+	if (ret >= 0 && s)
+		ret = shim_dup_made(ret, s);
+	if (s)
+		shim_unref(s);
+	return ret;
+}
+
+SHIM_EXPORT int dup2(int oldfd, int newfd)
+{
+	if (!shim_on())
+		return REAL(dup2)(oldfd, newfd);
+	return shim_dup3(oldfd, newfd, 0, true);
+}
+
+SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	if (!shim_on())
+		return REAL(dup3)(oldfd, newfd, flags);
+	return shim_dup3(oldfd, newfd, flags, false);
+}
+
+static int shim_fcntl(int (*real)(int, int, ...), int fd, int cmd,
+		      void *arg)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	int ret;
+
+	if (!s)
+		return real(fd, cmd, arg);
+	ret = real(fd, cmd, arg);
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		if (ret >= 0)
+			ret = shim_dup_made(ret, s);
+		break;
+	case F_SETFL:
+		if (ret == 0) {
+			shim_enter();
+			sw_set_nonblock(s, ((long)arg & O_NONBLOCK) != 0);
+			shim_leave();
+		}
+		break;
+	}
+	shim_unref(s);
+	return ret;
+}
+
+/* The third argument is an int, a long or a pointer depending on cmd; on
+ * the ABIs glibc supports it travels in the same register either way. */
+SHIM_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return shim_fcntl(REAL(fcntl), fd, cmd, arg);
+}
+
+SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return shim_fcntl(REAL(fcntl64), fd, cmd, arg);
+}
+
+SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	struct sw_sock *s;
+	va_list ap;
+	void *arg;
+	int ret;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	s = shim_on() ? fdt_get(fd) : NULL;
+	if (!s)
+		return REAL(ioctl)(fd, req, arg);
+	shim_enter();
+	if (req == FIONBIO) {
+		ret = REAL(ioctl)(fd, req, arg);
+		if (ret == 0 && arg)
+			sw_set_nonblock(s, *(int *)arg != 0);
+	} else if (!sw_ioctl(s, req, arg, &ret)) {
+		ret = REAL(ioctl)(fd, req, arg);
+	}
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}
+
+SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
+			   socklen_t *len)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	int ret;
+
+	if (!s)
+		return REAL(getsockopt)(fd, level, name, val, len);
+	shim_enter();
+	if (!sw_getsockopt(s, level, name, val, len, &ret))
+		ret = REAL(getsockopt)(fd, level, name, val, len);
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}
+
+SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
+			   socklen_t len)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	int ret;
+
+	if (!s)
+		return REAL(setsockopt)(fd, level, name, val, len);
+	shim_enter();
+	if (!sw_setsockopt(s, level, name, val, len, &ret))
+		ret = REAL(setsockopt)(fd, level, name, val, len);
+	sw_sock_unref(s);
+	shim_leave();
+	return ret;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * config.c - settings from the environment and the rules that choose SAN or
+ * TCP per program, role, address and port (first match wins). The rules
+ * syntax is in docs/configuration.md and docs/man/sdp-rules.5.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules.h"
+#include "sw_internal.h"
+
+struct sw_config sw_cfg = {
+	.log_level = 4,
+	.spin_us = 50,
+	.msg_size = 16384,
+	.recv_bufs = 16,
+	.send_bufs = 16,
+	.rdma_min = 65536,
+	.staging_size = 1 << 20,
+	.hello_timeout_ms = 2000,
+	.upgrade_timeout_ms = 2000,
+	.path = SW_PATH_AUTO,
+};
+
+static struct sdp_rule rules[SDP_RULES_MAX];
+static int nrules;
+static int rules_default = SDP_RULE_BOTH;
+static bool rules_broken;
+
+static unsigned long env_ul(const char *name, unsigned long def,
+			    unsigned long min, unsigned long max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long x;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	x = strtoul(v, &end, 0);
+	if (errno || *end || x < min || x > max) {
+		SW_ERR("%s=%s is not a number in [%lu, %lu]; using %lu", name,
+		       v, min, max, def);
+		return def;
+	}
+	return x;
+}
+
+static int parse_level(const char *v)
+{
+	static const char *names[] = { "off", "", "", "error", "warn", "",
+				       "info", "debug" };
+	int i;
+
+	if (!v || !*v)
+		return -1;
+	if (isdigit((unsigned char)v[0]))
+		return atoi(v) & 7;
+	for (i = 0; i < 8; i++)
+		if (names[i][0] && !strcasecmp(v, names[i]))
+			return i;
+	return -1;
+}
+
+void sw_config_load(void)
+{
+	char err[512];
+	const char *v;
+	int lvl;
+
+	lvl = parse_level(getenv("SDP_LOG"));
+	if (lvl >= 0)
+		sw_cfg.log_level = lvl;
+	sw_cfg.spin_us = env_ul("SDP_SPIN_US", sw_cfg.spin_us, 0, 10000000);
+	sw_cfg.msg_size = env_ul("SDP_MSG_SIZE", sw_cfg.msg_size, 256,
+				 1 << 20);
+	sw_cfg.recv_bufs = env_ul("SDP_RECV_BUFS", sw_cfg.recv_bufs, 4, 1024);
+	sw_cfg.send_bufs = env_ul("SDP_SEND_BUFS", sw_cfg.send_bufs, 2, 1024);
+	sw_cfg.rdma_min = env_ul("SDP_RDMA_MIN", sw_cfg.rdma_min, 1,
+				 1ul << 40);
+	sw_cfg.staging_size = env_ul("SDP_STAGING_SIZE", sw_cfg.staging_size,
+				     4096, 1ul << 32);
+	sw_cfg.hello_timeout_ms = env_ul("SDP_HELLO_TIMEOUT_MS",
+					 sw_cfg.hello_timeout_ms, 1, 600000);
+	sw_cfg.upgrade_timeout_ms = env_ul("SDP_UPGRADE_TIMEOUT_MS",
+					   sw_cfg.upgrade_timeout_ms, 1,
+					   600000);
+	v = getenv("SDP_PATH");
+	if (v && *v) {
+		if (!strcmp(v, "copy"))
+			sw_cfg.path = SW_PATH_COPY;
+		else if (!strcmp(v, "read"))
+			sw_cfg.path = SW_PATH_READ;
+		else if (!strcmp(v, "write"))
+			sw_cfg.path = SW_PATH_WRITE;
+		else if (strcmp(v, "auto"))
+			SW_ERR("SDP_PATH=%s: expected auto, copy, read or write; using auto",
+			       v);
+	}
+
+	/* rules: SDP_RULES names a file; SDP_RULE holds rules inline */
+	v = getenv("SDP_RULES");
+	if (!v || !*v)
+		v = "/etc/sdp-switch/rules.conf";
+	snprintf(sw_cfg.rules_file, sizeof(sw_cfg.rules_file), "%s", v);
+	nrules = sdp_rules_parse_file(sw_cfg.rules_file, rules, SDP_RULES_MAX,
+				      getenv("SDP_RULES") != NULL, err,
+				      sizeof(err));
+	if (nrules < 0)
+		goto broken;
+	v = getenv("SDP_RULE");
+	if (v && *v) {
+		int n = sdp_rules_parse_string(v, "SDP_RULE", rules + nrules,
+					       SDP_RULES_MAX - nrules, err,
+					       sizeof(err));
+		if (n < 0)
+			goto broken;
+		/* inline rules come first: they override the file */
+		if (n) {
+			struct sdp_rule tmp[SDP_RULES_MAX];
+
+			memcpy(tmp, rules + nrules, n * sizeof(*tmp));
+			memmove(rules + n, rules, nrules * sizeof(*tmp));
+			memcpy(rules, tmp, n * sizeof(*tmp));
+			nrules += n;
+		}
+	}
+	v = getenv("SDP_DEFAULT");
+	if (v && *v) {
+		int a = sdp_rule_action(v);
+
+		if (a < 0) {
+			snprintf(err, sizeof(err),
+				 "SDP_DEFAULT=%s: expected san, tcp or both", v);
+			goto broken;
+		}
+		rules_default = a;
+	}
+	return;
+broken:
+	/* a bad rule must not silently change what runs where: keep every
+	 * connection on TCP and say why */
+	SW_ERR("%s; every connection stays on TCP until this is fixed", err);
+	rules_broken = true;
+	nrules = 0;
+}
+
+int sw_rules_decide(char role, const struct sockaddr *addr)
+{
+	const char *prog = program_invocation_short_name;
+	int i;
+
+	if (rules_broken)
+		return SDP_RULE_TCP;
+	for (i = 0; i < nrules; i++)
+		if (sdp_rule_match(&rules[i], prog, role, addr))
+			return rules[i].action;
+	return rules_default;
+}

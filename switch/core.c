@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * core.c - the switch's process-wide state: start-up (settings, providers
+ * from the catalog), the life of struct sw_sock, and small helpers (clock,
+ * randomness, waiting on an fd) the other files share.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sw_internal.h"
+
+struct sw_provider sw_providers[SW_MAX_PROVIDERS];
+int sw_nproviders;
+static bool sw_active;
+static pthread_once_t sw_once = PTHREAD_ONCE_INIT;
+
+void sw_log_open(void);
+
+static void provider_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void provider_log(int level, const char *fmt, ...)
+{
+	char buf[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	sw_log(level, "provider: %s", buf);
+}
+
+static void load_providers(void)
+{
+	struct sdp_catalog_entry ents[SDP_CATALOG_MAX];
+	char err[512];
+	struct sw_proc_stats *ps = sw_stats_proc();
+	int n, i;
+	size_t used = 0;
+
+	n = sdp_catalog_read(ents, SDP_CATALOG_MAX, err, sizeof(err));
+	if (n < 0) {
+		SW_ERR("provider catalog: %s; the switch stays off (all TCP)",
+		       err);
+		return;
+	}
+	for (i = 0; i < n && sw_nproviders < SW_MAX_PROVIDERS; i++) {
+		struct sw_provider *p = &sw_providers[sw_nproviders];
+		char opts[300];
+
+		snprintf(opts, sizeof(opts), "%s", ents[i].options);
+		if (sdp_module_load(ents[i].name, ents[i].path,
+				    opts[0] ? opts : NULL, &p->mod, err,
+				    sizeof(err)) < 0) {
+			/* a catalog entry whose module is absent is common
+			 * (verbs without rdma-core): log at info level */
+			SW_INFO("%s", err);
+			continue;
+		}
+		p->index = sw_nproviders++;
+		p->usable = p->mod.status == 0;
+		if (!p->usable)
+			SW_INFO("provider %s: %s; connections fall back to TCP",
+				p->mod.name, p->mod.status_msg);
+		if (ps && used < sizeof(ps->providers) - 1)
+			used += snprintf(ps->providers + used,
+					 sizeof(ps->providers) - used,
+					 "%s%s%s", used ? "," : "",
+					 p->mod.name,
+					 p->usable ? "" : "(no device)");
+	}
+	(void)provider_log;
+}
+
+static void sw_init_once(void)
+{
+	int i;
+
+	sw_config_load();
+	sw_log_open();
+	sw_stats_init();
+	load_providers();
+	for (i = 0; i < sw_nproviders; i++)
+		if (sw_providers[i].usable)
+			sw_active = true;
+	SW_DBG("switch %s with %d provider(s)", sw_active ? "on" : "off",
+	       sw_nproviders);
+}
+
+bool sw_init(void)
+{
+	pthread_once(&sw_once, sw_init_once);
+	return sw_active;
+}
+
+struct sw_provider *sw_provider_by_name(const char *name)
+{
+	int i;
+
+	for (i = 0; i < sw_nproviders; i++)
+		if (sw_providers[i].usable &&
+		    !strncmp(sw_providers[i].mod.name, name,
+			     SDP_PROVIDER_NAME_LEN))
+			return &sw_providers[i];
+	return NULL;
+}
+
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sw_sock *list_head;
+
+int sw_sock_list(struct sw_sock ***out)
+{
+	struct sw_sock *s, **v = NULL;
+	int n = 0, cap = 0;
+
+	pthread_mutex_lock(&list_lock);
+	for (s = list_head; s; s = s->list_next) {
+		if (n == cap) {
+			struct sw_sock **nv;
+
+			cap = cap ? cap * 2 : 64;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv)
+				break;
+			v = nv;
+		}
+		sw_sock_ref(s);
+		v[n++] = s;
+	}
+	pthread_mutex_unlock(&list_lock);
+	*out = v;
+	return n;
+}
+
+struct sw_sock *sw_sock_new(int fd, enum sw_state state)
+{
+	struct sw_sock *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&list_lock);
+	s->list_next = list_head;
+	if (list_head)
+		list_head->list_prev = s;
+	list_head = s;
+	pthread_mutex_unlock(&list_lock);
+	pthread_mutex_init(&s->lock, NULL);
+	atomic_init(&s->refs, 1);
+	s->fd = fd;
+	s->state = state;
+	s->st = sw_stats_conn_new();
+	if (s->st) {
+		s->st->fd = fd;
+		s->st->state = state;
+	}
+	return s;
+}
+
+void sw_sock_set_fd(struct sw_sock *s, int fd)
+{
+	pthread_mutex_lock(&s->lock);
+	s->fd = fd;
+	if (s->st)
+		s->st->fd = fd;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sw_sock_ref(struct sw_sock *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+void sw_sock_unref(struct sw_sock *s)
+{
+	int i;
+
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&list_lock);
+	if (s->list_prev)
+		s->list_prev->list_next = s->list_next;
+	else
+		list_head = s->list_next;
+	if (s->list_next)
+		s->list_next->list_prev = s->list_prev;
+	pthread_mutex_unlock(&list_lock);
+	if (s->fork_buf)
+		munmap(s->fork_buf, s->fork_buf->map_len);
+	for (i = 0; i < SW_MAX_PROVIDERS; i++)
+		if (s->plisten[i] && sw_providers[i].mod.prov)
+			sw_providers[i].mod.ops.listener_close(s->plisten[i]);
+	sw_session_free(s);
+	free(s->ptx);
+	sw_stats_conn_free(s->st);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+uint64_t sw_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+void sw_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			/* no entropy source: still unpredictable enough to
+			 * bind a local connection, never all-zero */
+			uint64_t x = sw_now_ns() ^ ((uint64_t)getpid() << 32) ^
+				     (uintptr_t)buf;
+			while (len) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				*p++ = (uint8_t)x;
+				len--;
+			}
+			return;
+		}
+		p += n;
+		len -= n;
+	}
+}
+
+int sw_tcp_write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = sdp_sys.send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				sw_wait_fd(fd, POLLOUT, 100);
+				continue;
+			}
+			return -errno;
+		}
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int sw_wait_fd(int fd, short events, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	int r;
+
+	do
+		r = sdp_sys.poll(&pfd, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+const char *sdp_fallback_name(int reason)
+{
+	static const char *const names[SDP_FB_MAX] = {
+		[SDP_FB_NONE] = "none",
+		[SDP_FB_RULE] = "rule",
+		[SDP_FB_NO_PROVIDER] = "no-provider",
+		[SDP_FB_NO_DEVICE] = "no-device",
+		[SDP_FB_NO_PEER_SWITCH] = "no-peer-switch",
+		[SDP_FB_NO_COMMON] = "no-common-provider",
+		[SDP_FB_VERSION] = "version",
+		[SDP_FB_LOCAL_SETUP] = "local-setup",
+		[SDP_FB_PROVIDER_CONNECT] = "provider-connect",
+		[SDP_FB_AUTH] = "auth",
+		[SDP_FB_TIMEOUT] = "timeout",
+		[SDP_FB_REGISTRATION] = "registration",
+		[SDP_FB_PEER_ABANDONED] = "peer-abandoned",
+		[SDP_FB_BAD_HELLO] = "bad-hello",
+		[SDP_FB_NOT_TCP] = "not-tcp",
+		[SDP_FB_PEER_FALLBACK] = "peer-fallback",
+	};
+
+	if (reason < 0 || reason >= SDP_FB_MAX || !names[reason])
+		return "unknown";
+	return names[reason];
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * downgrade.c - returning a connection from the SAN to TCP mid-stream
+ * (DESIGN.md section 4), each direction at the byte where its sender put a
+ * DOWNGRADE message on the SAN and a marker on TCP. Used before fork and
+ * exec, so that both processes, or the new program, hold plain TCP. Bytes
+ * that had arrived on the SAN but were not read yet move into a buffer that
+ * parent and child share, so each byte is still read once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "sw_internal.h"
+
+#define DG_TIMEOUT_NS 2000000000ull
+
+int sw_downgrade_start(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_abandon m;
+	int r;
+
+	if (ss->dg_sent)
+		return 0;
+	if (!sw_credit_can_send(ss, SDP_MSG_DOWNGRADE))
+		return -EAGAIN;
+	r = sw_send_ctrl(s, SDP_MSG_DOWNGRADE, NULL, 0, NULL, 0, 0);
+	if (r)
+		return r;
+	ss->dg_sent = true;
+	memcpy(m.magic, SDP_DOWNGRADE_MAGIC, SDP_MAGIC_LEN);
+	memcpy(m.key, s->key, sizeof(m.key));
+	r = sw_tcp_write_all(s->fd, &m, sizeof(m));
+	if (r)
+		ss->error = -r;
+	/* the peer may sleep on TCP: the marker itself wakes it */
+	SW_DBG("fd %d: our data returns to TCP", s->fd);
+	return r;
+}
+
+static void finish(struct sw_sock *s)
+{
+	sw_session_free(s);
+	s->state = SW_TCP;
+	if (s->st)
+		s->st->state = SW_TCP;
+	sw_event(s);
+}
+
+void sw_downgrade_rx_point(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct rx_item *it = ss->rxq;
+
+	if (!it || it->kind != RX_DOWNGRADE)
+		return;
+	if (!ss->dg_sent && sw_downgrade_start(s))
+		return; /* no credit yet: try again on the next call */
+	ss->rxq = it->next;
+	if (!ss->rxq)
+		ss->rxq_tail = NULL;
+	sw_rx_item_free(ss, it);
+	/* both directions are on TCP; the peer's doorbells and marker
+	 * precede its data there */
+	s->dg_marker = true;
+	finish(s);
+}
+
+int sw_dg_marker_skip(struct sw_sock *s, bool wait)
+{
+	struct sdp_abandon want;
+	uint8_t buf[64];
+
+	memcpy(want.magic, SDP_DOWNGRADE_MAGIC, SDP_MAGIC_LEN);
+	memcpy(want.key, s->key, sizeof(want.key));
+	while (s->dg_marker) {
+		ssize_t n = sdp_sys.recv(s->fd, buf, sizeof(buf),
+					 MSG_PEEK | MSG_DONTWAIT);
+		ssize_t i = 0;
+
+		if (n > 0) {
+			while (i < n && buf[i] == SDP_DOORBELL)
+				i++;
+			if (i) {
+				sdp_sys.recv(s->fd, buf, i, MSG_DONTWAIT);
+				continue;
+			}
+			if (memcmp(buf, &want, n < (ssize_t)sizeof(want) ?
+						       n : (ssize_t)sizeof(want))) {
+				SW_WARN("fd %d: TCP data without the downgrade marker",
+					s->fd);
+				s->dg_marker = false;
+				return 0;
+			}
+			if (n >= (ssize_t)sizeof(want)) {
+				sdp_sys.recv(s->fd, buf, sizeof(want),
+					     MSG_WAITALL);
+				s->dg_marker = false;
+				return 0;
+			}
+		} else if (n == 0) {
+			s->dg_marker = false;
+			return 0;
+		} else if (errno != EAGAIN && errno != EWOULDBLOCK &&
+			   errno != EINTR) {
+			s->dg_marker = false;
+			return 0;
+		}
+		if (!wait)
+			return -EAGAIN;
+		sw_wait_fd(s->fd, POLLIN, -1);
+	}
+	return 0;
+}
+
+ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags)
+{
+	struct sw_fork_buf *fb = s->fork_buf;
+	size_t got = 0, i, avail;
+
+	pthread_mutex_lock(&fb->lock);
+	avail = fb->len - fb->off;
+	for (i = 0; i < msg->msg_iovlen && got < avail; i++) {
+		size_t n = msg->msg_iov[i].iov_len;
+
+		if (n > avail - got)
+			n = avail - got;
+		memcpy(msg->msg_iov[i].iov_base, fb->data + fb->off + got, n);
+		got += n;
+	}
+	if (!(flags & MSG_PEEK))
+		fb->off += got;
+	pthread_mutex_unlock(&fb->lock);
+	return got;
+}
+
+/* Moves the unread SAN bytes of s into a buffer parent and child share. */
+static int capture_rx(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	size_t len = ss->rx_queued, map_len;
+	struct sw_fork_buf *fb;
+	pthread_mutexattr_t a;
+	struct iovec iov;
+
+	if (!len)
+		return 0;
+	map_len = sizeof(*fb) + len;
+	fb = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (fb == MAP_FAILED)
+		return -ENOMEM;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&fb->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	fb->map_len = map_len;
+	iov.iov_base = fb->data;
+	iov.iov_len = len;
+	fb->len = sw_session_recv(s, &iov, 1, MSG_DONTWAIT);
+	if ((ssize_t)fb->len < 0)
+		fb->len = 0;
+	fb->off = 0;
+	s->fork_buf = fb;
+	return 0;
+}
+
+/* Returns every managed connection to TCP (before fork or exec). */
+void sw_downgrade_all(bool capture);
+void sw_downgrade_all(bool capture)
+{
+	struct sw_sock **v;
+	uint64_t deadline = sw_now_ns() + DG_TIMEOUT_NS;
+	int n = sw_sock_list(&v), i, busy;
+
+	/* settle pending upgrades (both ends may be in this process) */
+	do {
+		busy = 0;
+		for (i = 0; i < n; i++) {
+			struct sw_sock *s = v[i];
+
+			pthread_mutex_lock(&s->lock);
+			if (s->state == SW_CONNECTING ||
+			    s->state == SW_HELLO_SENT ||
+			    s->state == SW_UPGRADING) {
+				sw_upgrade_progress(s, false);
+				if (s->state != SW_SAN && s->state != SW_TCP) {
+					if (sw_now_ns() > deadline)
+						sw_upgrade_abandon(s,
+							SDP_FB_TIMEOUT,
+							"fork or exec during the upgrade");
+					else
+						busy++;
+				}
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+	} while (busy);
+
+	/* our data to TCP; then wait for the peers' */
+	deadline = sw_now_ns() + DG_TIMEOUT_NS;
+	do {
+		busy = 0;
+		for (i = 0; i < n; i++) {
+			struct sw_sock *s = v[i];
+
+			pthread_mutex_lock(&s->lock);
+			if (s->state == SW_SAN && !s->closed) {
+				sw_progress(s);
+				if (!s->ss.dg_sent)
+					sw_downgrade_start(s);
+				sw_doorbell_drain(s);
+				sw_progress(s);
+				if (s->state == SW_SAN && !s->ss.dg_rcvd &&
+				    !s->ss.peer_dead && !s->tcp_eof &&
+				    !s->ss.error)
+					busy++;
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (busy && sw_now_ns() > deadline) {
+			SW_WARN("%d connection(s) did not return to TCP before fork/exec: their peers did not answer",
+				busy);
+			break;
+		}
+	} while (busy);
+
+	/* unread SAN bytes into shared buffers, then TCP for good */
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (s->state == SW_SAN && s->ss.dg_rcvd) {
+			if (capture)
+				capture_rx(s);
+			sw_credit_maybe_update(s);
+			sw_downgrade_rx_point(s);
+			if (s->state == SW_TCP)
+				sw_dg_marker_skip(s, true);
+		}
+		pthread_mutex_unlock(&s->lock);
+		sw_sock_unref(s);
+	}
+	free(v);
+}

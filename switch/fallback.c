@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * fallback.c - the one way into plain TCP: records and counts the reason,
+ * logs it, and releases what the upgrade or the session held. One-way: a
+ * connection that fell back never tries again.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sw_internal.h"
+
+static void peer_text(const struct sw_sock *s, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (s->peer.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)&s->peer;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		port = ntohs(in->sin_port);
+	} else if (s->peer.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)&s->peer;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(buf, len, "%s:%d", ip, port);
+}
+
+void sw_peer_text(const struct sw_sock *s, char *buf, size_t len);
+void sw_peer_text(const struct sw_sock *s, char *buf, size_t len)
+{
+	peer_text(s, buf, len);
+}
+
+void sw_fallback(struct sw_sock *s, int reason, const char *detail)
+{
+	struct sw_proc_stats *ps = sw_stats_proc();
+	char peer[64];
+	int i;
+
+	if (s->state == SW_TCP)
+		return;
+	peer_text(s, peer, sizeof(peer));
+	s->fb_reason = reason;
+	if (ps) {
+		if (reason > 0 && reason < SW_STATS_FB_MAX)
+			ps->fallbacks[reason]++;
+		ps->conns_tcp++;
+	}
+	if (s->st) {
+		s->st->fb_reason = reason;
+		s->st->state = SW_TCP;
+	}
+	SW_INFO("fd %d %s %s: plain TCP: %s%s%s", s->fd,
+		s->is_client ? "to" : "from", peer, sdp_fallback_name(reason),
+		detail ? ": " : "", detail ? detail : "");
+	for (i = 0; i < SW_MAX_PROVIDERS; i++) {
+		if (s->plisten[i]) {
+			sw_providers[i].mod.ops.listener_close(s->plisten[i]);
+			s->plisten[i] = NULL;
+		}
+	}
+	sw_session_free(s);
+	s->state = SW_TCP;
+	/* bytes kept while the upgrade was pending go first */
+	if (s->ptx_len &&
+	    sw_tcp_write_all(s->fd, s->ptx, s->ptx_len) == 0 && s->st)
+		s->st->tx_tcp += s->ptx_len;
+	free(s->ptx);
+	s->ptx = NULL;
+	s->ptx_len = 0;
+	sw_event(s);
+}

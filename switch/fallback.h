@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * fallback.h - why a connection stays on (or returns to) plain TCP. One code
+ * per reason; docs/fallback-reasons.md explains each and what to do.
+ */
+#ifndef SDP_FALLBACK_H
+#define SDP_FALLBACK_H
+
+enum sdp_fallback_reason {
+	SDP_FB_NONE = 0,
+	SDP_FB_RULE,		/* a rule says TCP for this program/address/port */
+	SDP_FB_NO_PROVIDER,	/* no provider module could be loaded */
+	SDP_FB_NO_DEVICE,	/* providers loaded but none has a device */
+	SDP_FB_NO_PEER_SWITCH,	/* discovery found no switch at the peer */
+	SDP_FB_NO_COMMON,	/* the peers share no provider */
+	SDP_FB_VERSION,		/* peer speaks another protocol version */
+	SDP_FB_LOCAL_SETUP,	/* bind/listen for the upgrade failed here */
+	SDP_FB_PROVIDER_CONNECT,/* provider-level connect failed */
+	SDP_FB_AUTH,		/* the provider connection could not be bound
+				 * to the TCP connection (bad proof) */
+	SDP_FB_TIMEOUT,		/* the peer did not complete the upgrade in time */
+	SDP_FB_REGISTRATION,	/* control buffers could not be registered */
+	SDP_FB_PEER_ABANDONED,	/* the peer gave the upgrade up */
+	SDP_FB_BAD_HELLO,	/* malformed handshake message from the peer */
+	SDP_FB_NOT_TCP,		/* not an IPv4/IPv6 TCP stream socket */
+	SDP_FB_PEER_FALLBACK,	/* the peer chose TCP (its reason in the log) */
+	SDP_FB_MAX
+};
+
+const char *sdp_fallback_name(int reason);
+
+#endif /* SDP_FALLBACK_H */

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sdp_switch.h - what the shim calls: the switch engine's entry points for
+ * the socket calls it takes over. Every function here follows POSIX at this
+ * boundary: -1 with errno set on failure, errno untouched on success.
+ * The shim owns fd numbers and the fd table; the switch owns struct sw_sock.
+ */
+#ifndef SDP_SWITCH_H
+#define SDP_SWITCH_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* One socket the switch manages: a TCP listener with provider listeners
+ * beside it, or a TCP connection that is (or may become) carried by a SAN
+ * provider. Reference counted: the fd table holds one reference per fd that
+ * names it (dup), callers hold one for the length of a call. */
+struct sw_sock;
+
+/* Once per process, lazily, from the shim's init; reads configuration and
+ * loads providers. Returns true when the switch is active (at least one
+ * provider usable); when false, the shim passes everything to libc. */
+bool sw_init(void);
+
+void sw_sock_ref(struct sw_sock *s);
+/* The fd the switch uses for s was closed while other fds still name the
+ * socket: use fd from now on. */
+void sw_sock_set_fd(struct sw_sock *s, int fd);
+/* Drops a reference; the last one releases the object (the fd must have
+ * been closed through sw_close before). */
+void sw_sock_unref(struct sw_sock *s);
+
+/* ---- set-up. Each does the real call itself. ---------------------------- */
+
+/* connect(2) for a TCP socket fd the switch does not manage yet. When the
+ * connection is (or may become) carried by a provider, *out receives a new
+ * sw_sock with one reference for the fd table. Returns like connect(2),
+ * including -1/EINPROGRESS for non-blocking sockets (*out is set then too:
+ * the upgrade continues when the connection completes). */
+int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
+	       struct sw_sock **out);
+/* connect(2) again on a managed socket (non-blocking connect polling). */
+int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
+		     socklen_t len);
+
+/* listen(2) for a TCP socket fd; *out as for sw_connect (NULL when the
+ * switch does not take the listener, e.g. by rule). */
+int sw_listen(int fd, int backlog, struct sw_sock **out);
+
+/* accept4(2) on a managed listener; returns the new fd or -1. *out receives
+ * the new connection's sw_sock when the switch manages it, else NULL. */
+int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
+	      int flags, struct sw_sock **out);
+
+/* ---- data ----------------------------------------------------------------- */
+
+/* All receive calls (read, readv, recv, recvfrom, recvmsg, recvmmsg...) end
+ * here; all send calls (write, writev, send, sendto, sendmsg, sendmmsg...)
+ * end in sw_sendmsg. flags are MSG_* as given by the program. */
+ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags);
+ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags);
+/* sendfile(2) with a managed socket as out_fd. */
+ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset,
+		    size_t count);
+
+int sw_shutdown(struct sw_sock *s, int how);
+/* The program closed the last fd naming s (the shim has already removed it
+ * from the table). Does the real close of fd. */
+int sw_close(struct sw_sock *s, int fd);
+
+/* ioctl(2) requests the switch answers itself (FIONREAD, SIOCATMARK);
+ * returns 1 when handled (result in *ret), 0 to pass to the kernel. */
+int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret);
+/* getsockopt/setsockopt: the switch notes what it must (SO_LINGER,
+ * SO_RCVLOWAT, O_NONBLOCK via sw_set_nonblock) and answers SO_ERROR for a
+ * pending upgrade; everything else is the kernel's. Same return as above. */
+int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
+		  socklen_t *len, int *ret);
+int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
+		  socklen_t len, int *ret);
+/* O_NONBLOCK changed through fcntl(F_SETFL) or ioctl(FIONBIO). */
+void sw_set_nonblock(struct sw_sock *s, bool on);
+
+/* ---- readiness (poll, select, epoll) -------------------------------------- */
+
+/*
+ * The readiness the switch adds to the kernel's view of the TCP fd.
+ * kernel_revents is what the kernel reported for the fd (0 when it was not
+ * asked); the result is what the program must see. It consumes doorbells.
+ */
+short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents);
+/*
+ * Called before the program would sleep on s: announces "wake me" to the
+ * peer for the events asked. Returns the revents already true (then the
+ * caller must not sleep) or 0 (sleep on the kernel fd is now safe).
+ */
+short sw_poll_arm(struct sw_sock *s, short events);
+/* Bounded busy-poll budget in microseconds before sleeping (tunable). */
+unsigned sw_poll_spin_us(void);
+/* An arrival counter for edge-triggered emulation: changes whenever new
+ * data, a credit return or a state change arrives for s. */
+uint64_t sw_event_seq(struct sw_sock *s);
+
+/* ---- process events -------------------------------------------------------- */
+
+/* fork(2) around: the switch keeps its connections usable in both parent
+ * and child, or returns them to TCP first (DESIGN.md section 4). */
+void sw_atfork_prepare(void);
+void sw_atfork_parent(void);
+void sw_atfork_child(void);
+/* exec(2) is about to replace the program: return every SAN connection to
+ * TCP so the new program inherits plain TCP fds. */
+void sw_before_exec(void);
+
+#endif /* SDP_SWITCH_H */

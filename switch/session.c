@@ -1,0 +1,885 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * session.c - one provider session (DESIGN.md section 5): the pool of
+ * registered control buffers, the staging ring, the SETUP exchange, progress
+ * (completions and the dispatch of received messages by type, with every
+ * field validated), doorbells on the TCP fd and the bounded wait.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "session.h"
+#include "sw_internal.h"
+
+#define CTX_SEND_BASE 0x100000000ull	/* send buffer contexts */
+#define CTX_RDMA_BASE 0x200000000ull	/* RDMA operation contexts */
+
+uint8_t *sw_buf(struct sw_session *ss, uint32_t idx)
+{
+	return ss->bufs + (size_t)idx * ss->msg_size;
+}
+
+static void *map_anon(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+int sw_session_prepare(struct sw_sock *s, struct sw_provider *p)
+{
+	struct sw_session *ss = &s->ss;
+	int r;
+
+	ss->prov = p;
+	ss->msg_size = sw_cfg.msg_size;
+	ss->nrecv = sw_cfg.recv_bufs;
+	ss->nsend = sw_cfg.send_bufs;
+	ss->can_read = p->mod.ext.rdma_read != NULL;
+	r = p->mod.ops.cq_create(p->mod.prov, ss->nrecv + ss->nsend + 16,
+				 &ss->cq);
+	if (r)
+		goto fail;
+	ss->bufs_len = (size_t)(ss->nrecv + ss->nsend) * ss->msg_size;
+	ss->bufs = map_anon(ss->bufs_len);
+	ss->send_busy = calloc(ss->nsend, 1);
+	ss->recv_held = calloc(ss->nrecv, 1);
+	if (!ss->bufs || !ss->send_busy || !ss->recv_held) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = p->mod.ext.register_memory(p->mod.prov, ss->bufs, ss->bufs_len,
+				       SDP_ACCESS_LOCAL_WRITE, &ss->bufs_mr);
+	if (r) {
+		ss->bufs_mr = NULL;
+		goto fail;
+	}
+	return 0;
+fail:
+	sw_session_free(s);
+	return r < 0 ? r : -ENOMEM;
+}
+
+/* Deregisters the staging ring on the session's endpoint. Called through
+ * the provider, which needs the endpoint the registration belongs to. */
+static void staging_free(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (ss->staging_rmr && ss->ep)
+		ss->prov->mod.ext.deregister_rdma_memory(ss->ep,
+							 ss->staging_rmr);
+	ss->staging_rmr = NULL;
+}
+
+void sw_session_free(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *p = ss->prov;
+	struct rx_item *it;
+
+	if (!p)
+		return;
+	staging_free(s);
+	if (ss->ep)
+		p->mod.ops.ep_close(ss->ep);
+	if (ss->bufs_mr)
+		p->mod.ext.deregister_memory(p->mod.prov, ss->bufs_mr);
+	if (ss->cq)
+		p->mod.ops.cq_destroy(ss->cq);
+	if (ss->bufs)
+		munmap(ss->bufs, ss->bufs_len);
+	if (ss->staging)
+		munmap(ss->staging, ss->staging_len);
+	while ((it = ss->rxq)) {
+		ss->rxq = it->next;
+		free(it);
+	}
+	while ((it = ss->rx_free)) {
+		ss->rx_free = it->next;
+		free(it);
+	}
+	free(ss->send_busy);
+	free(ss->recv_held);
+	memset(ss, 0, sizeof(*ss));
+}
+
+static int post_recv(struct sw_sock *s, uint32_t idx)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_sge sge = { sw_buf(ss, idx), ss->msg_size, ss->bufs_mr };
+	int r = ss->prov->mod.ops.post_recv(ss->ep, &sge, 1, idx);
+
+	return r == SDP_PENDING ? 0 : r;
+}
+
+int sw_recv_repost(struct sw_sock *s, uint32_t idx)
+{
+	struct sw_session *ss = &s->ss;
+	int r;
+
+	ss->recv_held[idx] = 0;
+	r = post_recv(s, idx);
+	if (r)
+		return r;
+	ss->credits_owed++;
+	return 0;
+}
+
+int sw_session_post_recvs(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	uint32_t i;
+	int r;
+
+	for (i = 0; i < ss->nrecv; i++) {
+		r = post_recv(s, i);
+		if (r)
+			return r;
+	}
+	ss->peer_credits = ss->nrecv;
+	return 0;
+}
+
+int sw_session_peer_params(struct sw_sock *s, uint32_t msg_size,
+			   uint32_t recv_credits)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (msg_size < 256 || msg_size > (1u << 20) || recv_credits < 4 ||
+	    recv_credits > 4096) {
+		SW_WARN("fd %d: peer announced %u buffers of %u bytes: out of range",
+			s->fd, recv_credits, msg_size);
+		return -EPROTO;
+	}
+	ss->peer_msg_size = msg_size;
+	ss->peer_nrecv = recv_credits;
+	ss->credits = recv_credits;
+	return 0;
+}
+
+/* Sends what the program wrote while the upgrade was pending. */
+static int flush_ptx(struct sw_sock *s)
+{
+	struct iovec iov = { s->ptx, s->ptx_len };
+	size_t done = 0;
+
+	while (done < s->ptx_len) {
+		ssize_t n;
+
+		iov.iov_base = s->ptx + done;
+		iov.iov_len = s->ptx_len - done;
+		n = sw_session_send(s, &iov, 1, 0);
+		if (n < 0)
+			return -errno;
+		done += n;
+	}
+	free(s->ptx);
+	s->ptx = NULL;
+	s->ptx_len = 0;
+	return 0;
+}
+
+int sw_session_start(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *p = ss->prov;
+	struct sdp_msg_setup setup;
+	struct sw_proc_stats *ps = sw_stats_proc();
+	int r;
+
+	memset(&setup, 0, sizeof(setup));
+	setup.msg_size = ss->msg_size;
+	setup.recv_credits = ss->nrecv;
+	if (ss->can_read && sw_cfg.path != SW_PATH_WRITE &&
+	    sw_cfg.path != SW_PATH_COPY)
+		setup.flags |= SDP_SETUP_F_RDMA_READ;
+	/* the staging ring: target of the peer's RDMA writes */
+	if (sw_cfg.path != SW_PATH_COPY && sw_cfg.path != SW_PATH_READ) {
+		ss->staging_len = sw_cfg.staging_size;
+		ss->staging = map_anon(ss->staging_len);
+		if (ss->staging &&
+		    p->mod.ext.register_rdma_memory(ss->ep, ss->staging,
+						    ss->staging_len,
+						    SDP_ACCESS_REMOTE_WRITE,
+						    &ss->staging_desc,
+						    &ss->staging_rmr) == 0) {
+			/* the packed SETUP body takes a copy */
+			setup.staging = ss->staging_desc;
+		} else {
+			SW_INFO("fd %d: no staging ring (registration failed): the peer copies instead",
+				s->fd);
+			if (ss->staging)
+				munmap(ss->staging, ss->staging_len);
+			ss->staging = NULL;
+			ss->staging_len = 0;
+			ss->staging_rmr = NULL;
+			if (s->st)
+				s->st->reg_failures++;
+		}
+	}
+	r = sw_send_ctrl(s, SDP_MSG_SETUP, &setup, sizeof(setup), NULL, 0, 0);
+	if (r)
+		return r;
+	s->state = SW_SAN;
+	if (ps)
+		ps->conns_san++;
+	if (s->st) {
+		s->st->state = SW_SAN;
+		snprintf(s->st->provider, sizeof(s->st->provider), "%.15s",
+			 p->mod.name);
+	}
+	SW_DBG("fd %d: carried by %s", s->fd, p->mod.name);
+	sw_event(s);
+	return s->ptx_len ? flush_ptx(s) : 0;
+}
+
+/* ---- sending ----------------------------------------------------------------- */
+
+static int send_buf_get(struct sw_sock *s, uint32_t *idx)
+{
+	struct sw_session *ss = &s->ss;
+	int spins = 0;
+
+	for (;;) {
+		uint32_t i;
+
+		for (i = 0; i < ss->nsend; i++) {
+			uint32_t k = (ss->send_next + i) % ss->nsend;
+
+			if (!ss->send_busy[k]) {
+				ss->send_next = (k + 1) % ss->nsend;
+				*idx = k;
+				return 0;
+			}
+		}
+		/* all pending: their completions come without the peer */
+		if (sw_progress(s) < 0)
+			return -ECONNRESET;
+		if (++spins > 1000000)
+			return -ETIMEDOUT;
+	}
+}
+
+int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
+		 size_t bodylen, const struct iovec *iov, int iovcnt,
+		 size_t paylen)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_hdr *h;
+	struct sdp_sge sge;
+	uint32_t k;
+	uint8_t *buf, *p;
+	size_t left = paylen;
+	bool peer_starved;
+	int i, r;
+
+	if (sizeof(*h) + bodylen + paylen > ss->peer_msg_size &&
+	    type != SDP_MSG_SETUP)
+		return -EMSGSIZE;
+	r = send_buf_get(s, &k);
+	if (r)
+		return r;
+	buf = sw_buf(ss, ss->nrecv + k);
+	h = (struct sdp_msg_hdr *)buf;
+	peer_starved = ss->peer_credits <= 1;
+	h->type = type;
+	h->flags = 0;
+	h->credits = sw_credit_take_owed(ss);
+	h->len = paylen;
+	h->seq = ss->tx_seq;
+	h->reserved = 0;
+	p = buf + sizeof(*h);
+	if (bodylen) {
+		memcpy(p, body, bodylen);
+		p += bodylen;
+	}
+	for (i = 0; i < iovcnt && left; i++) {
+		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		memcpy(p, iov[i].iov_base, n);
+		p += n;
+		left -= n;
+	}
+	sge.addr = buf;
+	sge.length = p - buf;
+	sge.mr = ss->bufs_mr;
+	r = ss->prov->mod.ops.post_send(ss->ep, &sge, 1, CTX_SEND_BASE + k, 0);
+	if (r < 0) {
+		/* nothing went out: the credits stay owed */
+		ss->credits_owed += h->credits;
+		ss->peer_credits -= h->credits;
+		return r;
+	}
+	if (r == SDP_PENDING)
+		ss->send_busy[k] = 1;
+	ss->tx_seq++;
+	sw_credit_consume(ss);
+	if (type == SDP_MSG_DATA || type == SDP_MSG_RDATA ||
+	    type == SDP_MSG_WDATA || type == SDP_MSG_FIN)
+		ss->peer_waiting = false;
+	if (s->st)
+		s->st->msgs_tx++;
+	/* a credit return to a peer that had none must wake it */
+	if (peer_starved && h->credits)
+		ss->peer_wants_wake = true;
+	if (ss->peer_wants_wake && type != SDP_MSG_WAKE_ME)
+		sw_doorbell_ring(s);
+	return 0;
+}
+
+/* ---- doorbells on the TCP connection ---------------------------------------- */
+
+void sw_doorbell_ring(struct sw_sock *s)
+{
+	uint8_t b = SDP_DOORBELL;
+
+	s->ss.peer_wants_wake = false;
+	if (sdp_sys.send(s->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 &&
+	    s->st)
+		s->st->doorbells++;
+}
+
+void sw_doorbell_drain(struct sw_sock *s)
+{
+	uint8_t buf[256];
+
+	for (;;) {
+		ssize_t n = sdp_sys.recv(s->fd, buf, sizeof(buf),
+					 MSG_PEEK | MSG_DONTWAIT);
+		ssize_t i = 0;
+
+		if (n > 0) {
+			while (i < n && buf[i] == SDP_DOORBELL)
+				i++;
+			if (i) {
+				sdp_sys.recv(s->fd, buf, i, MSG_DONTWAIT);
+				s->ss.wake_armed = false;
+				if (s->st)
+					s->st->wakeups += i;
+			}
+			if (i == n && (size_t)n == sizeof(buf))
+				continue;
+			if (i < n && buf[i] != (uint8_t)SDP_HELLO_MAGIC[0]) {
+				/* only doorbells and markers travel here */
+				SW_WARN("fd %d: byte 0x%02x on TCP while carried by the provider: closing",
+					s->fd, buf[i]);
+				s->ss.error = EPROTO;
+				s->tcp_eof = true;
+				sw_event(s);
+			}
+			/* a marker stays for the downgrade to read */
+			return;
+		}
+		if (n == 0) {
+			s->tcp_eof = true;
+			sw_event(s);
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			s->tcp_eof = true;
+			sw_event(s);
+		}
+		return;
+	}
+}
+
+/* ---- receiving: validation and dispatch ------------------------------------- */
+
+struct rx_item *sw_rx_item_new(struct sw_session *ss)
+{
+	struct rx_item *it = ss->rx_free;
+
+	if (it)
+		ss->rx_free = it->next;
+	else
+		it = malloc(sizeof(*it));
+	if (it)
+		memset(it, 0, sizeof(*it));
+	return it;
+}
+
+void sw_rx_item_free(struct sw_session *ss, struct rx_item *it)
+{
+	it->next = ss->rx_free;
+	ss->rx_free = it;
+}
+
+static void rxq_push(struct sw_session *ss, struct rx_item *it)
+{
+	it->next = NULL;
+	if (ss->rxq_tail)
+		ss->rxq_tail->next = it;
+	else
+		ss->rxq = it;
+	ss->rxq_tail = it;
+	ss->rx_queued += it->len;
+}
+
+/* A malformed or hostile message: close this connection, say why. */
+static int proto_error(struct sw_sock *s, const char *why)
+{
+	SW_ERR("fd %d: closing the connection: malformed message from the peer: %s",
+	       s->fd, why);
+	s->ss.error = EPROTO;
+	sdp_sys.shutdown(s->fd, SHUT_RDWR);
+	sw_event(s);
+	return -EPROTO;
+}
+
+static const uint16_t body_len[SDP_MSG_TYPE_MAX] = {
+	[SDP_MSG_SETUP] = sizeof(struct sdp_msg_setup),
+	[SDP_MSG_RDATA] = sizeof(struct sdp_msg_rdata),
+	[SDP_MSG_WDATA] = sizeof(struct sdp_msg_wdata),
+	[SDP_MSG_XFER_DONE] = sizeof(struct sdp_msg_ack),
+	[SDP_MSG_STAGING_FREE] = sizeof(struct sdp_msg_ack),
+	[SDP_MSG_WAKE_ME] = sizeof(struct sdp_msg_wake),
+};
+
+typedef int (*msg_handler)(struct sw_sock *s, uint32_t idx,
+			   const struct sdp_msg_hdr *h, const void *body);
+
+static int on_setup(struct sw_sock *s, uint32_t idx,
+		    const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_setup su;
+
+	memcpy(&su, body, sizeof(su));
+	if (ss->setup_rcvd)
+		return proto_error(s, "second SETUP");
+	if (su.msg_size != ss->peer_msg_size ||
+	    su.recv_credits != ss->peer_nrecv)
+		return proto_error(s, "SETUP differs from the peer's hello");
+	if (h->len)
+		return proto_error(s, "SETUP with payload");
+	if (su.staging.length > (1ull << 32) ||
+	    (su.staging.length && !(su.staging.access &
+				    SDP_ACCESS_REMOTE_WRITE)))
+		return proto_error(s, "SETUP staging ring too large or not writable");
+	ss->setup_rcvd = true;
+	ss->peer_staging = su.staging;
+	ss->peer_can_read = (su.flags & SDP_SETUP_F_RDMA_READ) != 0;
+	return sw_recv_repost(s, idx);
+}
+
+static int on_data(struct sw_sock *s, uint32_t idx,
+		   const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct rx_item *it;
+
+	if (!h->len)
+		return proto_error(s, "DATA without payload");
+	if (ss->fin_rcvd || ss->dg_rcvd)
+		return proto_error(s, "DATA after FIN or DOWNGRADE");
+	it = sw_rx_item_new(ss);
+	if (!it)
+		return -ENOMEM;
+	it->kind = RX_INLINE;
+	it->buf = idx;
+	it->off = sizeof(*h);
+	it->len = h->len;
+	ss->recv_held[idx] = 1;
+	rxq_push(ss, it);
+	if (s->st)
+		s->st->rx_copy += h->len;
+	return 0;
+}
+
+static int on_rdata(struct sw_sock *s, uint32_t idx,
+		    const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_rdata rd;
+	struct rx_item *it;
+
+	memcpy(&rd, body, sizeof(rd));
+	if (!ss->can_read)
+		return proto_error(s, "RDATA but RdmaRead was not offered");
+	if (!rd.total || rd.total > rd.region.length)
+		return proto_error(s, "RDATA total outside its region");
+	if (!(rd.region.access & SDP_ACCESS_REMOTE_READ))
+		return proto_error(s, "RDATA region not readable");
+	if (ss->fin_rcvd || ss->dg_rcvd)
+		return proto_error(s, "RDATA after FIN or DOWNGRADE");
+	if (h->len) {
+		it = sw_rx_item_new(ss);
+		if (!it)
+			return -ENOMEM;
+		it->kind = RX_INLINE;
+		it->buf = idx;
+		it->off = sizeof(*h) + sizeof(rd);
+		it->len = h->len;
+		ss->recv_held[idx] = 1;
+		rxq_push(ss, it);
+	}
+	it = sw_rx_item_new(ss);
+	if (!it)
+		return -ENOMEM;
+	it->kind = RX_REMOTE;
+	it->desc = rd.region;
+	it->xfer_id = rd.xfer_id;
+	it->off = 0;
+	it->len = rd.total;
+	rxq_push(ss, it);
+	return h->len ? 0 : sw_recv_repost(s, idx);
+}
+
+static int on_wdata(struct sw_sock *s, uint32_t idx,
+		    const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_wdata wd;
+	struct rx_item *it;
+
+	memcpy(&wd, body, sizeof(wd));
+	if (!ss->staging_len)
+		return proto_error(s, "WDATA but no staging ring was offered");
+	if (h->len)
+		return proto_error(s, "WDATA with payload");
+	if (!wd.bytes || wd.offset != ss->staging_recv_head % ss->staging_len ||
+	    wd.offset + wd.bytes > ss->staging_len ||
+	    ss->staging_recv_head - ss->staging_consumed + wd.bytes >
+		    ss->staging_len)
+		return proto_error(s, "WDATA outside the free staging space");
+	if (ss->fin_rcvd || ss->dg_rcvd)
+		return proto_error(s, "WDATA after FIN or DOWNGRADE");
+	it = sw_rx_item_new(ss);
+	if (!it)
+		return -ENOMEM;
+	it->kind = RX_STAGING;
+	it->off = wd.offset;
+	it->len = wd.bytes;
+	ss->staging_recv_head += wd.bytes;
+	rxq_push(ss, it);
+	if (s->st)
+		s->st->rx_rdma_write += wd.bytes;
+	return sw_recv_repost(s, idx);
+}
+
+static int on_ack(struct sw_sock *s, uint32_t idx,
+		  const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_ack ack;
+
+	memcpy(&ack, body, sizeof(ack));
+	if (h->len)
+		return proto_error(s, "acknowledgement with payload");
+	if (h->type == SDP_MSG_XFER_DONE) {
+		if (!ss->xfer_wait_id || ack.xfer_id != ss->xfer_wait_id ||
+		    ss->xfer_done)
+			return proto_error(s, "XFER_DONE for no pending transfer");
+		ss->xfer_done = true;
+	} else {
+		if (ack.bytes > ss->peer_staging_head - ss->peer_staging_freed)
+			return proto_error(s, "STAGING_FREE beyond what was written");
+		ss->peer_staging_freed += ack.bytes;
+	}
+	return sw_recv_repost(s, idx);
+}
+
+static int on_control(struct sw_sock *s, uint32_t idx,
+		      const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+
+	switch (h->type) {
+	case SDP_MSG_CREDIT:
+		if (h->len)
+			return proto_error(s, "CREDIT with payload");
+		break;
+	case SDP_MSG_WAKE_ME: {
+		struct sdp_msg_wake w;
+
+		memcpy(&w, body, sizeof(w));
+		if (h->len || w.reserved)
+			return proto_error(s, "malformed WAKE_ME");
+		ss->peer_waiting = true;
+		/* sent before we saw this: the peer may sleep on it unseen */
+		if (w.seen_seq != ss->tx_seq)
+			sw_doorbell_ring(s);
+		else
+			ss->peer_wants_wake = true;
+		break;
+	}
+	case SDP_MSG_FIN:
+		if (h->len)
+			return proto_error(s, "FIN with payload");
+		if (ss->dg_rcvd)
+			return proto_error(s, "FIN after DOWNGRADE");
+		ss->fin_rcvd = true;
+		break;
+	case SDP_MSG_ABORT:
+		ss->abort_rcvd = true;
+		break;
+	case SDP_MSG_OOB:
+		if (h->len != 1)
+			return proto_error(s, "OOB must carry one byte");
+		ss->oob_byte = *((const uint8_t *)(h + 1));
+		ss->oob_valid = true;
+		break;
+	case SDP_MSG_DOWNGRADE: {
+		struct rx_item *it;
+
+		if (h->len || ss->dg_rcvd)
+			return proto_error(s, "malformed or second DOWNGRADE");
+		it = sw_rx_item_new(ss);
+		if (!it)
+			return -ENOMEM;
+		it->kind = RX_DOWNGRADE;
+		rxq_push(ss, it);
+		ss->dg_rcvd = true;
+		/* the other direction follows at once */
+		if (!ss->dg_sent)
+			sw_downgrade_start(s);
+		break;
+	}
+	}
+	return sw_recv_repost(s, idx);
+}
+
+static const msg_handler handlers[SDP_MSG_TYPE_MAX] = {
+	[SDP_MSG_SETUP] = on_setup,
+	[SDP_MSG_DATA] = on_data,
+	[SDP_MSG_RDATA] = on_rdata,
+	[SDP_MSG_WDATA] = on_wdata,
+	[SDP_MSG_XFER_DONE] = on_ack,
+	[SDP_MSG_STAGING_FREE] = on_ack,
+	[SDP_MSG_CREDIT] = on_control,
+	[SDP_MSG_WAKE_ME] = on_control,
+	[SDP_MSG_FIN] = on_control,
+	[SDP_MSG_ABORT] = on_control,
+	[SDP_MSG_OOB] = on_control,
+	[SDP_MSG_DOWNGRADE] = on_control,
+};
+
+static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
+{
+	struct sw_session *ss = &s->ss;
+	const uint8_t *buf = sw_buf(ss, idx);
+	struct sdp_msg_hdr h;
+	uint8_t body[64];
+	size_t blen;
+	char why[96];
+
+	if (bytes < sizeof(h) || bytes > ss->msg_size)
+		return proto_error(s, "message shorter than its header");
+	memcpy(&h, buf, sizeof(h));
+	if (h.type == 0 || h.type >= SDP_MSG_TYPE_MAX || !handlers[h.type]) {
+		snprintf(why, sizeof(why), "unknown message type %u", h.type);
+		return proto_error(s, why);
+	}
+	blen = body_len[h.type];
+	if ((uint64_t)sizeof(h) + blen + h.len != bytes) {
+		snprintf(why, sizeof(why),
+			 "type %u: length %u does not match the %llu bytes received",
+			 h.type, h.len, (unsigned long long)bytes);
+		return proto_error(s, why);
+	}
+	if (h.seq != ss->rx_seq) {
+		snprintf(why, sizeof(why), "sequence %u where %u was due",
+			 h.seq, ss->rx_seq);
+		return proto_error(s, why);
+	}
+	if (h.reserved)
+		return proto_error(s, "reserved header field not zero");
+	if (!ss->setup_rcvd && h.type != SDP_MSG_SETUP)
+		return proto_error(s, "first message is not SETUP");
+	if (h.credits && (uint64_t)ss->credits + h.credits > ss->peer_nrecv)
+		return proto_error(s, "credit return beyond the peer's buffers");
+	ss->rx_seq++;
+	ss->peer_credits--;
+	if (s->st)
+		s->st->msgs_rx++;
+	/* what a waiter can see changes with data, end of stream, and a
+	 * starved sender getting credits back: those are the events */
+	if (h.type != SDP_MSG_CREDIT && h.type != SDP_MSG_WAKE_ME &&
+	    h.type != SDP_MSG_SETUP && h.type != SDP_MSG_XFER_DONE &&
+	    h.type != SDP_MSG_STAGING_FREE)
+		sw_event(s);
+	else if (h.credits && ss->credits < 2 && ss->credits + h.credits >= 2)
+		sw_event(s);
+	else if (h.type == SDP_MSG_XFER_DONE || h.type == SDP_MSG_STAGING_FREE)
+		sw_event(s);
+	sw_credit_returned(ss, h.credits);
+	if (h.flags & SDP_MSG_F_WAKE_ME)
+		ss->peer_wants_wake = true;
+	memcpy(body, buf + sizeof(h), blen);
+	return handlers[h.type](s, idx, &h, body);
+}
+
+int sw_progress(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_completion c[16];
+	int n, i, r, total = 0;
+
+	if (!ss->cq)
+		return 0;
+	do {
+		n = ss->prov->mod.ops.cq_poll(ss->cq, c, 16);
+		if (n < 0)
+			return n;
+		for (i = 0; i < n; i++) {
+			switch (c[i].op) {
+			case SDP_OP_CONNECT:
+				if (c[i].status)
+					return c[i].status;
+				if (s->state == SW_UPGRADING) {
+					r = sw_session_start(s);
+					if (r)
+						return r;
+				}
+				break;
+			case SDP_OP_RECV:
+				if (c[i].status) {
+					if (!ss->peer_dead)
+						SW_DBG("fd %d: provider reports the peer gone: %s",
+						       s->fd,
+						       sdp_strerror(c[i].status));
+					ss->peer_dead = true;
+					sw_event(s);
+					break;
+				}
+				if (ss->error)
+					break;
+				r = on_recv(s, (uint32_t)c[i].context,
+					    c[i].bytes);
+				if (r < 0 && r != -EPROTO)
+					return r;
+				break;
+			case SDP_OP_SEND:
+				if (c[i].context >= CTX_SEND_BASE &&
+				    c[i].context < CTX_SEND_BASE + ss->nsend)
+					ss->send_busy[c[i].context -
+						      CTX_SEND_BASE] = 0;
+				if (c[i].status)
+					ss->peer_dead = true;
+				break;
+			case SDP_OP_RDMA_READ:
+			case SDP_OP_RDMA_WRITE:
+				ss->rdma_ctx_done = c[i].context;
+				ss->rdma_status = c[i].status;
+				break;
+			}
+		}
+		total += n;
+	} while (n == 16);
+	if (s->state == SW_SAN && !ss->error && !ss->peer_dead) {
+		r = sw_credit_maybe_update(s);
+		if (r < 0 && r != -EAGAIN)
+			ss->peer_dead = true;
+	}
+	return 0;
+}
+
+int sw_rdma_wait(struct sw_sock *s, uint64_t ctx)
+{
+	struct sw_session *ss = &s->ss;
+
+	while (ss->rdma_ctx_done != ctx) {
+		int r = sw_progress(s);
+
+		if (r < 0)
+			return r;
+		if (ss->peer_dead || ss->error)
+			return -ECONNRESET;
+		if (ss->rdma_ctx_done == ctx)
+			break;
+		/* the staging mode needs the peer's progress */
+		if (ss->peer_wants_wake)
+			sw_doorbell_ring(s);
+		r = sw_session_wait(s, POLLIN, 0);
+		if (r < 0 && r != -ETIMEDOUT)
+			return r;
+	}
+	return ss->rdma_status;
+}
+
+uint64_t sw_rdma_ctx_new(struct sw_session *ss);
+uint64_t sw_rdma_ctx_new(struct sw_session *ss)
+{
+	return CTX_RDMA_BASE + ++ss->rdma_ctx_next;
+}
+
+/* ---- waiting ------------------------------------------------------------------ */
+
+int sw_session_arm(struct sw_sock *s)
+{
+	struct sdp_msg_wake w = { .seen_seq = s->ss.rx_seq };
+
+	return sw_send_ctrl(s, SDP_MSG_WAKE_ME, &w, sizeof(w), NULL, 0, 0);
+}
+
+/* Asks the peer for a doorbell. Returns false when no credit allows it
+ * (the peer then rings on its own when it returns credits). */
+static bool arm_wake(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (ss->wake_armed)
+		return true;
+	if (!sw_credit_can_send(ss, SDP_MSG_WAKE_ME))
+		return false;
+	if (sw_session_arm(s))
+		return false;
+	ss->wake_armed = true;
+	return true;
+}
+
+int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
+{
+	struct sw_session *ss = &s->ss;
+	uint64_t seq = atomic_load(&s->event_seq);
+	uint64_t spin_end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
+	int timeout, r;
+
+	/* poll first: this is where the latency is won */
+	while (sw_now_ns() < spin_end) {
+		pthread_mutex_unlock(&s->lock);
+		sched_yield();
+		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->event_seq) != seq)
+			return 0;
+		r = sw_progress(s);
+		if (r < 0)
+			return r;
+		if (atomic_load(&s->event_seq) != seq)
+			return 0;
+	}
+	/* then ask to be woken, check once more, and sleep in the kernel */
+	arm_wake(s);
+	r = sw_progress(s);
+	if (r < 0)
+		return r;
+	if (atomic_load(&s->event_seq) != seq)
+		return 0;
+	if (ss->peer_wants_wake)
+		sw_doorbell_ring(s);
+	if (deadline_ns) {
+		uint64_t now = sw_now_ns();
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		timeout = (int)((deadline_ns - now) / 1000000) + 1;
+	} else {
+		timeout = -1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	sw_wait_fd(s->fd, POLLIN, timeout);
+	pthread_mutex_lock(&s->lock);
+	sw_doorbell_drain(s);
+	(void)events;
+	return sw_progress(s);
+}

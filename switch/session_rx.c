@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * session_rx.c - the receiving side of the session protocol: delivers the
+ * queued pieces of the byte stream to the program in order (inline data
+ * from receive buffers, WDATA from the staging ring, RDATA pulled straight
+ * into the program's buffer by RdmaRead), honouring MSG_PEEK, MSG_WAITALL
+ * and MSG_DONTWAIT, and reports EOF only after every byte before it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+
+#include "sw_internal.h"
+
+uint64_t sw_rdma_ctx_new(struct sw_session *ss);
+
+/* Pulls len bytes of a REMOTE item into dst. Registration failure uses a
+ * bounce through a receive-sized piece (copy). Returns 0 or < 0. */
+static int pull_remote(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
+		       size_t len)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	struct sdp_sge sge;
+	struct sdp_mr *mr;
+	uint64_t ctx;
+	int r;
+
+	r = pv->mod.ext.register_memory(pv->mod.prov, dst, len,
+					SDP_ACCESS_LOCAL_WRITE, &mr);
+	if (r) {
+		if (s->st)
+			s->st->reg_failures++;
+		return r;
+	}
+	sge.addr = dst;
+	sge.length = len;
+	sge.mr = mr;
+	ctx = sw_rdma_ctx_new(ss);
+	r = pv->mod.ext.rdma_read(ss->ep, &sge, 1, &it->desc, it->off, ctx, 0);
+	if (r == SDP_PENDING)
+		r = sw_rdma_wait(s, ctx);
+	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
+	if (r == 0 && s->st)
+		s->st->rx_rdma_read += len;
+	return r;
+}
+
+/* Copies up to len bytes from the head of the queue into dst. consume:
+ * advance the queue (not for MSG_PEEK). Returns bytes or < 0. */
+static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
+		       bool consume, struct rx_item **peek_it,
+		       uint64_t *peek_off)
+{
+	struct sw_session *ss = &s->ss;
+	struct rx_item *it = consume ? ss->rxq : *peek_it;
+	uint64_t skip = consume ? 0 : *peek_off;
+	size_t n;
+	int r;
+
+	if (!it)
+		return 0;
+	n = it->len - skip;
+	if (n > len)
+		n = len;
+	switch (it->kind) {
+	case RX_INLINE:
+		memcpy(dst, sw_buf(ss, it->buf) + it->off + skip, n);
+		break;
+	case RX_STAGING: {
+		uint64_t o = (it->off + skip) % ss->staging_len;
+
+		memcpy(dst, ss->staging + o, n);
+		break;
+	}
+	case RX_REMOTE: {
+		struct rx_item tmp = *it;
+
+		tmp.off += skip;
+		r = pull_remote(s, &tmp, dst, n);
+		if (r < 0)
+			return r;
+		break;
+	}
+	case RX_DOWNGRADE:
+		return 0; /* callers stop before it */
+	}
+	if (!consume) {
+		*peek_off += n;
+		if (*peek_off == it->len) {
+			*peek_it = it->next;
+			*peek_off = 0;
+		}
+		return n;
+	}
+	it->off += n;
+	it->len -= n;
+	ss->rx_queued -= n;
+	if (it->kind == RX_STAGING) {
+		ss->staging_consumed += n;
+		ss->staging_freed_unsent += n;
+	}
+	if (it->len == 0) {
+		ss->rxq = it->next;
+		if (!ss->rxq)
+			ss->rxq_tail = NULL;
+		if (it->kind == RX_INLINE) {
+			r = sw_recv_repost(s, it->buf);
+			if (r < 0)
+				ss->peer_dead = true;
+		} else if (it->kind == RX_REMOTE) {
+			ss->xfer_ack_pending = true;
+			ss->xfer_ack_id = it->xfer_id;
+			ss->xfer_ack_bytes = it->off;
+		}
+		sw_rx_item_free(ss, it);
+	}
+	return n;
+}
+
+static ssize_t rx_deliver(struct sw_sock *s, struct iovec *iov, int iovcnt,
+			  size_t want, bool peek)
+{
+	struct rx_item *pit = s->ss.rxq;
+	uint64_t poff = 0;
+	size_t got = 0;
+	int i;
+
+	for (i = 0; i < iovcnt && got < want; i++) {
+		size_t done = 0;
+
+		while (done < iov[i].iov_len && got < want) {
+			size_t room = iov[i].iov_len - done;
+			ssize_t n;
+
+			if (room > want - got)
+				room = want - got;
+			if (peek ? !pit : !s->ss.rxq)
+				return got;
+			if ((peek ? pit : s->ss.rxq)->kind == RX_DOWNGRADE)
+				return got;
+			n = rx_copy(s, (uint8_t *)iov[i].iov_base + done, room,
+				    !peek, &pit, &poff);
+			if (n < 0)
+				return got ? (ssize_t)got : n;
+			if (n == 0)
+				return got;
+			done += n;
+			got += n;
+		}
+	}
+	return got;
+}
+
+ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
+			int flags)
+{
+	struct sw_session *ss = &s->ss;
+	size_t want = 0, got = 0;
+	bool nb = sw_nonblocking(s, flags);
+	bool peek = flags & MSG_PEEK;
+	bool waitall = (flags & MSG_WAITALL) && !peek;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	if (flags & MSG_OOB) {
+		if (!ss->oob_valid) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (!want)
+			return 0;
+		*(uint8_t *)iov[0].iov_base = ss->oob_byte;
+		if (!peek)
+			ss->oob_valid = false;
+		return 1;
+	}
+	if (!want)
+		return 0;
+	for (;;) {
+		ssize_t n;
+
+		sw_progress(s);
+		if (ss->rxq && ss->rxq->kind == RX_DOWNGRADE) {
+			/* the peer's data continues on TCP */
+			if (got)
+				break;
+			return -2;
+		}
+		if (ss->rxq) {
+			struct iovec part[16];
+			int k = 0;
+			size_t off = got, left = want - got;
+
+			/* the part of iov not filled yet */
+			for (i = 0; i < iovcnt && k < 16 && left; i++) {
+				size_t l;
+
+				if (off >= iov[i].iov_len) {
+					off -= iov[i].iov_len;
+					continue;
+				}
+				l = iov[i].iov_len - off;
+				if (l > left)
+					l = left;
+				part[k].iov_base =
+					(uint8_t *)iov[i].iov_base + off;
+				part[k++].iov_len = l;
+				left -= l;
+				off = 0;
+			}
+			n = rx_deliver(s, part, k, want - got, peek);
+			if (n < 0) {
+				if (got)
+					break;
+				errno = -n == ECONNRESET ? ECONNRESET : EIO;
+				return -1;
+			}
+			got += n;
+			if (!peek)
+				sw_credit_maybe_update(s);
+			if (got == want || !waitall)
+				break;
+			continue;
+		}
+		if (got && !waitall)
+			break;
+		if (ss->abort_rcvd || ss->error) {
+			if (got)
+				break;
+			errno = ECONNRESET;
+			return -1;
+		}
+		if (ss->fin_rcvd)
+			break;
+		if (ss->peer_dead || s->tcp_eof) {
+			/* the peer is gone without a FIN: what TCP shows
+			 * for a process that died is EOF */
+			break;
+		}
+		if (nb) {
+			if (got)
+				break;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (sw_session_wait(s, POLLIN, 0) < 0 && !ss->rxq &&
+		    (ss->peer_dead || ss->error))
+			continue;
+	}
+	return got;
+}

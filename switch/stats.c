@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * stats.c - publishing statistics for sdp-stat: one shared file per process
+ * ($SDP_STAT_DIR/sdp-stat.<pid>), removed at exit. Slots are handed out
+ * under a lock; counters are written by the connection's owner only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sw_internal.h"
+
+static struct sw_proc_stats *proc;
+static struct sw_proc_stats proc_private; /* when the file cannot be made */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static char stat_path[300];
+static pid_t stat_pid;
+
+static void stats_unlink(void)
+{
+	if (stat_path[0] && getpid() == stat_pid)
+		unlink(stat_path);
+}
+
+static void stats_map(void)
+{
+	const char *dir = getenv("SDP_STAT_DIR");
+	int fd;
+	void *p;
+
+	if (!dir || !*dir)
+		dir = "/dev/shm";
+	stat_pid = getpid();
+	snprintf(stat_path, sizeof(stat_path), "%s/sdp-stat.%d", dir,
+		 (int)stat_pid);
+	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto private;
+	if (ftruncate(fd, sizeof(*proc)) < 0) {
+		close(fd);
+		unlink(stat_path);
+		goto private;
+	}
+	p = mmap(NULL, sizeof(*proc), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		unlink(stat_path);
+		goto private;
+	}
+	proc = p;
+	return;
+private:
+	stat_path[0] = 0;
+	proc = &proc_private;
+}
+
+void sw_stats_init(void)
+{
+	static bool registered;
+
+	if (getenv("SDP_STAT_OFF"))
+		proc = &proc_private;
+	else
+		stats_map();
+	memset(proc, 0, offsetof(struct sw_proc_stats, conn));
+	proc->magic = SW_STATS_MAGIC;
+	proc->version = SW_STATS_VERSION;
+	proc->pid = getpid();
+	proc->nslots = SW_STATS_SLOTS;
+	proc->start_ns = sw_now_ns();
+	snprintf(proc->program, sizeof(proc->program), "%s",
+		 program_invocation_short_name);
+	if (!registered) {
+		registered = true;
+		atexit(stats_unlink);
+	}
+}
+
+/* After fork the child publishes its own file (its connections too). The
+ * new file is mapped over the old address, so every pointer into the
+ * statistics stays valid. */
+void sw_stats_after_fork_child(void);
+void sw_stats_after_fork_child(void)
+{
+	const char *dir = getenv("SDP_STAT_DIR");
+	int fd;
+
+	if (!proc || proc == &proc_private)
+		return;
+	if (!dir || !*dir)
+		dir = "/dev/shm";
+	stat_pid = getpid();
+	snprintf(stat_path, sizeof(stat_path), "%s/sdp-stat.%d", dir,
+		 (int)stat_pid);
+	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto keep;
+	proc->pid = stat_pid;
+	if (write(fd, proc, sizeof(*proc)) != (ssize_t)sizeof(*proc) ||
+	    mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		close(fd);
+		unlink(stat_path);
+		goto keep;
+	}
+	close(fd);
+	return;
+keep:
+	/* no file of its own: stop writing into the parent's */
+	stat_path[0] = 0;
+	if (mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+		return;
+}
+
+struct sw_proc_stats *sw_stats_proc(void)
+{
+	return proc;
+}
+
+struct sw_conn_stats *sw_stats_conn_new(void)
+{
+	static struct sw_conn_stats overflow;
+	uint32_t i;
+
+	if (!proc)
+		return NULL;
+	pthread_mutex_lock(&slot_lock);
+	for (i = 0; i < SW_STATS_SLOTS; i++) {
+		if (!proc->conn[i].in_use) {
+			memset(&proc->conn[i], 0, sizeof(proc->conn[i]));
+			proc->conn[i].in_use = 1;
+			pthread_mutex_unlock(&slot_lock);
+			return &proc->conn[i];
+		}
+	}
+	pthread_mutex_unlock(&slot_lock);
+	/* more connections than slots: count nothing per connection */
+	(void)overflow;
+	return NULL;
+}
+
+void sw_stats_conn_free(struct sw_conn_stats *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&slot_lock);
+	c->in_use = 0;
+	pthread_mutex_unlock(&slot_lock);
+}

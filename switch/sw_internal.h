@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sw_internal.h - the switch engine's shared state: the per-socket object,
+ * the per-process globals (providers, settings), and the functions the
+ * engine's files offer each other. Nothing outside switch/ includes this.
+ */
+#ifndef SW_INTERNAL_H
+#define SW_INTERNAL_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fallback.h"
+#include "sdp_loader.h"
+#include "sdp_switch.h"
+#include "stats.h"
+#include "sys.h"
+#include "wire.h"
+
+#define SW_MAX_PROVIDERS 4
+
+/* ---- settings (config.c) -------------------------------------------------- */
+
+enum sw_path_force { SW_PATH_AUTO, SW_PATH_COPY, SW_PATH_READ, SW_PATH_WRITE };
+
+struct sw_config {
+	int log_level;		/* 0 off .. 3 error .. 6 info .. 7 debug */
+	unsigned spin_us;	/* busy-poll budget before sleeping */
+	unsigned msg_size;	/* control message (receive buffer) size */
+	unsigned recv_bufs;	/* receive buffers posted per connection */
+	unsigned send_bufs;	/* send buffers per connection */
+	size_t rdma_min;	/* smallest send moved by RDMA instead of copy */
+	size_t staging_size;	/* WDATA staging ring per connection */
+	unsigned hello_timeout_ms;  /* server waits this long for a hello */
+	unsigned upgrade_timeout_ms; /* an I/O waits this long for an upgrade */
+	enum sw_path_force path;
+	char rules_file[256];
+};
+extern struct sw_config sw_cfg;
+
+void sw_config_load(void);
+/* Rules: 1 = SAN allowed, 0 = TCP only. role 'c' connect, 's' listen. */
+int sw_rules_decide(char role, const struct sockaddr *addr);
+
+/* ---- logging (log.c) -------------------------------------------------------- */
+
+void sw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define SW_ERR(...) sw_log(3, __VA_ARGS__)
+#define SW_WARN(...) sw_log(4, __VA_ARGS__)
+#define SW_INFO(...) sw_log(6, __VA_ARGS__)
+#define SW_DBG(...) sw_log(7, __VA_ARGS__)
+
+/* ---- providers (core.c) ------------------------------------------------------ */
+
+struct sw_provider {
+	struct sdp_module mod;
+	int index;		/* position in sw_providers */
+	bool usable;
+};
+extern struct sw_provider sw_providers[SW_MAX_PROVIDERS];
+extern int sw_nproviders;
+struct sw_provider *sw_provider_by_name(const char *name);
+
+/* ---- per-socket state ----------------------------------------------------- */
+
+enum sw_state {
+	SW_LISTENER,	/* TCP listener with provider listeners beside it */
+	SW_TCP,		/* plain TCP: fallen back (maybe a marker to skip) */
+	SW_CONNECTING,	/* client: TCP connect in progress */
+	SW_HELLO_SENT,	/* client: hello sent; waiting for server hello */
+	SW_UPGRADING,	/* server: provider connect to the client pending */
+	SW_SAN,		/* data carried by the provider */
+};
+
+/* A received piece of the byte stream, queued until the program reads it. */
+enum rx_kind { RX_INLINE, RX_STAGING, RX_REMOTE, RX_DOWNGRADE };
+struct rx_item {
+	struct rx_item *next;
+	enum rx_kind kind;
+	uint32_t buf;		/* INLINE: receive buffer index */
+	uint32_t xfer_id;	/* REMOTE: transfer to acknowledge */
+	uint64_t off;		/* INLINE: offset in buffer; STAGING: ring
+				 * offset; REMOTE: offset in region */
+	uint64_t len;		/* bytes left */
+	struct sdp_rdma_desc desc; /* REMOTE */
+};
+
+struct sw_session {
+	struct sw_provider *prov;
+	struct sdp_cq *cq;
+	struct sdp_ep *ep;
+	bool setup_rcvd;
+
+	/* control buffers: [0, nrecv) receive, then send */
+	uint32_t msg_size;	/* our receive buffer size */
+	uint32_t peer_msg_size;	/* the peer's: our largest send */
+	uint32_t nrecv, nsend;
+	uint8_t *bufs;
+	size_t bufs_len;
+	struct sdp_mr *bufs_mr;
+	uint8_t *send_busy;	/* per send buffer: 1 while pending */
+	uint32_t send_next;
+	uint8_t *recv_held;	/* per receive buffer: 1 while data queued */
+
+	/* credits (credits.c) */
+	int32_t credits;	/* peer receive buffers we may fill */
+	uint32_t credits_owed;	/* our reposted buffers not yet announced */
+	int32_t peer_credits;	/* our view of the peer's credits */
+	uint32_t peer_nrecv;	/* receive buffers the peer posts */
+
+	/* control messages owed to the peer, sent when credits allow */
+	bool xfer_ack_pending;
+	uint32_t xfer_ack_id;
+	uint64_t xfer_ack_bytes;
+	bool fin_pending;
+
+	/* sequence numbers */
+	uint32_t tx_seq, rx_seq;
+
+	/* receive queue */
+	struct rx_item *rxq, *rxq_tail;
+	uint64_t rx_queued;	/* bytes queued */
+	struct rx_item *rx_free;
+
+	/* our staging ring (target of the peer's WDATA) */
+	uint8_t *staging;
+	size_t staging_len;
+	struct sdp_rmr *staging_rmr;
+	struct sdp_rdma_desc staging_desc;
+	uint64_t staging_recv_head;	/* bytes announced by WDATA in total */
+	uint64_t staging_consumed;	/* bytes the program read in total */
+	uint64_t staging_freed_unsent;
+
+	/* the peer's staging ring (target of our WDATA) */
+	struct sdp_rdma_desc peer_staging;
+	uint64_t peer_staging_head;	/* bytes written in total */
+	uint64_t peer_staging_freed;	/* bytes freed by the peer in total */
+
+	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
+	bool can_read;		/* our provider offers RdmaRead */
+
+	/* wake-ups */
+	bool peer_waiting;	/* peer sleeps waiting for data: RDATA pays */
+	bool peer_wants_wake;	/* peer asked for a doorbell */
+	bool wake_armed;	/* we asked the peer for one */
+
+	/* outstanding RDATA we sent */
+	uint32_t next_xfer_id;
+	uint32_t xfer_wait_id;
+	bool xfer_done;
+
+	/* RDMA op completion (PENDING ones) */
+	uint64_t rdma_ctx_next;
+	uint64_t rdma_ctx_done;
+	int rdma_status;
+
+	/* return to TCP (downgrade.c) */
+	bool dg_sent;		/* our data goes on TCP now */
+	bool dg_rcvd;		/* the peer's DOWNGRADE arrived */
+
+	/* end of stream */
+	bool fin_rcvd, fin_sent, abort_rcvd, peer_dead;
+	int error;		/* sticky error (protocol violation etc.) */
+	uint8_t oob_byte;
+	bool oob_valid;
+};
+
+struct sw_sock {
+	pthread_mutex_t lock;
+	atomic_int refs;
+	struct sw_sock *list_next, *list_prev; /* all sockets (core.c) */
+	int fd;			/* the program's TCP fd */
+	int family;
+	enum sw_state state;
+	bool nonblock;
+	bool is_client;
+	bool closed;
+	bool tcp_eof;		/* TCP gave EOF or an error (peer gone) */
+	bool marker_check;	/* TCP: the peer's next bytes may be a marker */
+	bool dg_marker;		/* TCP: doorbells, then the peer's downgrade
+				 * marker, precede its data */
+	struct sw_fork_buf *fork_buf; /* data that arrived on the SAN before a
+				 * fork, shared by parent and child */
+	bool expect_server_hello; /* TCP after abandon: skip one server hello */
+	bool linger0;		/* SO_LINGER with 0: abort on close */
+	int fb_reason;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	uint16_t local_port;
+
+	/* upgrade (upgrade.c) */
+	uint8_t key[16];
+	uint8_t hello_buf[sizeof(struct sdp_hello)];
+	size_t hello_got;
+	/* TCP bytes read while looking for a hello that were the program's:
+	 * hello_buf[prefix_off, prefix_len) is delivered before the socket */
+	size_t prefix_off, prefix_len;
+	struct sdp_listener *plisten[SW_MAX_PROVIDERS];
+	uint64_t deadline_ns;
+
+	/* session (when state == SW_SAN or SW_UPGRADING) */
+	struct sw_session ss;
+
+	/* bytes the program wrote while the upgrade was pending: they go
+	 * first, on whichever path the connection settles on */
+	uint8_t *ptx;
+	size_t ptx_len;
+
+	_Atomic uint64_t event_seq;
+	struct sw_conn_stats *st;
+};
+
+/* ---- core.c ----------------------------------------------------------------- */
+
+struct sw_sock *sw_sock_new(int fd, enum sw_state state);
+uint64_t sw_now_ns(void);
+void sw_random(void *buf, size_t len);
+/* Blocks until fd has events or timeout_ms passes (-1 = forever). */
+int sw_wait_fd(int fd, short events, int timeout_ms);
+/* Writes all of buf on a TCP fd (blocking as needed). */
+int sw_tcp_write_all(int fd, const void *buf, size_t len);
+#define SW_PTX_MAX (128 * 1024)
+
+/* ---- fallback.c --------------------------------------------------------------- */
+
+/* The only way into fallback: records and counts reason, logs it, frees the
+ * upgrade or session resources. One-way. */
+void sw_fallback(struct sw_sock *s, int reason, const char *detail);
+
+/* ---- upgrade.c ------------------------------------------------------------------ */
+
+/* Drives a pending upgrade; wait: may block up to the upgrade timeout.
+ * Returns 0 when the state is final for now (TCP or SAN), -EAGAIN when still
+ * pending and !wait. */
+int sw_upgrade_progress(struct sw_sock *s, bool wait);
+/* TCP mode: skips an abandon marker at the head of the stream if present. */
+int sw_tcp_marker_skip(struct sw_sock *s, bool wait);
+
+/* ---- session.c (set-up, progress, dispatch) -------------------------------------- */
+
+int sw_session_start(struct sw_sock *s);
+/* Sends WAKE_ME (the caller checked the credit). */
+int sw_session_arm(struct sw_sock *s);
+/* Posts every receive buffer: as soon as the endpoint exists. */
+int sw_session_post_recvs(struct sw_sock *s);
+/* The peer's buffer size and credits, from its hello. */
+int sw_session_peer_params(struct sw_sock *s, uint32_t msg_size,
+			   uint32_t recv_credits);
+void sw_session_free(struct sw_sock *s);
+/* Polls the CQ and handles what arrived. Returns < 0 on a fatal error. */
+int sw_progress(struct sw_sock *s);
+/* Sends one control message (header + body + payload from iov). */
+int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
+		 size_t bodylen, const struct iovec *iov, int iovcnt,
+		 size_t paylen);
+/* Reads doorbells from the TCP fd; notes EOF. */
+void sw_doorbell_drain(struct sw_sock *s);
+void sw_doorbell_ring(struct sw_sock *s);
+/* Waits (lock released) until progress may have happened: spins, then arms
+ * wake-me and sleeps on the TCP fd. events: POLLIN or POLLOUT interest. */
+int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
+void sw_rx_item_free(struct sw_session *ss, struct rx_item *it);
+struct rx_item *sw_rx_item_new(struct sw_session *ss);
+/* Releases a receive buffer back to the provider (repost + credit owed). */
+int sw_recv_repost(struct sw_sock *s, uint32_t idx);
+uint8_t *sw_buf(struct sw_session *ss, uint32_t idx);
+/* Waits for an RDMA operation that answered SDP_PENDING. */
+int sw_rdma_wait(struct sw_sock *s, uint64_t ctx);
+
+/* ---- downgrade.c ------------------------------------------------------------ */
+
+/* Bytes received on the SAN before a fork, readable once by either process. */
+struct sw_fork_buf {
+	pthread_mutex_t lock;	/* process-shared */
+	size_t len, off;
+	size_t map_len;
+	uint8_t data[];
+};
+
+/* Starts our side's return to TCP: DOWNGRADE message, then the marker. */
+int sw_downgrade_start(struct sw_sock *s);
+/* The rx queue reached the peer's DOWNGRADE: finish if both sides are done. */
+void sw_downgrade_rx_point(struct sw_sock *s);
+/* Reads from the fork buffer; returns bytes or 0 when it is empty. */
+ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags);
+/* TCP after a downgrade: skips doorbells and the peer's marker. */
+int sw_dg_marker_skip(struct sw_sock *s, bool wait);
+/* Every managed socket of the process (fork, exec). */
+int sw_sock_list(struct sw_sock ***out);
+void sw_upgrade_abandon(struct sw_sock *s, int reason, const char *why);
+
+/* ---- credits.c ------------------------------------------------------------------ */
+
+/* Credits needed before sending a message of this type. */
+bool sw_credit_can_send(struct sw_session *ss, uint8_t type);
+void sw_credit_consume(struct sw_session *ss);
+void sw_credit_returned(struct sw_session *ss, uint16_t n);
+/* Called after reposting: sends a CREDIT message when enough is owed. */
+int sw_credit_maybe_update(struct sw_sock *s);
+uint16_t sw_credit_take_owed(struct sw_session *ss);
+
+/* ---- session_tx.c / session_rx.c ------------------------------------------------- */
+
+ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov, int iovcnt,
+			int flags);
+ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
+			int flags);
+
+static inline bool sw_nonblocking(struct sw_sock *s, int flags)
+{
+	return s->nonblock || (flags & MSG_DONTWAIT);
+}
+
+static inline void sw_event(struct sw_sock *s)
+{
+	atomic_fetch_add_explicit(&s->event_seq, 1, memory_order_relaxed);
+}
+
+#endif /* SW_INTERNAL_H */

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * wire.h - every byte the switch puts on a wire: the upgrade handshake that
+ * travels on the program's TCP connection (hello, abandon marker, doorbell)
+ * and the session protocol's control messages on the provider connection.
+ * docs/protocol.md describes the same layout in prose; keep them together.
+ * All integers are little-endian; structures are packed, sizes asserted.
+ */
+#ifndef SDP_WIRE_H
+#define SDP_WIRE_H
+
+#include <stdint.h>
+#include "sdp_provider.h"
+
+#define SDP_PROTO_VERSION 1
+
+/* ---- on the TCP connection (docs/protocol.md section 2) ------------------- */
+
+/* First byte is not printable ASCII, so no text protocol starts with it. */
+#define SDP_HELLO_MAGIC "\xd5SDPSW\r\n"
+#define SDP_MAGIC_LEN 8
+
+enum sdp_hello_type {
+	SDP_HELLO_CLIENT = 1,
+	SDP_HELLO_SERVER = 2,
+};
+
+#define SDP_MAX_HELLO_PROVIDERS 4
+#define SDP_PROVIDER_NAME_LEN 8
+
+/* CLIENT_HELLO and SERVER_HELLO: 96 bytes, sent once each way. */
+struct sdp_hello {
+	uint8_t magic[SDP_MAGIC_LEN];	/* SDP_HELLO_MAGIC */
+	uint8_t type;			/* enum sdp_hello_type */
+	uint8_t version;		/* SDP_PROTO_VERSION of the sender */
+	uint8_t status;			/* server: 0 = upgrade, else enum
+					 * sdp_fallback_reason; client: 0 */
+	uint8_t nproviders;		/* client: names that follow;
+					 * server: 1 (the chosen one) or 0 */
+	uint32_t flags;			/* SDP_HELLO_F_* */
+	uint8_t key[16];		/* client: random key K; server: K echoed
+					 * only as a digest, here zero */
+	char providers[SDP_MAX_HELLO_PROVIDERS][SDP_PROVIDER_NAME_LEN];
+					/* NUL-padded provider names, best first */
+	uint32_t msg_size;		/* size of each receive buffer the
+					 * sender will post (256 .. 1 MiB) */
+	uint32_t recv_credits;		/* receive buffers it will post: the
+					 * peer's initial credits (4 .. 4096) */
+	uint8_t reserved[24];		/* zero */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_hello) == 96, "hello is 96 bytes");
+
+#define SDP_HELLO_F_RDMA_READ 0x1	/* sender's provider offers RdmaRead */
+
+/* Sent by a side that gives up an upgrade after its hello: magic + key. */
+struct sdp_abandon {
+	uint8_t magic[SDP_MAGIC_LEN];	/* "\xd5SDPAB\r\n" */
+	uint8_t key[16];		/* the client's key K */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_abandon) == 24, "abandon is 24 bytes");
+#define SDP_ABANDON_MAGIC "\xd5SDPAB\r\n"
+
+/* After its DOWNGRADE message, a side writes this marker on TCP; its data
+ * follows on TCP. Magic + the connection's key K. */
+#define SDP_DOWNGRADE_MAGIC "\xd5SDPDG\r\n"
+
+/* While a connection is carried by a provider, the TCP stream carries only
+ * doorbell bytes (wake-ups) in both directions. */
+#define SDP_DOORBELL 0x44
+
+/* Private data of the server's provider connect: proves knowledge of K. */
+struct sdp_connect_priv {
+	uint8_t magic[4];		/* "SDPc" */
+	uint8_t version;
+	uint8_t reserved[3];
+	uint8_t key[16];		/* K from the client's hello */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_connect_priv) == 24, "connect priv");
+
+/* ---- session protocol on the provider connection (section 3) ---------------- */
+
+enum sdp_msg_type {
+	SDP_MSG_SETUP = 1,	/* first message each way: buffers, staging */
+	SDP_MSG_DATA,		/* payload inline */
+	SDP_MSG_RDATA,		/* inline head + rest by RdmaRead from sender */
+	SDP_MSG_WDATA,		/* payload already RdmaWritten into staging */
+	SDP_MSG_XFER_DONE,	/* receiver pulled an RDATA transfer fully */
+	SDP_MSG_STAGING_FREE,	/* receiver freed staging bytes (WDATA path) */
+	SDP_MSG_CREDIT,		/* credit update only */
+	SDP_MSG_WAKE_ME,	/* sender sleeps: ring the doorbell on news */
+	SDP_MSG_FIN,		/* sender shut down its sending side */
+	SDP_MSG_ABORT,		/* sender reset the connection */
+	SDP_MSG_OOB,		/* one byte of urgent data */
+	SDP_MSG_DOWNGRADE,	/* sender's data continues on TCP after this */
+	SDP_MSG_TYPE_MAX
+};
+
+/* Every control message starts with this 16-byte header. */
+struct sdp_msg_hdr {
+	uint8_t type;		/* enum sdp_msg_type */
+	uint8_t flags;		/* SDP_MSG_F_* */
+	uint16_t credits;	/* receive buffers the sender reposted since
+				 * its previous message (credit return) */
+	uint32_t len;		/* inline payload bytes after the body */
+	uint32_t seq;		/* message number, from 0, per direction */
+	uint32_t reserved;	/* zero */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_hdr) == 16, "header is 16 bytes");
+
+#define SDP_MSG_F_WAKE_ME 0x01	/* also: sender wants a doorbell on news */
+
+/* SETUP body (after the header). Buffer size and credits travelled in the
+ * hellos already; these repeat them and must match. */
+struct sdp_msg_setup {
+	uint32_t msg_size;	/* as in the sender's hello */
+	uint32_t recv_credits;	/* as in the sender's hello */
+	uint32_t flags;		/* SDP_SETUP_F_* */
+	uint32_t reserved;
+	struct sdp_rdma_desc staging; /* WDATA target (length 0: none) */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_setup) == 48, "setup body");
+#define SDP_SETUP_F_RDMA_READ 0x1	/* sender can RdmaRead: offer RDATA */
+
+/* RDATA body: the rest of the data is in the sender's region. */
+struct sdp_msg_rdata {
+	uint32_t xfer_id;	/* echoed in XFER_DONE */
+	uint32_t reserved;
+	uint64_t total;		/* bytes in the region (after inline head) */
+	struct sdp_rdma_desc region;
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_rdata) == 48, "rdata body");
+
+/* WDATA body: len bytes were written at offset of the receiver's staging. */
+struct sdp_msg_wdata {
+	uint64_t offset;	/* in the staging ring (mod its length) */
+	uint64_t bytes;
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_wdata) == 16, "wdata body");
+
+/* XFER_DONE / STAGING_FREE body. */
+struct sdp_msg_ack {
+	uint32_t xfer_id;	/* XFER_DONE: the transfer; else 0 */
+	uint32_t reserved;
+	uint64_t bytes;		/* bytes pulled / staging bytes freed */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_ack) == 16, "ack body");
+
+/* WAKE_ME body: how far the sender had read when it decided to sleep. A
+ * receiver that has sent more since rings the doorbell at once; otherwise
+ * it rings after its next message. */
+struct sdp_msg_wake {
+	uint32_t seen_seq;	/* the sender's next expected sequence number */
+	uint32_t reserved;	/* zero */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_wake) == 8, "wake body");
+
+/* OOB body: the urgent byte is the one inline payload byte. */
+
+#endif /* SDP_WIRE_H */

@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# tests/integration/: small C programs that exercise the shim and readiness
+# under LD_PRELOAD (each checks the bytes it receives), and the runner that
+# starts them, with the ASan runtime first when SANITIZE=1.
+
+ITEST_PROGS := epoll_et epoll_oneshot epoll_two_sets epoll_nested \
+	poll_mixed dup2_sock fork_conn threads_conn prefork
+ITEST_BINS := $(ITEST_PROGS:%=$(O)/tests/integration/%)
+
+$(O)/tests/integration/%: $(O)/obj/tests/integration/progs/%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -lpthread
+
+.PHONY: integration-progs check-integration
+integration-progs: $(ITEST_BINS)
+
+check-integration: $(ITEST_BINS) $(SHIM_LIB)
+	tests/integration/check-exports.sh $(SHIM_LIB) shim/libsdp_switch.map
+	SANITIZE=$(SANITIZE) tests/integration/run-progs.sh $(SHIM_LIB) \
+		$(ITEST_BINS)
+
+CHECK_TARGETS += check-integration
+
+.SECONDARY: $(ITEST_PROGS:%=$(O)/obj/tests/integration/progs/%.o)

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * tprog.h - helpers for the integration test programs: loopback TCP pairs
+ * (IPv4 or IPv6), a byte pattern each test checks on arrival, and failing
+ * loudly with the reason. The programs run under LD_PRELOAD of the switch.
+ */
+#ifndef TPROG_H
+#define TPROG_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *tp_name = "test";
+
+__attribute__((noreturn, format(printf, 1, 2)))
+static inline void tp_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "FAIL %s: ", tp_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (errno %d: %s)\n", errno, strerror(errno));
+	exit(1);
+}
+
+#define TP_CHECK(cond, ...) do { if (!(cond)) tp_fail(__VA_ARGS__); } \
+	while (0)
+
+/* Every test run is bounded. */
+static inline void tp_start(const char *name, unsigned int seconds)
+{
+	tp_name = name;
+	alarm(seconds);
+}
+
+static inline void tp_pass(void)
+{
+	printf("PASS %s\n", tp_name);
+	exit(0);
+}
+
+/* Byte i of stream number id: the receiver checks each byte's position. */
+static inline unsigned char tp_byte(unsigned int id, size_t i)
+{
+	uint32_t x = (uint32_t)(i * 2654435761u) ^ (id * 40503u);
+
+	return (unsigned char)(x >> 13);
+}
+
+static inline void tp_fill(unsigned int id, size_t off, void *buf, size_t n)
+{
+	unsigned char *p = buf;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = tp_byte(id, off + i);
+}
+
+static inline void tp_verify(unsigned int id, size_t off, const void *buf,
+			     size_t n)
+{
+	const unsigned char *p = buf;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != tp_byte(id, off + i))
+			tp_fail("stream %u: byte %zu is 0x%02x, not 0x%02x",
+				id, off + i, p[i], tp_byte(id, off + i));
+}
+
+/* Sends n pattern bytes of stream id starting at off; blocking fd. */
+static inline void tp_send(int fd, unsigned int id, size_t off, size_t n)
+{
+	char buf[8192];
+	size_t done = 0, k;
+	ssize_t r;
+
+	while (done < n) {
+		k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		tp_fill(id, off + done, buf, k);
+		r = send(fd, buf, k, MSG_NOSIGNAL);
+		TP_CHECK(r > 0, "send of %zu bytes on fd %d", k, fd);
+		done += (size_t)r;
+		/* a short send: resend the rest with the right offsets */
+	}
+}
+
+/* Receives exactly n bytes of stream id at off (blocking), checking them. */
+static inline void tp_recv(int fd, unsigned int id, size_t off, size_t n)
+{
+	char buf[8192];
+	size_t done = 0, k;
+	ssize_t r;
+
+	while (done < n) {
+		k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		r = recv(fd, buf, k, 0);
+		TP_CHECK(r > 0, "recv on fd %d after %zu of %zu bytes (%zd)",
+			 fd, done, n, r);
+		tp_verify(id, off + done, buf, (size_t)r);
+		done += (size_t)r;
+	}
+}
+
+/* A connected loopback TCP pair: *c the connecting end, *s the accepted
+ * one. family AF_INET or AF_INET6. */
+static inline void tp_pair(int family, int *c, int *s)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	socklen_t len;
+	int l, one = 1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET6) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_loopback;
+		len = sizeof(*in6);
+	} else {
+		in4->sin_family = AF_INET;
+		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*in4);
+	}
+	l = socket(family, SOCK_STREAM, 0);
+	TP_CHECK(l >= 0, "socket");
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	TP_CHECK(!bind(l, (struct sockaddr *)&ss, len), "bind loopback");
+	TP_CHECK(!listen(l, 16), "listen");
+	TP_CHECK(!getsockname(l, (struct sockaddr *)&ss, &len), "getsockname");
+	*c = socket(family, SOCK_STREAM, 0);
+	TP_CHECK(*c >= 0, "socket");
+	TP_CHECK(!connect(*c, (struct sockaddr *)&ss, len), "connect");
+	*s = accept(l, NULL, NULL);
+	TP_CHECK(*s >= 0, "accept");
+	setsockopt(*c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	close(l);
+}
+
+static inline void tp_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	TP_CHECK(fl >= 0 && !fcntl(fd, F_SETFL, fl | O_NONBLOCK),
+		 "fcntl O_NONBLOCK on fd %d", fd);
+}
+
+static inline long tp_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads what a non-blocking fd has until EAGAIN, checking the bytes;
+ * returns how many arrived. Waits up to 2 s for at least `least`. */
+static inline size_t tp_drain(int fd, unsigned int id, size_t off,
+			      size_t least)
+{
+	char buf[4096];
+	size_t got = 0;
+	long end = tp_ms() + 2000;
+	ssize_t r;
+
+	for (;;) {
+		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r > 0) {
+			tp_verify(id, off + got, buf, (size_t)r);
+			got += (size_t)r;
+			continue;
+		}
+		TP_CHECK(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK),
+			 "recv while draining fd %d (got %zd)", fd, r);
+		if (got >= least || tp_ms() > end)
+			return got;
+		usleep(1000);
+	}
+}
+
+#endif /* TPROG_H */
