@@ -6,6 +6,7 @@
  * fds, woken by doorbells. Keeps, per epoll set, what the program asked.
  */
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -730,10 +731,13 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 		if (!special)
 			continue;
 		spin_end = rd_now() + (int64_t)sw_poll_spin_us() * 1000;
-		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++)
+		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
+			if (!(i & 7))
+				sched_yield(); /* the peer may need this core */
 			n = rd_ep_pass(ep, &o, kev, false,
 				       i % RD_SPIN_KERNEL_EVERY == 0,
 				       &rd_zero, NULL, &rd_zero, &special);
+		}
 		if (n)
 			break;
 		n = rd_ep_pass(ep, &o, kev, true, true, rd_left(end, &ts),
@@ -871,10 +875,13 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		if (n || rd_expired(end))
 			return n;
 		spin_end = rd_now() + (int64_t)sw_poll_spin_us() * 1000;
-		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++)
+		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
+			if (!(i & 7))
+				sched_yield(); /* the peer may need this core */
 			n = rd_ps_pass(ps, false,
 				       i % RD_SPIN_KERNEL_EVERY == 0,
 				       &rd_zero, NULL);
+		}
 		if (n)
 			return n;
 		n = rd_ps_pass(ps, true, true, rd_left(end, &ts), mask);

@@ -4,7 +4,9 @@
  * ($SDP_STAT_DIR/sdp-stat.<pid>), removed at exit. Slots are handed out
  * under a lock; counters are written by the connection's owner only.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,6 +29,33 @@ static void stats_unlink(void)
 		unlink(stat_path);
 }
 
+/* Files of processes that died without running their exit handlers
+ * (killed) would pile up: remove those whose process is gone. */
+static void stats_collect_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[512];
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, "sdp-stat.", 9))
+			continue;
+		pid = strtol(e->d_name + 9, &end, 10);
+		if (*end || pid <= 0 || pid == getpid())
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
 static void stats_map(void)
 {
 	const char *dir = getenv("SDP_STAT_DIR");
@@ -35,6 +64,7 @@ static void stats_map(void)
 
 	if (!dir || !*dir)
 		dir = "/dev/shm";
+	stats_collect_stale(dir);
 	stat_pid = getpid();
 	snprintf(stat_path, sizeof(stat_path), "%s/sdp-stat.%d", dir,
 		 (int)stat_pid);
