@@ -231,6 +231,18 @@ struct sdp_provider {
  * -EOPNOTSUPP for an identifier the provider does not support. */
 #define SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER 0x53440001u
 
+/* Optional. in: the struct sockaddr a probe would try; out: struct
+ * sdp_listener_owner, the process whose listener answers there (as the
+ * kernel reports it). Lets a caller check that a same-host listener
+ * belongs to whoever owns the matching TCP socket. -EOPNOTSUPP when the
+ * provider cannot tell (e.g. across hosts), -ECONNREFUSED when nobody
+ * listens. */
+#define SDP_IOCTL_LISTENER_OWNER 0x53440002u
+struct sdp_listener_owner {
+	uint32_t uid;
+	int32_t pid;
+};
+
 /* ---- SAN extension functions (fetched by GUID) --------------------------- */
 
 /* RegisterMemory: a local buffer for send/recv and as the local side of

@@ -53,7 +53,24 @@ static ssize_t tcp_prefix(struct sw_sock *s, struct msghdr *msg, int flags)
 	return got;
 }
 
+static ssize_t recvmsg_locked(struct sw_sock *s, struct msghdr *msg,
+			      int flags);
+
 ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
+{
+	ssize_t r;
+	int e;
+
+	atomic_fetch_add(&s->users, 1);
+	r = recvmsg_locked(s, msg, flags);
+	e = errno;
+	atomic_fetch_sub(&s->users, 1);
+	errno = e;
+	return r;
+}
+
+static ssize_t recvmsg_locked(struct sw_sock *s, struct msghdr *msg,
+			      int flags)
 {
 	bool nb;
 	ssize_t r;
@@ -135,10 +152,19 @@ static ssize_t ptx_append(struct sw_sock *s, const struct msghdr *msg,
 		return -2;
 	}
 	n = total < room ? total : room;
-	if (!s->ptx) {
-		s->ptx = malloc(SW_PTX_MAX);
-		if (!s->ptx)
+	if (s->ptx_len + n > s->ptx_cap) {
+		size_t cap = s->ptx_cap ? s->ptx_cap : 65536;
+		uint8_t *p;
+
+		while (cap < s->ptx_len + n)
+			cap *= 2;
+		if (cap > SW_PTX_MAX)
+			cap = SW_PTX_MAX;
+		p = realloc(s->ptx, cap);
+		if (!p)
 			return -2;
+		s->ptx = p;
+		s->ptx_cap = cap;
 	}
 	for (i = 0; i < msg->msg_iovlen && done < n; i++) {
 		size_t l = msg->msg_iov[i].iov_len;
@@ -152,7 +178,24 @@ static ssize_t ptx_append(struct sw_sock *s, const struct msghdr *msg,
 	return n;
 }
 
+static ssize_t sendmsg_locked(struct sw_sock *s, const struct msghdr *msg,
+			      int flags);
+
 ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
+{
+	ssize_t r;
+	int e;
+
+	atomic_fetch_add(&s->users, 1);
+	r = sendmsg_locked(s, msg, flags);
+	e = errno;
+	atomic_fetch_sub(&s->users, 1);
+	errno = e;
+	return r;
+}
+
+static ssize_t sendmsg_locked(struct sw_sock *s, const struct msghdr *msg,
+			      int flags)
 {
 	ssize_t r;
 	int e;
@@ -311,6 +354,13 @@ int sw_close(struct sw_sock *s, int fd)
 		}
 		if (s->ss.peer_wants_wake)
 			sw_doorbell_ring(s);
+		/* messages the provider still holds (its ring was full) are
+		 * dropped with the endpoint: let them go first, as a TCP
+		 * socket sends its buffer after close (bounded) */
+		deadline = sw_now_ns() + 2000000000ull;
+		while (sw_sends_pending(&s->ss) && !s->ss.peer_dead &&
+		       !s->tcp_eof && sw_now_ns() < deadline)
+			sw_session_wait(s, POLLOUT, deadline);
 	}
 	sw_session_free(s);
 	pthread_mutex_unlock(&s->lock);
@@ -446,6 +496,7 @@ short sw_poll_arm(struct sw_sock *s, short events)
 		sw_progress(s);
 		r = san_revents(s, events);
 		if (!r) {
+			sw_credit_adapt(s);
 			if (!s->ss.wake_armed &&
 			    sw_credit_can_send(&s->ss, SDP_MSG_WAKE_ME) &&
 			    !sw_session_arm(s))

@@ -20,6 +20,8 @@ struct sw_config sw_cfg = {
 	.spin_us = 50,
 	.msg_size = 16384,
 	.recv_bufs = 16,
+	.recv_bufs_idle = 2,
+	.idle_ms = 2000,
 	.send_bufs = 16,
 	.rdma_min = 65536,
 	.staging_size = 1 << 20,
@@ -80,8 +82,14 @@ void sw_config_load(void)
 	sw_cfg.spin_us = env_ul("SDP_SPIN_US", sw_cfg.spin_us, 0, 10000000);
 	sw_cfg.msg_size = env_ul("SDP_MSG_SIZE", sw_cfg.msg_size, 256,
 				 1 << 20);
-	sw_cfg.recv_bufs = env_ul("SDP_RECV_BUFS", sw_cfg.recv_bufs, 4, 1024);
-	sw_cfg.send_bufs = env_ul("SDP_SEND_BUFS", sw_cfg.send_bufs, 2, 1024);
+	sw_cfg.recv_bufs = env_ul("SDP_RECV_BUFS", sw_cfg.recv_bufs, 2,
+				  SW_MAX_BUFS);
+	sw_cfg.recv_bufs_idle = env_ul("SDP_RECV_BUFS_IDLE",
+				       sw_cfg.recv_bufs_idle, 2,
+				       sw_cfg.recv_bufs);
+	sw_cfg.idle_ms = env_ul("SDP_IDLE_MS", sw_cfg.idle_ms, 1, 86400000);
+	sw_cfg.send_bufs = env_ul("SDP_SEND_BUFS", sw_cfg.send_bufs, 2,
+				  SW_MAX_BUFS);
 	sw_cfg.rdma_min = env_ul("SDP_RDMA_MIN", sw_cfg.rdma_min, 1,
 				 1ul << 40);
 	sw_cfg.staging_size = env_ul("SDP_STAGING_SIZE", sw_cfg.staging_size,

@@ -7,6 +7,8 @@
  * stays in reserve for CREDIT and WAKE_ME so a side can always announce.
  */
 #include <errno.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "sw_internal.h"
 
@@ -44,6 +46,9 @@ uint16_t sw_credit_take_owed(struct sw_session *ss)
 /* Sends what is owed to the peer: a pending transfer acknowledgement, a
  * pending FIN, and a CREDIT message when enough buffers wait to be
  * announced or the peer is short of them. */
+int sw_credit_send_releases(struct sw_sock *s);
+int sw_recv_post_new(struct sw_sock *s, uint32_t idx);
+
 int sw_credit_maybe_update(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
@@ -74,6 +79,11 @@ int sw_credit_maybe_update(struct sw_sock *s)
 			return r;
 		ss->staging_freed_unsent = 0;
 	}
+	if (ss->release_owed) {
+		r = sw_credit_send_releases(s);
+		if (r)
+			return r;
+	}
 	if (ss->fin_pending && sw_credit_can_send(ss, SDP_MSG_FIN)) {
 		r = sw_send_ctrl(s, SDP_MSG_FIN, NULL, 0, NULL, 0, 0);
 		if (r)
@@ -91,4 +101,207 @@ int sw_credit_maybe_update(struct sw_sock *s)
 			return r;
 	}
 	return 0;
+}
+
+/* ---- credit deltas: buffers follow the traffic ----------------------------- */
+
+static atomic_int big_conns;
+
+void sw_credit_note_size(struct sw_session *ss)
+{
+	bool big = ss->prov && (ss->nrecv > sw_cfg.recv_bufs_idle ||
+				ss->staging);
+	struct sw_sock *s = (struct sw_sock *)((char *)ss -
+					       offsetof(struct sw_sock, ss));
+
+	if (s->st) {
+		s->st->reg_bytes = sw_bufs_registered(ss);
+		s->st->recv_bufs = ss->nrecv;
+	}
+	if (big != ss->big) {
+		atomic_fetch_add(&big_conns, big ? 1 : -1);
+		ss->big = big;
+	}
+}
+
+int sw_idle_sleep_ms(void)
+{
+	return atomic_load(&big_conns) > 0 ? (int)sw_cfg.idle_ms : -1;
+}
+
+/* Receiver: the peer is short of buffers: post more, offer staging. */
+static void grow(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_delta d;
+	uint32_t i, added = 0;
+
+	memset(&d, 0, sizeof(d));
+	for (i = 0; i < SW_MAX_BUFS && ss->nrecv < sw_cfg.recv_bufs; i++) {
+		if (ss->rslot[i].mem)
+			continue;
+		if (sw_recv_slot_add(s, i))
+			break;
+		if (sw_recv_post_new(s, i)) {
+			sw_recv_slot_drop(s, i);
+			break;
+		}
+		added++;
+	}
+	if (!ss->staging && !ss->staging_dead &&
+	    sw_cfg.path != SW_PATH_COPY && sw_cfg.path != SW_PATH_READ &&
+	    sw_staging_create(s) == 0) {
+		d.flags |= SDP_DELTA_F_STAGING;
+		d.staging = ss->staging_desc;
+	}
+	if (!added && !d.flags)
+		return;
+	if (!added) {
+		/* a staging offer rides on a delta of one buffer */
+		for (i = 0; i < SW_MAX_BUFS && ss->rslot[i].mem; i++)
+			;
+		if (i == SW_MAX_BUFS || sw_recv_slot_add(s, i) ||
+		    sw_recv_post_new(s, i)) {
+			if (i < SW_MAX_BUFS)
+				sw_recv_slot_drop(s, i);
+			sw_staging_drop(s);
+			return;
+		}
+		added = 1;
+	}
+	d.delta = (int32_t)added;
+	if (sw_send_ctrl(s, SDP_MSG_CREDIT_DELTA, &d, sizeof(d), NULL, 0, 0))
+		return;
+	ss->peer_credits += added;
+	SW_DBG("fd %d: %u more receive buffers%s", s->fd, added,
+	       d.flags ? " and a staging ring" : "");
+}
+
+/* Receiver: idle for a while: ask the peer to give buffers back. */
+static void shrink(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_delta d;
+	uint32_t n = ss->nrecv > sw_cfg.recv_bufs_idle ?
+			     ss->nrecv - sw_cfg.recv_bufs_idle : 0;
+	bool revoke = ss->staging && !ss->staging_dead &&
+		      ss->staging_consumed == ss->staging_recv_head;
+
+	/* buffers holding unread data are not ours to give */
+	if (n > (uint32_t)(ss->peer_credits > 2 ? ss->peer_credits - 2 : 0))
+		n = ss->peer_credits > 2 ? ss->peer_credits - 2 : 0;
+	if (!n && !revoke)
+		return;
+	memset(&d, 0, sizeof(d));
+	d.delta = -(int32_t)n;
+	if (revoke)
+		d.flags = SDP_DELTA_F_REVOKE_STAGING;
+	if (sw_send_ctrl(s, SDP_MSG_CREDIT_DELTA, &d, sizeof(d), NULL, 0, 0))
+		return;
+	ss->release_expect = n ? n : 1;
+	ss->release_free = n;
+	ss->revoke_pending = revoke;
+	SW_DBG("fd %d: idle: asking %u receive buffers back%s", s->fd, n,
+	       revoke ? " and the staging ring" : "");
+}
+
+void sw_credit_adapt(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (s->state != SW_SAN || !ss->setup_rcvd || ss->dg_sent ||
+	    ss->dg_rcvd || ss->error || ss->peer_dead || ss->release_expect ||
+	    !sw_credit_can_send(ss, SDP_MSG_CREDIT_DELTA))
+		return;
+	if (ss->grow_wanted) {
+		/* the peer sends data faster than it gets buffers back */
+		ss->grow_wanted = false;
+		if (ss->nrecv < sw_cfg.recv_bufs) {
+			grow(s);
+			sw_credit_note_size(ss);
+			return;
+		}
+	}
+	if (!ss->rxq && sw_now_ns() - ss->last_rx_ns >
+			       (uint64_t)sw_cfg.idle_ms * 1000000ull) {
+		shrink(s);
+		sw_send_slots_trim(s, 2);
+	}
+	sw_credit_note_size(ss);
+}
+
+int sw_credit_on_delta(struct sw_sock *s, const struct sdp_msg_delta *d)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (ss->release_owed)
+		return -EPROTO;	/* one delta at a time */
+	if (d->delta > 0) {
+		if (ss->peer_nrecv + (uint32_t)d->delta > 4096)
+			return -EPROTO;
+		ss->credits += d->delta;
+		ss->peer_nrecv += d->delta;
+		if (d->flags & SDP_DELTA_F_STAGING) {
+			ss->peer_staging = d->staging;
+			ss->peer_staging_head = 0;
+			ss->peer_staging_freed = 0;
+		}
+		return 0;
+	}
+	if ((uint32_t)-d->delta + 2 > ss->peer_nrecv)
+		return -EPROTO;
+	if (d->flags & SDP_DELTA_F_REVOKE_STAGING) {
+		if (!ss->peer_staging.length)
+			return -EPROTO;
+		ss->peer_staging.length = 0; /* no more writes into it */
+	}
+	ss->release_drop = (uint32_t)-d->delta;
+	ss->release_owed = ss->release_drop ? ss->release_drop : 1;
+	return 0;
+}
+
+/* Sender: the releases the peer asked for. */
+int sw_credit_send_releases(struct sw_sock *s);
+int sw_credit_send_releases(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	while (ss->release_owed && sw_credit_can_send(ss, SDP_MSG_CREDIT)) {
+		struct sdp_msg_release rl = { .last = ss->release_owed == 1 };
+		int r = sw_send_ctrl(s, SDP_MSG_CREDIT_RELEASE, &rl,
+				     sizeof(rl), NULL, 0, 0);
+
+		if (r)
+			return r;
+		if (--ss->release_owed == 0) {
+			ss->peer_nrecv -= ss->release_drop;
+			ss->release_drop = 0;
+		}
+	}
+	return 0;
+}
+
+int sw_credit_on_release(struct sw_sock *s, uint32_t idx,
+			 const struct sdp_msg_release *rl)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!ss->release_expect || rl->last != (ss->release_expect == 1))
+		return -EPROTO;
+	if (ss->revoke_pending) {
+		/* the peer has stopped writing into the staging ring */
+		ss->revoke_pending = false;
+		if (ss->staging_consumed == ss->staging_recv_head)
+			sw_staging_drop(s);
+		else
+			ss->staging_dead = true;
+	}
+	ss->release_expect--;
+	if (ss->release_free) {
+		ss->release_free--;
+		sw_recv_slot_drop(s, idx);
+		sw_credit_note_size(ss);
+		return 0;
+	}
+	return sw_recv_repost(s, idx);
 }

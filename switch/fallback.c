@@ -71,6 +71,7 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 		s->st->tx_tcp += s->ptx_len;
 	free(s->ptx);
 	s->ptx = NULL;
+	s->ptx_cap = 0;
 	s->ptx_len = 0;
 	sw_event(s);
 }

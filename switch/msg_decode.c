@@ -18,6 +18,8 @@ static const uint16_t body_len[SDP_MSG_TYPE_MAX] = {
 	[SDP_MSG_XFER_DONE] = sizeof(struct sdp_msg_ack),
 	[SDP_MSG_STAGING_FREE] = sizeof(struct sdp_msg_ack),
 	[SDP_MSG_WAKE_ME] = sizeof(struct sdp_msg_wake),
+	[SDP_MSG_CREDIT_DELTA] = sizeof(struct sdp_msg_delta),
+	[SDP_MSG_CREDIT_RELEASE] = sizeof(struct sdp_msg_release),
 };
 
 static int bad(char *why, size_t whylen, const char *fmt, ...)
@@ -124,6 +126,36 @@ int sdp_msg_decode(const uint8_t *buf, size_t len, struct sdp_msg_view *v,
 				   "SETUP staging ring (access 0x%x, %llu bytes) unusable",
 				   su.staging.access,
 				   (unsigned long long)su.staging.length);
+		break;
+	}
+	case SDP_MSG_CREDIT_DELTA: {
+		struct sdp_msg_delta d;
+
+		memcpy(&d, v->body, sizeof(d));
+		if (h->len || (d.flags & ~(SDP_DELTA_F_STAGING |
+					   SDP_DELTA_F_REVOKE_STAGING)))
+			return bad(why, whylen,
+				   "malformed CREDIT_DELTA (payload %u, flags 0x%x)",
+				   h->len, d.flags);
+		if (d.delta < -4096 || d.delta > 4096)
+			return bad(why, whylen, "CREDIT_DELTA of %d", d.delta);
+		if ((d.flags & SDP_DELTA_F_STAGING) &&
+		    (d.delta <= 0 || !d.staging.length ||
+		     d.staging.length > (1ull << 32) ||
+		     !(d.staging.access & SDP_ACCESS_REMOTE_WRITE)))
+			return bad(why, whylen,
+				   "CREDIT_DELTA offers an unusable staging ring (%llu bytes)",
+				   (unsigned long long)d.staging.length);
+		break;
+	}
+	case SDP_MSG_CREDIT_RELEASE: {
+		struct sdp_msg_release rl;
+
+		memcpy(&rl, v->body, sizeof(rl));
+		if (h->len || rl.reserved || rl.last > 1)
+			return bad(why, whylen,
+				   "malformed CREDIT_RELEASE (payload %u, last %u)",
+				   h->len, rl.last);
 		break;
 	}
 	case SDP_MSG_ABORT:

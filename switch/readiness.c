@@ -63,6 +63,22 @@ static struct timespec *rd_left(int64_t end, struct timespec *ts)
 	return ts;
 }
 
+/* A sleep with switch sockets in the set wakes up at least every
+ * sw_idle_sleep_ms() while connections hold buffers they may give back:
+ * the wait loop then re-arms, which lets idle connections shrink. */
+static struct timespec *rd_left_sleep(int64_t end, struct timespec *ts)
+{
+	int cap = sw_idle_sleep_ms();
+	int64_t capend;
+
+	if (cap < 0)
+		return rd_left(end, ts);
+	capend = rd_now() + (int64_t)cap * 1000000;
+	if (end < 0 || capend < end)
+		return rd_left(capend, ts);
+	return rd_left(end, ts);
+}
+
 static bool rd_expired(int64_t end)
 {
 	return end >= 0 && rd_now() >= end;
@@ -740,8 +756,9 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 		}
 		if (n)
 			break;
-		n = rd_ep_pass(ep, &o, kev, true, true, rd_left(end, &ts),
-			       mask, rd_left(end, &ts), &special);
+		n = rd_ep_pass(ep, &o, kev, true, true,
+			       rd_left_sleep(end, &ts), mask,
+			       rd_left_sleep(end, &ts), &special);
 		if (n || rd_expired(end))
 			break;
 	}
@@ -884,7 +901,7 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		}
 		if (n)
 			return n;
-		n = rd_ps_pass(ps, true, true, rd_left(end, &ts), mask);
+		n = rd_ps_pass(ps, true, true, rd_left_sleep(end, &ts), mask);
 		if (n || rd_expired(end))
 			return n;
 	}

@@ -143,8 +143,12 @@ static int parse_text(const char *text, const char *origin, char sep,
 		char *p, *hash;
 
 		next = strchr(line, sep);
-		if (!next && sep != '\n')
-			next = strchr(line, '\n');
+		if (sep != '\n') {
+			char *nl = strchr(line, '\n');
+
+			if (nl && (!next || nl < next))
+				next = nl;
+		}
 		if (next)
 			*next++ = 0;
 		lineno++;

@@ -101,6 +101,9 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents);
 short sw_poll_arm(struct sw_sock *s, short events);
 /* Bounded busy-poll budget in microseconds before sleeping (tunable). */
 unsigned sw_poll_spin_us(void);
+/* Longest a wait over switch sockets should sleep before re-arming (so
+ * idle connections can give buffers back), or -1 for no limit. */
+int sw_idle_sleep_ms(void);
 /* An arrival counter for edge-triggered emulation: changes whenever new
  * data, a credit return or a state change arrives for s. */
 uint64_t sw_event_seq(struct sw_sock *s);

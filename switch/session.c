@@ -23,61 +23,33 @@
 
 uint8_t *sw_buf(struct sw_session *ss, uint32_t idx)
 {
-	return ss->bufs + (size_t)idx * ss->msg_size;
-}
-
-static void *map_anon(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
+	return ss->rslot[idx].mem;
 }
 
 int sw_session_prepare(struct sw_sock *s, struct sw_provider *p)
 {
 	struct sw_session *ss = &s->ss;
+	uint32_t i;
 	int r;
 
 	ss->prov = p;
 	ss->msg_size = sw_cfg.msg_size;
-	ss->nrecv = sw_cfg.recv_bufs;
-	ss->nsend = sw_cfg.send_bufs;
 	ss->can_read = p->mod.ext.rdma_read != NULL;
-	r = p->mod.ops.cq_create(p->mod.prov, ss->nrecv + ss->nsend + 16,
-				 &ss->cq);
-	if (r)
-		goto fail;
-	ss->bufs_len = (size_t)(ss->nrecv + ss->nsend) * ss->msg_size;
-	ss->bufs = map_anon(ss->bufs_len);
-	ss->send_busy = calloc(ss->nsend, 1);
-	ss->recv_held = calloc(ss->nrecv, 1);
-	if (!ss->bufs || !ss->send_busy || !ss->recv_held) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	r = p->mod.ext.register_memory(p->mod.prov, ss->bufs, ss->bufs_len,
-				       SDP_ACCESS_LOCAL_WRITE, &ss->bufs_mr);
+	r = p->mod.ops.cq_create(p->mod.prov, 2 * SW_MAX_BUFS + 16, &ss->cq);
 	if (r) {
-		ss->bufs_mr = NULL;
+		ss->cq = NULL;
 		goto fail;
 	}
+	for (i = 0; i < sw_cfg.recv_bufs; i++) {
+		r = sw_recv_slot_add(s, i);
+		if (r)
+			goto fail;
+	}
+	ss->last_rx_ns = sw_now_ns();
 	return 0;
 fail:
 	sw_session_free(s);
 	return r < 0 ? r : -ENOMEM;
-}
-
-/* Deregisters the staging ring on the session's endpoint. Called through
- * the provider, which needs the endpoint the registration belongs to. */
-static void staging_free(struct sw_sock *s)
-{
-	struct sw_session *ss = &s->ss;
-
-	if (ss->staging_rmr && ss->ep)
-		ss->prov->mod.ext.deregister_rdma_memory(ss->ep,
-							 ss->staging_rmr);
-	ss->staging_rmr = NULL;
 }
 
 void sw_session_free(struct sw_sock *s)
@@ -88,17 +60,14 @@ void sw_session_free(struct sw_sock *s)
 
 	if (!p)
 		return;
-	staging_free(s);
+	sw_staging_drop(s);
 	if (ss->ep)
 		p->mod.ops.ep_close(ss->ep);
-	if (ss->bufs_mr)
-		p->mod.ext.deregister_memory(p->mod.prov, ss->bufs_mr);
+	ss->ep = NULL;
+	sw_bufs_free(s);
+	sw_credit_note_size(ss);
 	if (ss->cq)
 		p->mod.ops.cq_destroy(ss->cq);
-	if (ss->bufs)
-		munmap(ss->bufs, ss->bufs_len);
-	if (ss->staging)
-		munmap(ss->staging, ss->staging_len);
 	while ((it = ss->rxq)) {
 		ss->rxq = it->next;
 		free(it);
@@ -107,18 +76,24 @@ void sw_session_free(struct sw_sock *s)
 		ss->rx_free = it->next;
 		free(it);
 	}
-	free(ss->send_busy);
-	free(ss->recv_held);
 	memset(ss, 0, sizeof(*ss));
 }
 
 static int post_recv(struct sw_sock *s, uint32_t idx)
 {
 	struct sw_session *ss = &s->ss;
-	struct sdp_sge sge = { sw_buf(ss, idx), ss->msg_size, ss->bufs_mr };
+	struct sdp_sge sge = { ss->rslot[idx].mem, ss->msg_size,
+			       ss->rslot[idx].mr };
 	int r = ss->prov->mod.ops.post_recv(ss->ep, &sge, 1, idx);
 
 	return r == SDP_PENDING ? 0 : r;
+}
+
+/* Posts a buffer added by a credit increase. */
+int sw_recv_post_new(struct sw_sock *s, uint32_t idx);
+int sw_recv_post_new(struct sw_sock *s, uint32_t idx)
+{
+	return post_recv(s, idx);
 }
 
 int sw_recv_repost(struct sw_sock *s, uint32_t idx)
@@ -154,7 +129,7 @@ int sw_session_peer_params(struct sw_sock *s, uint32_t msg_size,
 {
 	struct sw_session *ss = &s->ss;
 
-	if (msg_size < 256 || msg_size > (1u << 20) || recv_credits < 4 ||
+	if (msg_size < 256 || msg_size > (1u << 20) || recv_credits < 2 ||
 	    recv_credits > 4096) {
 		SW_WARN("fd %d: peer announced %u buffers of %u bytes: out of range",
 			s->fd, recv_credits, msg_size);
@@ -184,6 +159,7 @@ static int flush_ptx(struct sw_sock *s)
 	}
 	free(s->ptx);
 	s->ptx = NULL;
+	s->ptx_cap = 0;
 	s->ptx_len = 0;
 	return 0;
 }
@@ -204,27 +180,11 @@ int sw_session_start(struct sw_sock *s)
 		setup.flags |= SDP_SETUP_F_RDMA_READ;
 	/* the staging ring: target of the peer's RDMA writes */
 	if (sw_cfg.path != SW_PATH_COPY && sw_cfg.path != SW_PATH_READ) {
-		ss->staging_len = sw_cfg.staging_size;
-		ss->staging = map_anon(ss->staging_len);
-		if (ss->staging &&
-		    p->mod.ext.register_rdma_memory(ss->ep, ss->staging,
-						    ss->staging_len,
-						    SDP_ACCESS_REMOTE_WRITE,
-						    &ss->staging_desc,
-						    &ss->staging_rmr) == 0) {
-			/* the packed SETUP body takes a copy */
+		if (sw_staging_create(s) == 0)
 			setup.staging = ss->staging_desc;
-		} else {
+		else
 			SW_INFO("fd %d: no staging ring (registration failed): the peer copies instead",
 				s->fd);
-			if (ss->staging)
-				munmap(ss->staging, ss->staging_len);
-			ss->staging = NULL;
-			ss->staging_len = 0;
-			ss->staging_rmr = NULL;
-			if (s->st)
-				s->st->reg_failures++;
-		}
 	}
 	r = sw_send_ctrl(s, SDP_MSG_SETUP, &setup, sizeof(setup), NULL, 0, 0);
 	if (r)
@@ -238,6 +198,7 @@ int sw_session_start(struct sw_sock *s)
 			 p->mod.name);
 	}
 	SW_DBG("fd %d: carried by %s", s->fd, p->mod.name);
+	sw_credit_note_size(ss);
 	sw_event(s);
 	return s->ptx_len ? flush_ptx(s) : 0;
 }
@@ -246,21 +207,13 @@ int sw_session_start(struct sw_sock *s)
 
 static int send_buf_get(struct sw_sock *s, uint32_t *idx)
 {
-	struct sw_session *ss = &s->ss;
 	int spins = 0;
 
 	for (;;) {
-		uint32_t i;
+		int r = sw_send_slot_get(s, idx);
 
-		for (i = 0; i < ss->nsend; i++) {
-			uint32_t k = (ss->send_next + i) % ss->nsend;
-
-			if (!ss->send_busy[k]) {
-				ss->send_next = (k + 1) % ss->nsend;
-				*idx = k;
-				return 0;
-			}
-		}
+		if (r != -EAGAIN)
+			return r;
 		/* all pending: their completions come without the peer */
 		if (sw_progress(s) < 0)
 			return -ECONNRESET;
@@ -288,7 +241,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	r = send_buf_get(s, &k);
 	if (r)
 		return r;
-	buf = sw_buf(ss, ss->nrecv + k);
+	buf = ss->sslot[k].mem;
 	h = (struct sdp_msg_hdr *)buf;
 	peer_starved = ss->peer_credits <= 1;
 	h->type = type;
@@ -311,7 +264,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	}
 	sge.addr = buf;
 	sge.length = p - buf;
-	sge.mr = ss->bufs_mr;
+	sge.mr = ss->sslot[k].mr;
 	r = ss->prov->mod.ops.post_send(ss->ep, &sge, 1, CTX_SEND_BASE + k, 0);
 	if (r < 0) {
 		/* nothing went out: the credits stay owed */
@@ -427,7 +380,9 @@ static void rxq_push(struct sw_session *ss, struct rx_item *it)
 }
 
 /* A malformed or hostile message: close this connection, say why. */
-static int proto_error(struct sw_sock *s, const char *why)
+int sw_proto_error(struct sw_sock *s, const char *why);
+#define proto_error sw_proto_error
+int sw_proto_error(struct sw_sock *s, const char *why)
 {
 	SW_ERR("fd %d: closing the connection: malformed message from the peer: %s",
 	       s->fd, why);
@@ -536,14 +491,17 @@ static int on_wdata(struct sw_sock *s, uint32_t idx,
 	struct rx_item *it;
 
 	memcpy(&wd, body, sizeof(wd));
-	if (!ss->staging_len)
-		return proto_error(s, "WDATA but no staging ring was offered");
+	if (!ss->staging_len || ss->staging_dead)
+		return proto_error(s, "WDATA but no staging ring is offered");
 	if (h->len)
 		return proto_error(s, "WDATA with payload");
-	if (!wd.bytes || wd.offset != ss->staging_recv_head % ss->staging_len ||
-	    wd.offset + wd.bytes > ss->staging_len ||
-	    ss->staging_recv_head - ss->staging_consumed + wd.bytes >
-		    ss->staging_len)
+	/* written without a sum that could wrap: offset and length are the
+	 * peer's, the ring's size and fill are ours */
+	if (!wd.bytes || wd.offset >= ss->staging_len ||
+	    wd.bytes > ss->staging_len - wd.offset ||
+	    wd.offset != ss->staging_recv_head % ss->staging_len ||
+	    wd.bytes > ss->staging_len - (ss->staging_recv_head -
+					  ss->staging_consumed))
 		return proto_error(s, "WDATA outside the free staging space");
 	if (ss->fin_rcvd || ss->dg_rcvd)
 		return proto_error(s, "WDATA after FIN or DOWNGRADE");
@@ -642,6 +600,28 @@ static int on_control(struct sw_sock *s, uint32_t idx,
 	return sw_recv_repost(s, idx);
 }
 
+static int on_delta(struct sw_sock *s, uint32_t idx,
+		    const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sdp_msg_delta d;
+
+	memcpy(&d, body, sizeof(d));
+	if (sw_credit_on_delta(s, &d))
+		return proto_error(s, "CREDIT_DELTA the connection cannot take");
+	return sw_recv_repost(s, idx);
+}
+
+static int on_release(struct sw_sock *s, uint32_t idx,
+		      const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sdp_msg_release rl;
+
+	memcpy(&rl, body, sizeof(rl));
+	if (sw_credit_on_release(s, idx, &rl))
+		return proto_error(s, "CREDIT_RELEASE not asked for");
+	return 0;
+}
+
 static const msg_handler handlers[SDP_MSG_TYPE_MAX] = {
 	[SDP_MSG_SETUP] = on_setup,
 	[SDP_MSG_DATA] = on_data,
@@ -655,6 +635,8 @@ static const msg_handler handlers[SDP_MSG_TYPE_MAX] = {
 	[SDP_MSG_ABORT] = on_control,
 	[SDP_MSG_OOB] = on_control,
 	[SDP_MSG_DOWNGRADE] = on_control,
+	[SDP_MSG_CREDIT_DELTA] = on_delta,
+	[SDP_MSG_CREDIT_RELEASE] = on_release,
 };
 
 static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
@@ -679,16 +661,24 @@ static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
 		return proto_error(s, "first message is not SETUP");
 	if (h.credits && (uint64_t)ss->credits + h.credits > ss->peer_nrecv)
 		return proto_error(s, "credit return beyond the peer's buffers");
+	if (ss->peer_credits <= 0)
+		return proto_error(s, "message beyond the credits granted");
 	ss->rx_seq++;
 	ss->peer_credits--;
 	if (s->st)
 		s->st->msgs_rx++;
 	/* what a waiter can see changes with data, end of stream, and a
 	 * starved sender getting credits back: those are the events */
-	if (h.type != SDP_MSG_CREDIT && h.type != SDP_MSG_WAKE_ME &&
-	    h.type != SDP_MSG_SETUP && h.type != SDP_MSG_XFER_DONE &&
-	    h.type != SDP_MSG_STAGING_FREE)
+	if (h.type == SDP_MSG_DATA || h.type == SDP_MSG_RDATA ||
+	    h.type == SDP_MSG_WDATA || h.type == SDP_MSG_OOB) {
+		ss->last_rx_ns = sw_now_ns();
+		if (ss->peer_credits <= 2 && ss->nrecv < sw_cfg.recv_bufs)
+			ss->grow_wanted = true;
 		sw_event(s);
+	} else if (h.type == SDP_MSG_FIN || h.type == SDP_MSG_ABORT ||
+		   h.type == SDP_MSG_DOWNGRADE) {
+		sw_event(s);
+	}
 	else if (h.credits && ss->credits < 2 && ss->credits + h.credits >= 2)
 		sw_event(s);
 	else if (h.type == SDP_MSG_XFER_DONE || h.type == SDP_MSG_STAGING_FREE)
@@ -723,6 +713,10 @@ int sw_progress(struct sw_sock *s)
 				}
 				break;
 			case SDP_OP_RECV:
+				if (c[i].status == -EMSGSIZE) {
+					proto_error(s, "message longer than the receive buffer");
+					break;
+				}
 				if (c[i].status) {
 					if (!ss->peer_dead)
 						SW_DBG("fd %d: provider reports the peer gone: %s",
@@ -741,7 +735,7 @@ int sw_progress(struct sw_sock *s)
 				break;
 			case SDP_OP_SEND:
 				if (c[i].context >= CTX_SEND_BASE &&
-				    c[i].context < CTX_SEND_BASE + ss->nsend)
+				    c[i].context < CTX_SEND_BASE + SW_MAX_BUFS)
 					ss->send_busy[c[i].context -
 						      CTX_SEND_BASE] = 0;
 				if (c[i].status)
@@ -760,6 +754,8 @@ int sw_progress(struct sw_sock *s)
 		r = sw_credit_maybe_update(s);
 		if (r < 0 && r != -EAGAIN)
 			ss->peer_dead = true;
+		if (ss->grow_wanted)
+			sw_credit_adapt(s);
 	}
 	return 0;
 }
@@ -849,6 +845,7 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 			return 0;
 	}
 	/* then ask to be woken, check once more, and sleep in the kernel */
+	sw_credit_adapt(s);
 	arm_wake(s);
 	r = sw_progress(s);
 	if (r < 0)
@@ -866,6 +863,11 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	} else {
 		timeout = -1;
 	}
+	if (atomic_load(&s->users) > 1 && (timeout < 0 || timeout > 2))
+		timeout = 2;
+	else if (sw_idle_sleep_ms() >= 0 &&
+		 (timeout < 0 || timeout > sw_idle_sleep_ms()))
+		timeout = sw_idle_sleep_ms();
 	pthread_mutex_unlock(&s->lock);
 	sw_wait_fd(s->fd, POLLIN, timeout);
 	pthread_mutex_lock(&s->lock);

@@ -13,6 +13,7 @@
 #include "sw_internal.h"
 
 uint64_t sw_rdma_ctx_new(struct sw_session *ss);
+int sw_proto_error(struct sw_sock *s, const char *why);
 
 /* Pulls len bytes of a REMOTE item into dst. Registration failure uses a
  * bounce through a receive-sized piece (copy). Returns 0 or < 0. */
@@ -70,6 +71,9 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 	case RX_STAGING: {
 		uint64_t o = (it->off + skip) % ss->staging_len;
 
+		/* on_wdata keeps items inside the ring; stay there anyway */
+		if (n > ss->staging_len - o)
+			n = ss->staging_len - o;
 		memcpy(dst, ss->staging + o, n);
 		break;
 	}
@@ -78,6 +82,12 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 
 		tmp.off += skip;
 		r = pull_remote(s, &tmp, dst, n);
+		if (r == -SDP_EBADKEY || r == -SDP_EBOUNDS ||
+		    r == -SDP_ERIGHTS) {
+			/* the peer described memory it does not expose */
+			sw_proto_error(s, "RDATA region refused by the provider");
+			return -ECONNRESET;
+		}
 		if (r < 0)
 			return r;
 		break;
@@ -99,6 +109,12 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 	if (it->kind == RX_STAGING) {
 		ss->staging_consumed += n;
 		ss->staging_freed_unsent += n;
+		/* a revoked ring goes once its last bytes are read */
+		if (ss->staging_dead &&
+		    ss->staging_consumed == ss->staging_recv_head) {
+			ss->staging_freed_unsent = 0;
+			sw_staging_drop(s);
+		}
 	}
 	if (it->len == 0) {
 		ss->rxq = it->next;

@@ -196,6 +196,7 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 	struct sw_session *ss = &s->ss;
 	size_t total = iov_total(iov, iovcnt), sent = 0;
 	ssize_t n = 0;
+	bool stalled = false;
 	bool nb = sw_nonblocking(s, flags);
 	bool copy_only = sw_cfg.path == SW_PATH_COPY;
 	int e;
@@ -216,8 +217,9 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 			return -1;
 		}
 		if (!sw_credit_can_send(ss, SDP_MSG_DATA)) {
-			if (s->st)
+			if (s->st && !stalled)
 				s->st->credit_stalls++;
+			stalled = true;
 			if (nb)
 				break;
 			if (sw_session_wait(s, POLLOUT, 0) < 0 &&
@@ -254,8 +256,9 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 				}
 				if (n == 0) {
 					/* staging full: wait for STAGING_FREE */
-					if (s->st)
+					if (s->st && !stalled)
 						s->st->credit_stalls++;
+					stalled = true;
 					if (nb)
 						break;
 					sw_session_wait(s, POLLOUT, 0);

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define SW_STATS_MAGIC 0x53445053u /* "SPDS" */
-#define SW_STATS_VERSION 1
+#define SW_STATS_VERSION 2
 #define SW_STATS_SLOTS 4096
 #define SW_STATS_FB_MAX 32
 
@@ -34,6 +34,10 @@ struct sw_conn_stats {
 	uint64_t wakeups;	/* doorbells received */
 	uint64_t doorbells;	/* doorbells sent */
 	uint64_t reg_failures;	/* registrations that failed (copy used) */
+	uint64_t reg_bytes;	/* registered memory held now (buffers and
+				 * staging ring) */
+	uint32_t recv_bufs;	/* receive buffers posted now */
+	uint32_t reserved2;
 };
 
 struct sw_proc_stats {

@@ -21,6 +21,13 @@
 #include "wire.h"
 
 #define SW_MAX_PROVIDERS 4
+#define SW_MAX_BUFS 64
+
+/* One registered control buffer. */
+struct sw_buf_slot {
+	uint8_t *mem;
+	struct sdp_mr *mr;
+};
 
 /* ---- settings (config.c) -------------------------------------------------- */
 
@@ -30,7 +37,9 @@ struct sw_config {
 	int log_level;		/* 0 off .. 3 error .. 6 info .. 7 debug */
 	unsigned spin_us;	/* busy-poll budget before sleeping */
 	unsigned msg_size;	/* control message (receive buffer) size */
-	unsigned recv_bufs;	/* receive buffers posted per connection */
+	unsigned recv_bufs;	/* receive buffers posted per busy connection */
+	unsigned recv_bufs_idle; /* what an idle connection keeps */
+	unsigned idle_ms;	/* quiet this long: give buffers back */
 	unsigned send_bufs;	/* send buffers per connection */
 	size_t rdma_min;	/* smallest send moved by RDMA instead of copy */
 	size_t staging_size;	/* WDATA staging ring per connection */
@@ -94,16 +103,28 @@ struct sw_session {
 	struct sdp_ep *ep;
 	bool setup_rcvd;
 
-	/* control buffers: [0, nrecv) receive, then send */
+	/* control buffers (buffers.c), each registered on its own so that
+	 * memory can be given back when credits shrink */
 	uint32_t msg_size;	/* our receive buffer size */
 	uint32_t peer_msg_size;	/* the peer's: our largest send */
-	uint32_t nrecv, nsend;
-	uint8_t *bufs;
-	size_t bufs_len;
-	struct sdp_mr *bufs_mr;
-	uint8_t *send_busy;	/* per send buffer: 1 while pending */
+	struct sw_buf_slot rslot[SW_MAX_BUFS]; /* receive: present if mem */
+	uint8_t recv_held[SW_MAX_BUFS];	/* 1 while its data is queued */
+	uint32_t nrecv;		/* receive buffers present */
+	struct sw_buf_slot sslot[SW_MAX_BUFS]; /* send: allocated on demand */
+	uint8_t send_busy[SW_MAX_BUFS];	/* 1 while a send is pending */
+	uint32_t nsend;		/* send slots present */
 	uint32_t send_next;
-	uint8_t *recv_held;	/* per receive buffer: 1 while data queued */
+	uint64_t last_rx_ns;	/* last message that carried data */
+
+	/* credit deltas (credits.c) */
+	uint32_t release_expect;	/* receiver: releases still to come */
+	uint32_t release_free;		/* receiver: of those, buffers to free */
+	bool revoke_pending;		/* receiver: staging goes at release */
+	bool staging_dead;		/* receiver: free staging once read */
+	uint32_t release_owed;		/* sender: releases still to send */
+	bool big;			/* holds more than an idle one */
+	bool grow_wanted;		/* data arrived with the peer short */
+	uint32_t release_drop;		/* sender: credits they give up */
 
 	/* credits (credits.c) */
 	int32_t credits;	/* peer receive buffers we may fill */
@@ -207,9 +228,12 @@ struct sw_sock {
 	/* bytes the program wrote while the upgrade was pending: they go
 	 * first, on whichever path the connection settles on */
 	uint8_t *ptx;
-	size_t ptx_len;
+	size_t ptx_len, ptx_cap;
 
 	_Atomic uint64_t event_seq;
+	/* threads inside a data call on s: with more than one, a thread
+	 * may take the doorbell another sleeps for, so sleeps are short */
+	atomic_int users;
 	struct sw_conn_stats *st;
 };
 
@@ -222,7 +246,7 @@ void sw_random(void *buf, size_t len);
 int sw_wait_fd(int fd, short events, int timeout_ms);
 /* Writes all of buf on a TCP fd (blocking as needed). */
 int sw_tcp_write_all(int fd, const void *buf, size_t len);
-#define SW_PTX_MAX (128 * 1024)
+#define SW_PTX_MAX (4 * 1024 * 1024)
 
 /* ---- fallback.c --------------------------------------------------------------- */
 
@@ -267,6 +291,20 @@ struct rx_item *sw_rx_item_new(struct sw_session *ss);
 /* Releases a receive buffer back to the provider (repost + credit owed). */
 int sw_recv_repost(struct sw_sock *s, uint32_t idx);
 uint8_t *sw_buf(struct sw_session *ss, uint32_t idx);
+
+/* ---- buffers.c --------------------------------------------------------------- */
+
+int sw_recv_slot_add(struct sw_sock *s, uint32_t idx);
+void sw_recv_slot_drop(struct sw_sock *s, uint32_t idx);
+/* A free send slot (allocating one if all are busy and room is left). */
+int sw_send_slot_get(struct sw_sock *s, uint32_t *idx);
+void sw_send_slots_trim(struct sw_sock *s, uint32_t keep);
+void sw_bufs_free(struct sw_sock *s);
+bool sw_sends_pending(const struct sw_session *ss);
+/* Registered bytes this connection holds (buffers and staging). */
+size_t sw_bufs_registered(const struct sw_session *ss);
+int sw_staging_create(struct sw_sock *s);
+void sw_staging_drop(struct sw_sock *s);
 /* Waits for an RDMA operation that answered SDP_PENDING. */
 int sw_rdma_wait(struct sw_sock *s, uint64_t ctx);
 
@@ -300,6 +338,15 @@ void sw_credit_consume(struct sw_session *ss);
 void sw_credit_returned(struct sw_session *ss, uint16_t n);
 /* Called after reposting: sends a CREDIT message when enough is owed. */
 int sw_credit_maybe_update(struct sw_sock *s);
+/* Receiver: grows the buffers when the peer runs short, shrinks them (and
+ * drops the staging ring) when the connection has been idle. */
+void sw_credit_adapt(struct sw_sock *s);
+/* Keeps the count of connections holding more than idle buffers. */
+void sw_credit_note_size(struct sw_session *ss);
+/* Handlers for CREDIT_DELTA and CREDIT_RELEASE. */
+int sw_credit_on_delta(struct sw_sock *s, const struct sdp_msg_delta *d);
+int sw_credit_on_release(struct sw_sock *s, uint32_t idx,
+			 const struct sdp_msg_release *rl);
 uint16_t sw_credit_take_owed(struct sw_session *ss);
 
 /* ---- session_tx.c / session_rx.c ------------------------------------------------- */

@@ -8,6 +8,7 @@
  * moves ends in sw_fallback(). docs/protocol.md section 2 is the reference.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -326,7 +327,10 @@ hello:
 	/* from here on the client is a switch and expects a server hello */
 	s->state = SW_UPGRADING;
 	if (h->type != SDP_HELLO_CLIENT || h->nproviders == 0 ||
-	    h->nproviders > SDP_MAX_HELLO_PROVIDERS) {
+	    h->nproviders > SDP_MAX_HELLO_PROVIDERS || h->status ||
+	    (h->version == SDP_PROTO_VERSION &&
+	     memcmp(h->reserved, (const uint8_t[24]){ 0 },
+		    sizeof(h->reserved)))) {
 		server_hello_send(s, SDP_FB_BAD_HELLO, NULL);
 		s->marker_check = true;
 		sw_fallback(s, SDP_FB_BAD_HELLO, "malformed client hello");
@@ -487,6 +491,112 @@ static int ensure_bound(struct sw_sock *s, struct sockaddr_storage *local,
 	return 0;
 }
 
+/*
+ * The TCP listener on port in this network namespace (/proc/net/tcp{,6}):
+ * its owner's user id and its socket inode. Returns 0, or -1 if none.
+ */
+static int tcp_listener(uint16_t port, unsigned long *uid,
+			unsigned long *inode)
+{
+	static const char *const files[] = { "/proc/net/tcp",
+					     "/proc/net/tcp6" };
+	char line[512];
+	unsigned i;
+
+	for (i = 0; i < 2; i++) {
+		FILE *f = fopen(files[i], "re");
+
+		if (!f)
+			continue;
+		if (!fgets(line, sizeof(line), f)) {
+			fclose(f);
+			continue;
+		}
+		while (fgets(line, sizeof(line), f)) {
+			char local[64], *colon;
+			unsigned st, lport;
+
+			if (sscanf(line, "%*s %63s %*s %x %*s %*s %*s %lu %*s %lu",
+				   local, &st, uid, inode) != 4)
+				continue;
+			colon = strrchr(local, ':');
+			if (!colon || st != 0x0a ||
+			    sscanf(colon + 1, "%x", &lport) != 1 ||
+			    lport != port)
+				continue;
+			fclose(f);
+			return 0;
+		}
+		fclose(f);
+	}
+	return -1;
+}
+
+/* Does process pid hold the socket with this inode? -1: cannot tell. */
+static int pid_holds_socket(int pid, unsigned long inode)
+{
+	char dir[64], path[320], link[64], want[64];
+	struct dirent *e;
+	DIR *d;
+	int found = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+	snprintf(want, sizeof(want), "socket:[%lu]", inode);
+	d = opendir(dir);
+	if (!d)
+		return -1;
+	while (!found && (e = readdir(d))) {
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = 0;
+		found = !strcmp(link, want);
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * Same host: a provider listener answers at addr; does it belong to the
+ * process that owns the TCP listener the connection goes to? Another
+ * process that took the provider's name first (squatting) must not make
+ * this switch send its hello to a program that runs no switch. Providers
+ * that cannot tell (across hosts) are trusted.
+ */
+static bool listener_is_genuine(struct sw_provider *p,
+				const struct sockaddr *addr, socklen_t len)
+{
+	struct sdp_listener_owner o;
+	unsigned long uid, inode;
+	uint16_t port;
+	int r;
+
+	r = p->mod.ops.ioctl(p->mod.prov, SDP_IOCTL_LISTENER_OWNER, addr, len,
+			     &o, sizeof(o));
+	if (r == -EOPNOTSUPP)
+		return true;
+	if (r)
+		return false;
+	addr_port((const struct sockaddr_storage *)addr, &port);
+	if (tcp_listener(port, &uid, &inode) || uid != o.uid) {
+		SW_WARN("provider %s: the listener for port %u is not the TCP listener's (uid %u): not upgrading",
+			p->mod.name, port, o.uid);
+		return false;
+	}
+	r = pid_holds_socket(o.pid, inode);
+	if (r == 0) {
+		SW_WARN("provider %s: the listener for port %u belongs to pid %d, which does not hold the TCP listener: not upgrading",
+			p->mod.name, port, o.pid);
+		return false;
+	}
+	return true;	/* same user, and either proven or not visible */
+}
+
 int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
 	       struct sw_sock **out)
 {
@@ -511,7 +621,8 @@ int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
 		if (!sw_providers[i].usable)
 			continue;
 		if (!sw_providers[i].mod.ops.probe(sw_providers[i].mod.prov,
-						   addr, len)) {
+						   addr, len) &&
+		    listener_is_genuine(&sw_providers[i], addr, len)) {
 			cand[i] = true;
 			ncand++;
 		}
@@ -779,7 +890,7 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 				return 0;
 			}
 		}
-		if (!ms_left(s->deadline_ns)) {
+		if (wait && !ms_left(s->deadline_ns)) {
 			send_abandon(s);
 			s->marker_check = true;
 			sw_fallback(s, SDP_FB_TIMEOUT,
@@ -857,16 +968,20 @@ static int server_upgrading(struct sw_sock *s, bool wait)
 		 * marker */
 		n = sdp_sys.recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 1 && b == SDP_DOORBELL) {
-			if (ms_left(s->deadline_ns)) {
-				sw_wait_fd(s->fd, 0, 1);
-				continue;
-			}
+			/* the client carries the connection already: its
+			 * bytes may be in our ring, so there is no way back
+			 * to TCP; the provider completes (or reports the
+			 * client gone) */
+			if (!wait)
+				return -EAGAIN;
+			sw_wait_fd(s->fd, 0, 1);
+			continue;
 		} else if (n >= 0) {
 			s->marker_check = true;
 			sw_fallback(s, SDP_FB_PEER_ABANDONED, NULL);
 			return 0;
 		}
-		if (!ms_left(s->deadline_ns)) {
+		if (wait && !ms_left(s->deadline_ns)) {
 			send_abandon(s);
 			s->marker_check = true;
 			sw_fallback(s, SDP_FB_TIMEOUT,
@@ -901,6 +1016,14 @@ static int server_upgrading(struct sw_sock *s, bool wait)
 int sw_upgrade_progress(struct sw_sock *s, bool wait)
 {
 	int r = 0;
+
+	/* Only a caller that must have the answer (a blocking read, a write
+	 * that no longer fits the pending buffer) gives the peer a deadline;
+	 * the peer's program may simply not have run yet, and that is no
+	 * reason to give up: polls and non-blocking calls just look. */
+	if (wait)
+		s->deadline_ns = sw_now_ns() +
+				 (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 
 	if (s->state == SW_CONNECTING) {
 		r = client_connecting(s, wait);

@@ -14,6 +14,12 @@
 
 #define SDP_PROTO_VERSION 1
 
+/* The structures below are the wire layout as they sit in memory: this
+ * code is for little-endian hosts (x86-64, arm64, ppc64le, riscv64). */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "sdp-switch's wire structures assume a little-endian host"
+#endif
+
 /* ---- on the TCP connection (docs/protocol.md section 2) ------------------- */
 
 /* First byte is not printable ASCII, so no text protocol starts with it. */
@@ -45,7 +51,7 @@ struct sdp_hello {
 	uint32_t msg_size;		/* size of each receive buffer the
 					 * sender will post (256 .. 1 MiB) */
 	uint32_t recv_credits;		/* receive buffers it will post: the
-					 * peer's initial credits (4 .. 4096) */
+					 * peer's initial credits (2 .. 4096) */
 	uint8_t reserved[24];		/* zero */
 } __attribute__((packed));
 _Static_assert(sizeof(struct sdp_hello) == 96, "hello is 96 bytes");
@@ -92,6 +98,8 @@ enum sdp_msg_type {
 	SDP_MSG_ABORT,		/* sender reset the connection */
 	SDP_MSG_OOB,		/* one byte of urgent data */
 	SDP_MSG_DOWNGRADE,	/* sender's data continues on TCP after this */
+	SDP_MSG_CREDIT_DELTA,	/* receiver grants (+) or takes back (-) buffers */
+	SDP_MSG_CREDIT_RELEASE,	/* sender gives one taken-back buffer up */
 	SDP_MSG_TYPE_MAX
 };
 
@@ -153,6 +161,29 @@ struct sdp_msg_wake {
 	uint32_t reserved;	/* zero */
 } __attribute__((packed));
 _Static_assert(sizeof(struct sdp_msg_wake) == 8, "wake body");
+
+/* CREDIT_DELTA body (seed 003's delta credit message). delta > 0: the
+ * sender posted delta more receive buffers (credits for the peer); a
+ * staging ring may be offered with it. delta <= 0: the peer must give up
+ * -delta credits by sending that many CREDIT_RELEASE messages (one if
+ * delta is 0), whose buffers the sender then frees; with
+ * SDP_DELTA_F_REVOKE_STAGING the peer stops writing into the staging ring
+ * before its first CREDIT_RELEASE. */
+struct sdp_msg_delta {
+	int32_t delta;
+	uint32_t flags;		/* SDP_DELTA_F_* */
+	struct sdp_rdma_desc staging;	/* with SDP_DELTA_F_STAGING */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_delta) == 40, "delta body");
+#define SDP_DELTA_F_STAGING 0x1		/* staging holds a new ring */
+#define SDP_DELTA_F_REVOKE_STAGING 0x2	/* the current ring goes away */
+
+/* CREDIT_RELEASE body. */
+struct sdp_msg_release {
+	uint32_t last;		/* 1 on the last release of a delta */
+	uint32_t reserved;	/* zero */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_release) == 8, "release body");
 
 /* OOB body: the urgent byte is the one inline payload byte. */
 

@@ -155,6 +155,9 @@ struct shm_ep {
 	struct shm_ep *next, *prev;	/* on cq->eps, under cq->lock */
 	pthread_mutex_t lock;		/* queues below; after cq->lock */
 	enum shm_ep_state state;
+	/* the peer is gone but left messages in our ring: they are handed
+	 * out as receives are posted, then the endpoint fails */
+	bool peer_gone;
 	int32_t dead_status;
 	int sock;			/* rendezvous, then liveness */
 	int peer_evfd;			/* peer CQ's eventfd */
@@ -264,6 +267,10 @@ void shm_cq_push(struct shm_cq *cq, struct shm_ep *ep, uint32_t op,
 void shm_cq_add_ep(struct shm_cq *cq, struct shm_ep *ep);
 void shm_cq_del_ep(struct shm_cq *cq, struct shm_ep *ep);
 void shm_ep_fail(struct shm_ep *ep, int32_t status);
+int shm_listener_owner(const struct sockaddr *addr, socklen_t addrlen,
+		       struct sdp_listener_owner *o);
+bool shm_ep_drained(struct shm_ep *ep);
+void shm_sock_unwatch(struct shm_ep *ep);
 int shm_cq_create(struct sdp_provider *p, uint32_t depth, struct sdp_cq **cq);
 int shm_cq_destroy(struct sdp_cq *cq);
 int shm_cq_poll(struct sdp_cq *cq, struct sdp_completion *c, int max);

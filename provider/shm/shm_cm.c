@@ -250,6 +250,26 @@ int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
 	return 0;
 }
 
+int shm_listener_owner(const struct sockaddr *addr, socklen_t addrlen,
+		       struct sdp_listener_owner *o)
+{
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+	int fd, ret;
+
+	ret = rendezvous(addr, addrlen, &fd);
+	if (ret)
+		return ret;
+	/* the kernel's word on who created the listening socket */
+	ret = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) ? -errno : 0;
+	close(fd);
+	if (!ret) {
+		o->uid = cr.uid;
+		o->pid = cr.pid;
+	}
+	return ret;
+}
+
 int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
 	       socklen_t addrlen, int backlog, struct sdp_listener **out)
 {
@@ -543,10 +563,17 @@ void shm_cm_sock_event(struct shm_ep *ep)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	/* hang-up (or a byte the protocol never sends): the peer is gone.
-	 * Hand out what it sent before, then fail the rest. */
+	 * Hand out what it sent before, then fail the rest. What does not
+	 * fit the receives posted now stays in the ring (its memory is ours
+	 * too) until more are posted, as a socket keeps data after FIN. */
 	while (shm_ring_rx(ep) > 0)
 		;
 	shm_stage_rx(ep);
+	if (!shm_ep_drained(ep)) {
+		ep->peer_gone = true;
+		shm_sock_unwatch(ep);
+		return;
+	}
 	shm_ep_fail(ep, -ECONNRESET);
 }
 
@@ -589,6 +616,8 @@ int shm_ep_close(struct sdp_ep *e)
 
 static int ep_usable(struct shm_ep *ep)
 {
+	if (ep->peer_gone)
+		return -ECONNRESET;
 	if (ep->state == SHM_EP_CONNECTED)
 		return 0;
 	return ep->state == SHM_EP_DEAD ? ep->dead_status : -ENOTCONN;

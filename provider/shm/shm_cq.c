@@ -204,6 +204,12 @@ static int ep_progress(struct shm_ep *ep)
 	if (n < 0)
 		goto corrupt;
 	moved += n;
+	if (ep->peer_gone) {
+		/* the dead peer's last messages are out: now fail */
+		if (shm_ep_drained(ep))
+			shm_ep_fail(ep, -ECONNRESET);
+		return moved;
+	}
 	shm_send_progress(ep);
 	n = shm_stage_tx_progress(ep);
 	if (n < 0)
@@ -224,10 +230,25 @@ corrupt:
  * under cq->lock (held), the shared indices are atomics, and a queue count
  * read stale only delays that endpoint to the next poll.
  */
+bool shm_ep_drained(struct shm_ep *ep)
+{
+	return atomic_load_explicit(&ep->own->ring_prod,
+				    memory_order_acquire) == ep->rx_cons &&
+	       atomic_load_explicit(&ep->own->stage_prod,
+				    memory_order_acquire) == ep->stage_cons;
+}
+
+void shm_sock_unwatch(struct shm_ep *ep)
+{
+	sock_watch(ep->cq, ep, false);
+}
+
 static bool ep_idle(struct shm_ep *ep)
 {
 	if (ep->state != SHM_EP_CONNECTED)
 		return true;
+	if (ep->peer_gone)
+		return false;
 	if (atomic_load_explicit(&ep->own->ring_prod, memory_order_relaxed) !=
 	    ep->rx_cons ||
 	    atomic_load_explicit(&ep->own->stage_prod, memory_order_relaxed) !=

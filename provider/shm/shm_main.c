@@ -176,6 +176,18 @@ static int shm_ioctl(struct sdp_provider *p, uint32_t code, const void *in,
 	const struct sdp_guid *g = in;
 	void (*fn)(void) = NULL;
 
+	if (code == SDP_IOCTL_LISTENER_OWNER) {
+		struct sdp_listener_owner o;
+		int r;
+
+		if (!in || inlen < sizeof(sa_family_t) || !out ||
+		    outlen < sizeof(o))
+			return -EINVAL;
+		r = shm_listener_owner(in, (socklen_t)inlen, &o);
+		if (!r)
+			memcpy(out, &o, sizeof(o));
+		return r;
+	}
 	if (code != SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER)
 		return -EOPNOTSUPP;
 	if (!in || inlen < sizeof(*g) || !out || outlen < sizeof(fn))

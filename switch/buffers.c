@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * buffers.c - the connection's registered memory: control-message buffers,
+ * one registration each so that the pool can grow when the peer is busy and
+ * shrink when the connection is idle (credits.c decides), and the staging
+ * ring that is the target of the peer's RDMA writes.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "sw_internal.h"
+
+static int slot_alloc(struct sw_sock *s, struct sw_buf_slot *sl)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *p = ss->prov;
+	void *m;
+	int r;
+
+	m = mmap(NULL, ss->msg_size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	r = p->mod.ext.register_memory(p->mod.prov, m, ss->msg_size,
+				       SDP_ACCESS_LOCAL_WRITE, &sl->mr);
+	if (r) {
+		munmap(m, ss->msg_size);
+		if (s->st)
+			s->st->reg_failures++;
+		return r;
+	}
+	sl->mem = m;
+	return 0;
+}
+
+static void slot_release(struct sw_sock *s, struct sw_buf_slot *sl)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!sl->mem)
+		return;
+	ss->prov->mod.ext.deregister_memory(ss->prov->mod.prov, sl->mr);
+	munmap(sl->mem, ss->msg_size);
+	sl->mem = NULL;
+	sl->mr = NULL;
+}
+
+int sw_recv_slot_add(struct sw_sock *s, uint32_t idx)
+{
+	struct sw_session *ss = &s->ss;
+	int r;
+
+	if (idx >= SW_MAX_BUFS || ss->rslot[idx].mem)
+		return -EINVAL;
+	r = slot_alloc(s, &ss->rslot[idx]);
+	if (r)
+		return r;
+	ss->nrecv++;
+	return 0;
+}
+
+void sw_recv_slot_drop(struct sw_sock *s, uint32_t idx)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (idx >= SW_MAX_BUFS || !ss->rslot[idx].mem)
+		return;
+	slot_release(s, &ss->rslot[idx]);
+	ss->recv_held[idx] = 0;
+	ss->nrecv--;
+}
+
+int sw_send_slot_get(struct sw_sock *s, uint32_t *idx)
+{
+	struct sw_session *ss = &s->ss;
+	uint32_t i, k, free_slot = SW_MAX_BUFS;
+
+	for (i = 0; i < SW_MAX_BUFS; i++) {
+		k = (ss->send_next + i) % SW_MAX_BUFS;
+		if (ss->sslot[k].mem && !ss->send_busy[k]) {
+			ss->send_next = (k + 1) % SW_MAX_BUFS;
+			*idx = k;
+			return 0;
+		}
+		if (!ss->sslot[k].mem && free_slot == SW_MAX_BUFS)
+			free_slot = k;
+	}
+	if (ss->nsend >= sw_cfg.send_bufs || free_slot == SW_MAX_BUFS)
+		return -EAGAIN;
+	i = slot_alloc(s, &ss->sslot[free_slot]);
+	if (i)
+		return (int)i;
+	ss->nsend++;
+	*idx = free_slot;
+	return 0;
+}
+
+void sw_send_slots_trim(struct sw_sock *s, uint32_t keep)
+{
+	struct sw_session *ss = &s->ss;
+	uint32_t k;
+
+	for (k = 0; k < SW_MAX_BUFS && ss->nsend > keep; k++) {
+		if (ss->sslot[k].mem && !ss->send_busy[k]) {
+			slot_release(s, &ss->sslot[k]);
+			ss->nsend--;
+		}
+	}
+}
+
+int sw_staging_create(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *p = ss->prov;
+	void *m;
+	int r;
+
+	if (ss->staging)
+		return 0;
+	m = mmap(NULL, sw_cfg.staging_size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	r = p->mod.ext.register_rdma_memory(ss->ep, m, sw_cfg.staging_size,
+					    SDP_ACCESS_REMOTE_WRITE,
+					    &ss->staging_desc,
+					    &ss->staging_rmr);
+	if (r) {
+		munmap(m, sw_cfg.staging_size);
+		if (s->st)
+			s->st->reg_failures++;
+		return r;
+	}
+	ss->staging = m;
+	ss->staging_len = sw_cfg.staging_size;
+	ss->staging_recv_head = 0;
+	ss->staging_consumed = 0;
+	ss->staging_freed_unsent = 0;
+	ss->staging_dead = false;
+	return 0;
+}
+
+void sw_staging_drop(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!ss->staging)
+		return;
+	if (ss->staging_rmr && ss->ep)
+		ss->prov->mod.ext.deregister_rdma_memory(ss->ep,
+							 ss->staging_rmr);
+	munmap(ss->staging, ss->staging_len);
+	ss->staging = NULL;
+	ss->staging_rmr = NULL;
+	ss->staging_len = 0;
+	ss->staging_dead = false;
+}
+
+void sw_bufs_free(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	uint32_t k;
+
+	for (k = 0; k < SW_MAX_BUFS; k++) {
+		slot_release(s, &ss->rslot[k]);
+		slot_release(s, &ss->sslot[k]);
+	}
+	ss->nrecv = 0;
+	ss->nsend = 0;
+}
+
+bool sw_sends_pending(const struct sw_session *ss)
+{
+	uint32_t k;
+
+	for (k = 0; k < SW_MAX_BUFS; k++)
+		if (ss->send_busy[k])
+			return true;
+	return false;
+}
+
+size_t sw_bufs_registered(const struct sw_session *ss)
+{
+	return (size_t)(ss->nrecv + ss->nsend) * ss->msg_size +
+	       (ss->staging ? ss->staging_len : 0);
+}

@@ -1,0 +1,926 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * hostile_peer.c - a test peer that speaks the switch's handshake and session
+ * protocol itself (the provider loaded through the loader, no switch) to
+ * attack a preloaded server: one malformed or hostile message sequence per
+ * connection ("cases"), a forged provider connection racing a real client
+ * ("forge"), and a squatter on a server's provider address ("squat").
+ *   hostile_peer cases PORT LOGFILE SERVER_PID [CASE...]
+ *   hostile_peer forge SERVER_PORT SECONDS
+ *   hostile_peer squat PORT SECONDS
+ * Prints PASS/FAIL/SKIP lines; exits 1 when anything failed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hostile.h"
+#include "sdp_loader.h"
+#include "wire.h"
+
+#define MSG_SIZE 16384
+#define NRECV 16
+#define CLOSE_BOUND_MS 3000
+
+static struct sdp_module mod;
+
+/* One attacking connection: the TCP socket and the provider session. */
+struct peer {
+	int tcp;
+	struct sockaddr_in local;
+	struct sdp_listener *pl;
+	struct sdp_cq *cq;
+	struct sdp_ep *ep;
+	uint8_t *bufs;		/* NRECV receive buffers, then a send one */
+	struct sdp_mr *mr;
+	uint8_t key[16];
+	uint32_t tx_seq;
+	uint32_t srv_msg_size, srv_credits;
+	bool srv_can_read;
+	struct sdp_msg_setup srv_setup;
+	bool got_setup;
+	unsigned int rx_msgs;
+	char err[256];
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int fail(struct peer *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int fail(struct peer *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->err, sizeof(p->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int load_shm(void)
+{
+	char err[512] = "";
+	int r = sdp_module_load("shm", "libsdp-shm.so", NULL, &mod, err,
+				sizeof(err));
+
+	if (r < 0 || mod.status) {
+		fprintf(stderr, "hostile_peer: cannot load the shm provider: %s (%s); set SDP_PROVIDER_DIR to the build's lib/sdp\n",
+			err, sdp_strerror(r < 0 ? r : mod.status));
+		return -1;
+	}
+	return 0;
+}
+
+/* Drains completions: reposts receives, remembers the server's SETUP. */
+static int peer_poll(struct peer *p)
+{
+	struct sdp_completion c[16];
+	int n, i;
+
+	n = mod.ops.cq_poll(p->cq, c, 16);
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		if (c[i].op != SDP_OP_RECV)
+			continue;
+		if (c[i].status)
+			return c[i].status;
+		if (c[i].context < NRECV) {
+			uint8_t *b = p->bufs + c[i].context * MSG_SIZE;
+			struct sdp_sge sge = { b, MSG_SIZE, p->mr };
+
+			if (!p->got_setup && b[0] == SDP_MSG_SETUP &&
+			    c[i].bytes >= sizeof(struct sdp_msg_hdr) +
+						  sizeof(p->srv_setup)) {
+				memcpy(&p->srv_setup,
+				       b + sizeof(struct sdp_msg_hdr),
+				       sizeof(p->srv_setup));
+				p->got_setup = true;
+			}
+			p->rx_msgs++;
+			mod.ops.post_recv(p->ep, &sge, 1, c[i].context);
+		}
+	}
+	return n;
+}
+
+static void peer_close(struct peer *p)
+{
+	if (p->ep)
+		mod.ops.ep_close(p->ep);
+	if (p->mr)
+		mod.ext.deregister_memory(mod.prov, p->mr);
+	if (p->cq)
+		mod.ops.cq_destroy(p->cq);
+	if (p->pl)
+		mod.ops.listener_close(p->pl);
+	if (p->tcp >= 0)
+		close(p->tcp);
+	free(p->bufs);
+	p->ep = NULL;
+	p->mr = NULL;
+	p->cq = NULL;
+	p->pl = NULL;
+	p->tcp = -1;
+	p->bufs = NULL;
+}
+
+static int read_full(int fd, void *buf, size_t len, int ms)
+{
+	uint64_t end = now_ms() + ms;
+	size_t got = 0;
+
+	while (got < len) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		if (now_ms() >= end)
+			return -ETIMEDOUT;
+		poll(&pf, 1, (int)(end - now_ms()));
+		n = recv(fd, (uint8_t *)buf + got, len - got, MSG_DONTWAIT);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			got += n;
+	}
+	return 0;
+}
+
+/*
+ * The client's half of the upgrade (switch/upgrade.c): a provider listener
+ * on the TCP connection's local address, CLIENT_HELLO with a fresh key,
+ * SERVER_HELLO, then the server's provider connection carrying the key.
+ */
+static int peer_open(struct peer *p, uint16_t port)
+{
+	struct sockaddr_in srv = { .sin_family = AF_INET,
+				   .sin_port = htons(port) };
+	socklen_t sl = sizeof(p->local);
+	struct sdp_hello h;
+	uint64_t end;
+	int r, i;
+
+	memset(p, 0, sizeof(*p));
+	p->tcp = socket(AF_INET, SOCK_STREAM, 0);
+	srv.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	p->local = srv;
+	p->local.sin_port = 0;
+	if (p->tcp < 0 || bind(p->tcp, (struct sockaddr *)&p->local, sl) ||
+	    getsockname(p->tcp, (struct sockaddr *)&p->local, &sl))
+		return fail(p, "TCP socket: %s", strerror(errno));
+	r = mod.ops.listen(mod.prov, (struct sockaddr *)&p->local, sl, 4,
+			   &p->pl);
+	if (r)
+		return fail(p, "provider listen: %s", sdp_strerror(r));
+	r = mod.ops.cq_create(mod.prov, 64, &p->cq);
+	if (r)
+		return fail(p, "cq_create: %s", sdp_strerror(r));
+	p->bufs = calloc(NRECV + 1, MSG_SIZE * 2);
+	if (!p->bufs)
+		return fail(p, "out of memory");
+	r = mod.ext.register_memory(mod.prov, p->bufs,
+				    (size_t)(NRECV + 1) * MSG_SIZE * 2,
+				    SDP_ACCESS_LOCAL_WRITE, &p->mr);
+	if (r)
+		return fail(p, "register_memory: %s", sdp_strerror(r));
+	if (connect(p->tcp, (struct sockaddr *)&srv, sizeof(srv)))
+		return fail(p, "connect to port %u: %s", port,
+			    strerror(errno));
+	if (getrandom(p->key, sizeof(p->key), 0) != sizeof(p->key))
+		return fail(p, "getrandom: %s", strerror(errno));
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
+	h.type = SDP_HELLO_CLIENT;
+	h.version = SDP_PROTO_VERSION;
+	h.nproviders = 1;
+	memcpy(h.providers[0], "shm", 3);
+	memcpy(h.key, p->key, sizeof(h.key));
+	h.msg_size = MSG_SIZE;
+	h.recv_credits = NRECV;
+	if (send(p->tcp, &h, sizeof(h), MSG_NOSIGNAL) != sizeof(h))
+		return fail(p, "sending CLIENT_HELLO: %s", strerror(errno));
+	r = read_full(p->tcp, &h, sizeof(h), 3000);
+	if (r)
+		return fail(p, "no SERVER_HELLO: %s", sdp_strerror(r));
+	if (memcmp(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN) ||
+	    h.type != SDP_HELLO_SERVER || h.status)
+		return fail(p, "server hello refuses the upgrade (type %u status %u)",
+			    h.type, h.status);
+	p->srv_msg_size = h.msg_size;
+	p->srv_credits = h.recv_credits;
+	p->srv_can_read = h.flags & SDP_HELLO_F_RDMA_READ;
+	end = now_ms() + 3000;
+	for (;;) {
+		struct sdp_conn_req *req;
+		struct sdp_connect_priv cp;
+		size_t plen = sizeof(cp);
+
+		r = mod.ops.get_request(p->pl, &req, &cp, &plen);
+		if (r == 0) {
+			if (plen != sizeof(cp) || memcmp(cp.key, p->key, 16)) {
+				mod.ops.reject(req);
+				return fail(p, "the server's provider connection lacks the key");
+			}
+			r = mod.ops.accept(req, p->cq, NULL, 0, p, &p->ep);
+			if (r < 0)
+				return fail(p, "accept: %s", sdp_strerror(r));
+			break;
+		}
+		if (r != -EAGAIN || now_ms() > end)
+			return fail(p, "no provider connection from the server: %s",
+				    sdp_strerror(r));
+		usleep(1000);
+	}
+	mod.ops.listener_close(p->pl);
+	p->pl = NULL;
+	for (i = 0; i < NRECV; i++) {
+		struct sdp_sge sge = { p->bufs + i * MSG_SIZE, MSG_SIZE,
+				       p->mr };
+
+		r = mod.ops.post_recv(p->ep, &sge, 1, i);
+		if (r < 0)
+			return fail(p, "post_recv: %s", sdp_strerror(r));
+	}
+	/* the server may sleep on TCP until it hears from us, as a real
+	 * client's doorbell tells it */
+	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
+	end = now_ms() + 3000;
+	while (!p->got_setup && now_ms() < end) {
+		r = peer_poll(p);
+		if (r < 0)
+			return fail(p, "provider connection lost before SETUP: %s",
+				    sdp_strerror(r));
+		usleep(500);
+	}
+	if (!p->got_setup)
+		return fail(p, "the server sent no SETUP");
+	return 0;
+}
+
+/* Sends one control message, header as given; wire_len < 0: its true
+ * length, else exactly wire_len bytes of what was built. */
+static int send_raw(struct peer *p, const struct sdp_msg_hdr *h,
+		    const void *body, size_t blen, const void *pay,
+		    size_t plen, long wire_len)
+{
+	uint8_t *b = p->bufs + (size_t)NRECV * MSG_SIZE * 2;
+	size_t n = sizeof(*h) + blen + plen;
+	struct sdp_sge sge;
+	int r, tries = 0;
+
+	if (n > (size_t)MSG_SIZE * 2)
+		return fail(p, "test message too large");
+	memcpy(b, h, sizeof(*h));
+	memcpy(b + sizeof(*h), body, blen);
+	memcpy(b + sizeof(*h) + blen, pay, plen);
+	sge.addr = b;
+	sge.length = wire_len >= 0 ? (size_t)wire_len : n;
+	sge.mr = p->mr;
+	do {
+		r = mod.ops.post_send(p->ep, &sge, 1, 1000 + p->tx_seq, 0);
+		/* a queued send copies later: wait until it went */
+		if (r == SDP_PENDING) {
+			struct sdp_completion c;
+			uint64_t end = now_ms() + 1000;
+
+			while (now_ms() < end) {
+				if (mod.ops.cq_poll(p->cq, &c, 1) == 1 &&
+				    c.op == SDP_OP_SEND) {
+					r = c.status;
+					break;
+				}
+				usleep(200);
+			}
+		}
+	} while (r == -EAGAIN && ++tries < 100);
+	if (r < 0)
+		return fail(p, "post_send: %s", sdp_strerror(r));
+	p->tx_seq++;
+	return 0;
+}
+
+static int send_msg(struct peer *p, uint8_t type, uint8_t flags,
+		    uint16_t credits, const void *body, size_t blen,
+		    const void *pay, size_t plen)
+{
+	struct sdp_msg_hdr h = { .type = type, .flags = flags,
+				 .credits = credits, .len = (uint32_t)plen,
+				 .seq = p->tx_seq };
+
+	return send_raw(p, &h, body, blen, pay, plen, -1);
+}
+
+static int send_setup(struct peer *p)
+{
+	struct sdp_msg_setup su = { .msg_size = MSG_SIZE,
+				    .recv_credits = NRECV };
+
+	return send_msg(p, SDP_MSG_SETUP, 0, 0, &su, sizeof(su), NULL, 0);
+}
+
+static int send_magic(struct peer *p)
+{
+	return send_msg(p, SDP_MSG_DATA, 0, 0, NULL, 0, HOSTILE_ECHO_MAGIC,
+			HOSTILE_ECHO_MAGIC_LEN);
+}
+
+/* ---- the cases ----------------------------------------------------------- */
+
+static int c_bad_type(struct peer *p)
+{
+	struct sdp_msg_hdr h = { .type = 0x7f, .len = 4, .seq = p->tx_seq };
+
+	return send_setup(p) ?: send_raw(p, &h, NULL, 0, "abcd", 4, -1);
+}
+
+static int c_type_zero(struct peer *p)
+{
+	struct sdp_msg_hdr h = { .type = 0, .seq = p->tx_seq };
+
+	return send_setup(p) ?: send_raw(p, &h, NULL, 0, NULL, 0, -1);
+}
+
+static int c_unknown_flags(struct peer *p)
+{
+	return send_setup(p) ?: send_msg(p, SDP_MSG_DATA, 0x80, 0, NULL, 0,
+					 HOSTILE_ECHO_MAGIC, 8);
+}
+
+static int c_reserved(struct peer *p)
+{
+	struct sdp_msg_hdr h = { .type = SDP_MSG_DATA, .len = 8,
+				 .seq = p->tx_seq, .reserved = 0xdead };
+
+	return send_setup(p) ?: send_raw(p, &h, NULL, 0,
+					 HOSTILE_ECHO_MAGIC, 8, -1);
+}
+
+static int c_truncated(struct peer *p)
+{
+	struct sdp_msg_hdr h = { .type = SDP_MSG_DATA, .len = 8,
+				 .seq = p->tx_seq };
+
+	return send_setup(p) ?: send_raw(p, &h, NULL, 0, NULL, 0, 10);
+}
+
+static int c_len_mismatch(struct peer *p)
+{
+	struct sdp_msg_hdr h = { .type = SDP_MSG_DATA, .len = 100,
+				 .seq = p->tx_seq };
+
+	return send_setup(p) ?: send_raw(p, &h, NULL, 0,
+					 HOSTILE_ECHO_MAGIC, 8, -1);
+}
+
+static int c_len_huge(struct peer *p)
+{
+	struct sdp_msg_hdr h = { .type = SDP_MSG_DATA, .len = 0xfffffff8u,
+				 .seq = p->tx_seq };
+
+	return send_setup(p) ?: send_raw(p, &h, NULL, 0,
+					 HOSTILE_ECHO_MAGIC, 8, 24);
+}
+
+static int c_oversized(struct peer *p)
+{
+	static uint8_t big[MSG_SIZE + 64];
+
+	memcpy(big, HOSTILE_ECHO_MAGIC, 8);
+	return send_setup(p) ?: send_msg(p, SDP_MSG_DATA, 0, 0, NULL, 0, big,
+					 sizeof(big) - 16);
+}
+
+static int c_bad_seq(struct peer *p)
+{
+	if (send_setup(p))
+		return -1;
+	p->tx_seq += 5;
+	return send_magic(p);
+}
+
+static int c_no_setup(struct peer *p)
+{
+	return send_magic(p);
+}
+
+static int c_second_setup(struct peer *p)
+{
+	return send_setup(p) ?: send_magic(p) ?: send_setup(p);
+}
+
+static int c_setup_mismatch(struct peer *p)
+{
+	struct sdp_msg_setup su = { .msg_size = MSG_SIZE * 2,
+				    .recv_credits = NRECV };
+
+	return send_msg(p, SDP_MSG_SETUP, 0, 0, &su, sizeof(su), NULL, 0);
+}
+
+static int c_setup_staging_ro(struct peer *p)
+{
+	struct sdp_msg_setup su = { .msg_size = MSG_SIZE,
+				    .recv_credits = NRECV };
+
+	su.staging.addr = (uintptr_t)p->bufs;
+	su.staging.length = 4096;
+	su.staging.key = 1;
+	su.staging.access = SDP_ACCESS_REMOTE_READ;
+	su.staging.tag = 1;
+	return send_msg(p, SDP_MSG_SETUP, 0, 0, &su, sizeof(su), NULL, 0);
+}
+
+static int c_credits_beyond(struct peer *p)
+{
+	return send_setup(p) ?: send_msg(p, SDP_MSG_CREDIT, 0, 1000, NULL, 0,
+					 NULL, 0);
+}
+
+/* More messages than the server has receive buffers posted for us. */
+static int c_credit_overrun(struct peer *p)
+{
+	struct sdp_msg_wake w = { 0 };
+	int i;
+
+	if (send_setup(p))
+		return -1;
+	for (i = 0; i < NRECV + 12; i++) {
+		w.seen_seq = 0;
+		if (send_msg(p, SDP_MSG_WAKE_ME, 0, 0, &w, sizeof(w), NULL, 0))
+			return -1;
+	}
+	return 0;
+}
+
+static int c_data_after_fin(struct peer *p)
+{
+	return send_setup(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_FIN, 0, 0, NULL, 0, NULL, 0) ?:
+	       send_msg(p, SDP_MSG_DATA, 0, 0, NULL, 0, "late", 4);
+}
+
+static int c_oob_two(struct peer *p)
+{
+	return send_setup(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_OOB, 0, 0, NULL, 0, "!!", 2);
+}
+
+static int c_wake_reserved(struct peer *p)
+{
+	struct sdp_msg_wake w = { .seen_seq = 0, .reserved = 3 };
+
+	return send_setup(p) ?: send_msg(p, SDP_MSG_WAKE_ME, 0, 0, &w,
+					 sizeof(w), NULL, 0);
+}
+
+/* RDATA whose descriptor names no registration of ours. */
+static int c_rdata_forged(struct peer *p)
+{
+	struct sdp_msg_rdata rd = { .xfer_id = 1, .total = 4096 };
+
+	rd.region.addr = (uintptr_t)p->bufs;
+	rd.region.length = 4096;
+	rd.region.key = 200;
+	rd.region.access = SDP_ACCESS_REMOTE_READ;
+	rd.region.tag = 77;
+	return send_setup(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_RDATA, 0, 0, &rd, sizeof(rd), NULL, 0);
+}
+
+/* RDATA naming a real registration but claiming more than it covers. */
+static int c_rdata_outside(struct peer *p)
+{
+	struct sdp_msg_rdata rd = { .xfer_id = 1 };
+	struct sdp_rdma_desc d;
+	struct sdp_rmr *rmr;
+	int r;
+
+	r = mod.ext.register_rdma_memory(p->ep, p->bufs, 4096,
+					 SDP_ACCESS_REMOTE_READ, &d, &rmr);
+	if (r)
+		return fail(p, "register_rdma_memory: %s", sdp_strerror(r));
+	rd.region = d;
+	rd.region.length = 1 << 20;
+	rd.total = 1 << 20;
+	return send_setup(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_RDATA, 0, 0, &rd, sizeof(rd), NULL, 0);
+}
+
+static int c_rdata_total(struct peer *p)
+{
+	struct sdp_msg_rdata rd = { .xfer_id = 1, .total = 8192 };
+
+	rd.region.length = 4096;
+	rd.region.access = SDP_ACCESS_REMOTE_READ;
+	return send_setup(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_RDATA, 0, 0, &rd, sizeof(rd), NULL, 0);
+}
+
+static int c_wdata_beyond(struct peer *p)
+{
+	struct sdp_msg_wdata wd = { .offset = 0 };
+
+	wd.bytes = p->srv_setup.staging.length + 1;
+	if (!p->srv_setup.staging.length)
+		return fail(p, "SKIP: the server offered no staging ring");
+	return send_setup(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0);
+}
+
+static int c_wdata_offset(struct peer *p)
+{
+	struct sdp_msg_wdata wd = { .offset = 4096, .bytes = 100 };
+
+	if (!p->srv_setup.staging.length)
+		return fail(p, "SKIP: the server offered no staging ring");
+	return send_setup(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0);
+}
+
+/* A byte count that wraps offset + bytes around 2^64 while some staging
+ * bytes are still unread: must not pass the bounds checks. */
+static int c_wdata_wrap(struct peer *p)
+{
+	struct sdp_msg_wdata wd = { .offset = 0, .bytes = 16 };
+
+	if (!p->srv_setup.staging.length)
+		return fail(p, "SKIP: the server offered no staging ring");
+	if (send_setup(p) || send_magic(p) ||
+	    send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0))
+		return -1;
+	wd.offset = 16;
+	wd.bytes = 0ull - 8;
+	return send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0);
+}
+
+static int c_staging_free(struct peer *p)
+{
+	struct sdp_msg_ack a = { .bytes = 100 };
+
+	return send_setup(p) ?: send_msg(p, SDP_MSG_STAGING_FREE, 0, 0, &a,
+					 sizeof(a), NULL, 0);
+}
+
+static int c_xfer_done(struct peer *p)
+{
+	struct sdp_msg_ack a = { .xfer_id = 1, .bytes = 100 };
+
+	return send_setup(p) ?: send_msg(p, SDP_MSG_XFER_DONE, 0, 0, &a,
+					 sizeof(a), NULL, 0);
+}
+
+static int c_tcp_garbage(struct peer *p)
+{
+	if (send_setup(p) || send_magic(p))
+		return -1;
+	usleep(20000);
+	if (send(p->tcp, "X", 1, MSG_NOSIGNAL) != 1)
+		return fail(p, "TCP send: %s", strerror(errno));
+	return 0;
+}
+
+struct hcase {
+	const char *name;
+	int (*run)(struct peer *p);
+	const char *reason;	/* expected in the server's log line */
+};
+
+static const struct hcase cases[] = {
+	{ "bad_type", c_bad_type, "unknown message type 127" },
+	{ "type_zero", c_type_zero, "unknown message type 0" },
+	{ "unknown_flags", c_unknown_flags, "unknown flags 0x80" },
+	{ "reserved_field", c_reserved, "reserved header field" },
+	{ "truncated", c_truncated, "shorter than its header" },
+	{ "length_mismatch", c_len_mismatch, "not what arrived" },
+	{ "length_huge", c_len_huge, "not what arrived" },
+	{ "oversized", c_oversized, "longer than the receive buffer" },
+	{ "wrong_seq", c_bad_seq, "sequence 6 where 1 was due" },
+	{ "no_setup", c_no_setup, "first message is not SETUP" },
+	{ "second_setup", c_second_setup, "second SETUP" },
+	{ "setup_mismatch", c_setup_mismatch, "SETUP differs" },
+	{ "setup_staging_ro", c_setup_staging_ro, "staging ring" },
+	{ "credits_beyond", c_credits_beyond, "credit return beyond" },
+	{ "credit_overrun", c_credit_overrun, "credit" },
+	{ "data_after_fin", c_data_after_fin, "DATA after FIN" },
+	{ "oob_two_bytes", c_oob_two, "OOB carries 2 bytes" },
+	{ "wake_reserved", c_wake_reserved, "malformed WAKE_ME" },
+	{ "rdata_forged", c_rdata_forged, "RDATA" },
+	{ "rdata_outside", c_rdata_outside, "RDATA" },
+	{ "rdata_total", c_rdata_total, "RDATA total" },
+	{ "wdata_beyond", c_wdata_beyond, "WDATA outside" },
+	{ "wdata_offset", c_wdata_offset, "WDATA outside" },
+	{ "wdata_wrap", c_wdata_wrap, "WDATA outside" },
+	{ "staging_free", c_staging_free, "STAGING_FREE beyond" },
+	{ "xfer_done", c_xfer_done, "XFER_DONE for no pending" },
+	{ "tcp_garbage", c_tcp_garbage, "on TCP while carried" },
+};
+
+/* Waits for the server to close the TCP connection (EOF or RST), skipping
+ * doorbells. Returns the milliseconds it took, or -1. */
+static int wait_closed(struct peer *p, int ms)
+{
+	uint64_t t0 = now_ms(), end = t0 + ms;
+	uint8_t b[512];
+
+	while (now_ms() < end) {
+		struct pollfd pf = { p->tcp, POLLIN, 0 };
+		ssize_t n;
+
+		peer_poll(p);
+		poll(&pf, 1, 5);
+		n = recv(p->tcp, b, sizeof(b), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return (int)(now_ms() - t0);
+		/* keep ringing: a server asleep on TCP must look */
+		if (n < 0 && (now_ms() - t0) % 100 < 5)
+			send(p->tcp, "\x44", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	return -1;
+}
+
+static bool server_alive(pid_t pid)
+{
+	char path[64], st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+		st = 'Z';
+	fclose(f);
+	return st != 'Z' && st != 'X';
+}
+
+/* Looks in the log, from offset on, for a line with both strings. */
+static bool log_has(const char *log, long from, const char *a, const char *b)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(log, "r");
+
+	if (!f)
+		return false;
+	fseek(f, from, SEEK_SET);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, a) && strstr(line, b);
+	fclose(f);
+	return found;
+}
+
+static long log_size(const char *log)
+{
+	struct stat st;
+
+	return stat(log, &st) ? 0 : st.st_size;
+}
+
+static int run_cases(int argc, char **argv)
+{
+	uint16_t port = (uint16_t)atoi(argv[2]);
+	const char *log = argv[3];
+	pid_t spid = atoi(argv[4]);
+	int i, k, npass = 0, nfail = 0, nskip = 0;
+
+	for (i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
+		const struct hcase *c = &cases[i];
+		struct peer p;
+		long from;
+		int ms;
+		bool want = argc <= 5;
+
+		for (k = 5; k < argc; k++)
+			want |= !strcmp(argv[k], c->name);
+		if (!want)
+			continue;
+		from = log_size(log);
+		if (peer_open(&p, port)) {
+			printf("FAIL %s: could not set the attack up: %s\n",
+			       c->name, p.err);
+			nfail++;
+			peer_close(&p);
+			continue;
+		}
+		if (c->run(&p)) {
+			if (!strncmp(p.err, "SKIP", 4)) {
+				printf("SKIP %s: %s\n", c->name, p.err + 6);
+				nskip++;
+			} else {
+				printf("FAIL %s: %s\n", c->name, p.err);
+				nfail++;
+			}
+			peer_close(&p);
+			continue;
+		}
+		send(p.tcp, "\x44", 1, MSG_NOSIGNAL);
+		ms = wait_closed(&p, CLOSE_BOUND_MS);
+		usleep(50000);
+		if (!server_alive(spid)) {
+			printf("FAIL %s: the server process died\n", c->name);
+			nfail++;
+		} else if (ms < 0) {
+			printf("FAIL %s: the connection was still open after %d ms\n",
+			       c->name, CLOSE_BOUND_MS);
+			nfail++;
+		} else if (!log_has(log, from, "malformed message",
+				    c->reason) &&
+			   !log_has(log, from, "closing", c->reason)) {
+			printf("FAIL %s: closed after %d ms but the log gives no reason containing \"%s\"\n",
+			       c->name, ms, c->reason);
+			nfail++;
+		} else {
+			printf("PASS %s: closed after %d ms, reason logged\n",
+			       c->name, ms);
+			npass++;
+		}
+		fflush(stdout);
+		peer_close(&p);
+	}
+	printf("cases: %d passed, %d failed, %d skipped\n", npass, nfail,
+	       nskip);
+	return nfail ? 1 : 0;
+}
+
+/* ---- forged upgrade ------------------------------------------------------ */
+
+/* The local port of an established loopback connection to port, from
+ * /proc/net/tcp; 0 when none is there yet. */
+static uint16_t find_client_port(uint16_t port)
+{
+	char line[512];
+	unsigned int lport, rport, st;
+	uint16_t found = 0;
+	FILE *f = fopen("/proc/net/tcp", "r");
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, " %*d: %*x:%x %*x:%x %x", &lport, &rport,
+			   &st) == 3 && rport == port && st == 1)
+			found = (uint16_t)lport;
+	}
+	fclose(f);
+	return found;
+}
+
+static int run_forge(char **argv)
+{
+	uint16_t sport = (uint16_t)atoi(argv[2]);
+	uint64_t end = now_ms() + (uint64_t)atoi(argv[3]) * 1000;
+	struct sockaddr_in dst = { .sin_family = AF_INET };
+	struct sdp_connect_priv cp;
+	struct sdp_completion c;
+	struct sdp_cq *cq;
+	struct sdp_ep *ep;
+	uint16_t cport = 0;
+	int r;
+
+	while (!cport && now_ms() < end) {
+		cport = find_client_port(sport);
+		if (!cport)
+			usleep(500);
+	}
+	if (!cport) {
+		printf("FAIL forge: no connection to port %u appeared\n", sport);
+		return 1;
+	}
+	/* the right 4-tuple's provider address, the wrong key */
+	dst.sin_port = htons(cport);
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	memset(&cp, 0, sizeof(cp));
+	memcpy(cp.magic, "SDPc", 4);
+	cp.version = SDP_PROTO_VERSION;
+	getrandom(cp.key, sizeof(cp.key), 0);
+	r = mod.ops.cq_create(mod.prov, 64, &cq);
+	if (r) {
+		printf("FAIL forge: cq_create: %s\n", sdp_strerror(r));
+		return 1;
+	}
+	r = mod.ops.connect(mod.prov, cq, (struct sockaddr *)&dst, sizeof(dst),
+			    &cp, sizeof(cp), NULL, &ep);
+	if (r < 0) {
+		printf("PASS forge: the client's listener at port %u refused at once (%s)\n",
+		       cport, sdp_strerror(r));
+		return 0;
+	}
+	if (r == SDP_PENDING) {
+		uint64_t cend = now_ms() + 5000;
+
+		r = -ETIMEDOUT;
+		while (now_ms() < cend) {
+			if (mod.ops.cq_poll(cq, &c, 1) == 1 &&
+			    c.op == SDP_OP_CONNECT) {
+				r = c.status;
+				break;
+			}
+			usleep(1000);
+		}
+	}
+	if (r == -ECONNREFUSED) {
+		printf("PASS forge: connection to the client's listener (port %u) with a wrong key refused\n",
+		       cport);
+		mod.ops.ep_close(ep);
+		return 0;
+	}
+	if (r == 0) {
+		/* accepted: does anything arrive? */
+		static uint8_t buf[1 << 16];
+		struct sdp_mr *mr;
+		struct sdp_sge sge = { buf, sizeof(buf), NULL };
+		uint64_t dend = now_ms() + 1000;
+		unsigned long long got = 0;
+
+		if (!mod.ext.register_memory(mod.prov, buf, sizeof(buf),
+					     SDP_ACCESS_LOCAL_WRITE, &mr)) {
+			sge.mr = mr;
+			mod.ops.post_recv(ep, &sge, 1, 1);
+			while (now_ms() < dend)
+				if (mod.ops.cq_poll(cq, &c, 1) == 1 &&
+				    c.op == SDP_OP_RECV && !c.status)
+					got += c.bytes;
+		}
+		printf("FAIL forge: the forged provider connection was accepted (%llu bytes received)\n",
+		       got);
+		return 1;
+	}
+	printf("FAIL forge: no answer to the forged connect: %s\n",
+	       sdp_strerror(r));
+	return 1;
+}
+
+/* ---- squatting ----------------------------------------------------------- */
+
+static int run_squat(char **argv)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	uint64_t end = now_ms() + (uint64_t)atoi(argv[3]) * 1000;
+	struct sdp_listener *l;
+	unsigned int n = 0;
+	int r;
+
+	a.sin_port = htons((uint16_t)atoi(argv[2]));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	r = mod.ops.listen(mod.prov, (struct sockaddr *)&a, sizeof(a), 16, &l);
+	if (r) {
+		fprintf(stderr, "squat: cannot listen: %s\n", sdp_strerror(r));
+		return 1;
+	}
+	printf("squatting\n");
+	fflush(stdout);
+	while (now_ms() < end) {
+		struct sdp_conn_req *req;
+		uint8_t priv[SDP_MAX_PRIVATE_DATA];
+		size_t plen = sizeof(priv);
+
+		if (mod.ops.get_request(l, &req, priv, &plen) == 0) {
+			mod.ops.reject(req);
+			n++;
+		}
+		usleep(2000);
+	}
+	fprintf(stderr, "squat: %u provider connection requests refused\n", n);
+	mod.ops.listener_close(l);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 4 || (strcmp(argv[1], "cases") && strcmp(argv[1], "forge") &&
+			 strcmp(argv[1], "squat")) ||
+	    (!strcmp(argv[1], "cases") && argc < 5)) {
+		fprintf(stderr, "usage: hostile_peer cases PORT LOGFILE SERVER_PID [CASE...]\n"
+				"       hostile_peer forge SERVER_PORT SECONDS\n"
+				"       hostile_peer squat PORT SECONDS\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (load_shm())
+		return 1;
+	if (!strcmp(argv[1], "cases"))
+		return run_cases(argc, argv);
+	if (!strcmp(argv[1], "forge"))
+		return run_forge(argv);
+	return run_squat(argv);
+}

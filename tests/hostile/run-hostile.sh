@@ -1,0 +1,166 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# run-hostile.sh - the hostile-peer tests: a preloaded echo server attacked
+# by hostile_peer (one malformed sequence per connection) while an honest
+# preloaded client streams hashed data beside it; a forged provider
+# connection racing a real client; squatters on a server's provider address.
+#   tests/hostile/run-hostile.sh [BUILD_DIR]     (SANITIZE=1: ASan runtime)
+set -u
+O=${1:-build}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$top/$O/tests/hostile
+lib=$top/$O/lib/libsdp_switch.so
+export SDP_PROVIDER_DIR=$top/$O/lib/sdp SDP_PROVIDERS=shm
+unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
+preload=$lib
+if [ "${SANITIZE:-0}" = 1 ]; then
+	preload="$(${CC:-gcc} -print-file-name=libasan.so) $lib"
+	export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+fi
+work=$(mktemp -d /tmp/sdp-hostile.XXXXXX)
+port=$((20000 + ($$ * 7) % 30000))
+pass=0 failn=0 skip=0
+pids=()
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+}
+trap cleanup EXIT
+
+result() {	# STATUS NAME TEXT...
+	case $1 in
+	PASS) pass=$((pass + 1)) ;;
+	FAIL) failn=$((failn + 1)) ;;
+	SKIP) skip=$((skip + 1)) ;;
+	esac
+	echo "$*"
+}
+
+# start_server NAME PORT PRELOAD(0|1) [DELAY_MS]: sets $srv to its pid
+start_server() {
+	local name=$1 p=$2 pre=$3 delay=${4:-0} i
+	if [ "$pre" = 1 ]; then
+		SDP_LOG_FILE=$work/$name.log LD_PRELOAD="$preload" \
+			timeout 120 "$bin/echo_server" "$p" "$delay" \
+			>"$work/$name.out" 2>"$work/$name.err" &
+	else
+		timeout 120 "$bin/echo_server" "$p" "$delay" \
+			>"$work/$name.out" 2>"$work/$name.err" &
+	fi
+	srv=$!
+	pids+=("$srv")
+	for i in $(seq 50); do
+		grep -q ready "$work/$name.out" 2>/dev/null && break
+		sleep 0.1
+	done
+	if ! grep -q ready "$work/$name.out"; then
+		echo "echo_server $name did not start:" >&2
+		cat "$work/$name.err" >&2
+		return 1
+	fi
+	# the pid of echo_server itself, not of timeout
+	srvpid=$(pgrep -P "$srv" echo_server || echo "$srv")
+}
+
+# honest NAME PORT SECONDS [san] LOG: a preloaded honest client
+honest() {
+	local name=$1 p=$2 secs=$3 mode=$4 log=$5
+	if SDP_LOG_FILE=$log LD_PRELOAD="$preload" timeout $((secs + 20)) \
+		"$bin/honest_client" "$p" "$secs" $mode \
+		>"$work/$name.out" 2>&1; then
+		result PASS "$name: $(tail -1 "$work/$name.out")"
+	else
+		result FAIL "$name: $(tail -3 "$work/$name.out" | tr '\n' ' ')"
+	fi
+}
+
+alive() {	# NAME PID
+	if kill -0 "$2" 2>/dev/null &&
+	   ! grep -q '^State:.*Z' "/proc/$2/status" 2>/dev/null; then
+		result PASS "$1: the server process lives"
+	else
+		result FAIL "$1: the server process is gone"
+	fi
+}
+
+no_stray() {	# NAME SERVER
+	if grep -q 'STRAY BYTES' "$work/$2.err"; then
+		result FAIL "$1: $(grep -m1 'STRAY BYTES' "$work/$2.err")"
+	else
+		result PASS "$1: the server saw only the client's bytes"
+	fi
+}
+
+echo "== hostile session peer against a preloaded echo server (port $port)"
+start_server main $port 1 || exit 1
+mainpid=$srvpid
+honest honest_before $port 1 san "$work/client.log"
+# the honest connection streams during every hostile case
+SDP_LOG_FILE=$work/client.log LD_PRELOAD="$preload" timeout 80 \
+	"$bin/honest_client" $port 20 san >"$work/during.out" 2>&1 &
+during=$!
+pids+=("$during")
+timeout 200 "$bin/hostile_peer" cases $port "$work/main.log" "$mainpid" \
+	>"$work/cases.out" 2>&1
+while read -r st rest; do
+	case $st in
+	PASS|FAIL|SKIP) result "$st" "$rest" ;;
+	esac
+done <"$work/cases.out"
+if wait $during; then
+	result PASS "honest_during: $(tail -1 "$work/during.out")"
+else
+	result FAIL "honest_during: $(tail -3 "$work/during.out" | tr '\n' ' ')"
+fi
+honest honest_after $port 1 san "$work/client.log"
+alive server_after_cases "$mainpid"
+no_stray main_no_stray main
+kill "$srv" 2>/dev/null
+
+echo "== forged upgrade: a third process races to the client's provider listener"
+fport=$((port + 1))
+start_server forge $fport 1 800 || exit 1
+"$bin/hostile_peer" forge $fport 10 >"$work/forger.out" 2>&1 &
+forger=$!
+pids+=("$forger")
+honest forge_real_connection $fport 2 san "$work/forge.log"
+wait $forger
+fst=$(grep -m1 -o '^\(PASS\|FAIL\)' "$work/forger.out" || echo FAIL)
+result "$fst" "forge_refused: $(sed -n 1p "$work/forger.out" | sed 's/^[A-Z]* //')"
+if grep -q 'without the key of this TCP connection' "$work/forge.log"; then
+	result PASS "forge_logged: the client's switch logged the refusal"
+else
+	result FAIL "forge_logged: no refusal in the client's log"
+fi
+alive server_after_forge "$srvpid"
+kill "$srv" 2>/dev/null
+
+echo "== squatting: another process holds the server's provider address"
+for kind in plain preloaded; do
+	sport=$((port + 2))
+	[ $kind = preloaded ] && sport=$((port + 3))
+	"$bin/hostile_peer" squat $sport 8 >"$work/squat-$kind.out" \
+		2>"$work/squat-$kind.err" &
+	pids+=("$!")
+	for i in $(seq 30); do
+		grep -q squatting "$work/squat-$kind.out" && break
+		sleep 0.1
+	done
+	start_server "squat-$kind" $sport $([ $kind = plain ] && echo 0 ||
+					   echo 1) || exit 1
+	honest "squat_${kind}_server_client" $sport 1 "" "$work/squat.log"
+	no_stray "squat_${kind}_server_no_stray" "squat-$kind"
+	kill "$srv" 2>/dev/null
+done
+
+if [ $failn = 0 ]; then
+	echo "$pass passed, $failn failed, $skip skipped"
+	rm -rf "$work"
+	exit 0
+fi
+echo "$pass passed, $failn failed, $skip skipped (logs in $work)"
+exit 1

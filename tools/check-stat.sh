@@ -1,0 +1,218 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# check-stat.sh - the checks of sdp-stat: its state and fallback-reason names
+# against the switch's sources, its handling of bad and stale files, and the
+# counters it shows for a live transfer between two preloaded socat.
+#   check-stat.sh SDP-STAT LIBSDP_SWITCH.so PROVIDER_DIR
+set -uo pipefail
+
+stat_bin=$1
+lib=$2
+provdir=$3
+case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
+case $stat_bin in /*) ;; *) stat_bin=$PWD/$stat_bin ;; esac
+case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
+top=$(cd "$(dirname "$0")/.." && pwd)
+# the statistics layout version this tree writes
+ver=$(sed -n 's/^#define SW_STATS_VERSION \([0-9]*\).*/\1/p' "$top/switch/stats.h")
+preload=$lib
+if [ "${SANITIZE:-0}" = 1 ]; then
+	preload="$(${CC:-gcc} -print-file-name=libasan.so) $lib"
+fi
+
+work=$(mktemp -d /tmp/sdp-check-stat.XXXXXX)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# wait_bounded PID SECONDS: waits for a child, kills it when it overstays
+wait_bounded() {
+	local i
+	for i in $(seq $(($2 * 10))); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		echo "check-stat.sh: process $1 still runs after $2 s; killing it" >&2
+		kill -9 "$1" 2>/dev/null
+		wait "$1" 2>/dev/null
+		return 124
+	fi
+	wait "$1"
+}
+
+fail=0
+pass() { echo "PASS $*"; }
+failed() { echo "FAIL $*"; fail=1; }
+
+# 1. Fallback names: enum order from switch/fallback.h, strings from
+#    sdp_fallback_name() in switch/core.c.
+i=0
+: >"$work/reasons.want"
+for sym in $(sed -n '/^enum sdp_fallback_reason/,/^};/p' \
+		"$top/switch/fallback.h" | grep -o 'SDP_FB_[A-Z_]*' |
+	     grep -v '^SDP_FB_MAX$'); do
+	name=$(grep -o "\[$sym\] = \"[^\"]*\"" "$top/switch/core.c" |
+	       sed 's/.*= "\(.*\)"/\1/')
+	echo "$i ${name:-MISSING-IN-core.c}" >>"$work/reasons.want"
+	i=$((i + 1))
+done
+"$stat_bin" --list-reasons >"$work/reasons.got"
+if [ "$i" -gt 10 ] && diff -u "$work/reasons.want" "$work/reasons.got"; then
+	pass "fallback reason names match switch/core.c ($i reasons)"
+else
+	failed "fallback reason names differ from switch/core.c (diff above)"
+fi
+
+# 2. State names: enum sw_state in switch/sw_internal.h, without SW_.
+sed -n '/^enum sw_state {/,/^};/p' "$top/switch/sw_internal.h" |
+	grep -o '^[[:space:]]*SW_[A-Z_]*' | sed 's/^[[:space:]]*SW_//' |
+	awk '{ print NR - 1, $0 }' >"$work/states.want"
+"$stat_bin" --list-states >"$work/states.got"
+if [ -s "$work/states.want" ] &&
+   diff -u "$work/states.want" "$work/states.got"; then
+	pass "state names match enum sw_state"
+else
+	failed "state names differ from enum sw_state (diff above)"
+fi
+
+# 3. Bad files: wrong magic and wrong version are refused with a reason;
+#    a dead process's file is skipped.
+mkdir "$work/bad" "$work/stale"
+head -c 4096 /dev/zero >"$work/bad/sdp-stat.$$"
+out=$("$stat_bin" -d "$work/bad" 2>&1)
+rc=$?
+if [ $rc = 1 ] && grep -q "bad magic" <<<"$out"; then
+	pass "a file with a wrong magic is refused with exit 1"
+else
+	failed "wrong magic: rc=$rc, output: $out"
+fi
+{ printf 'SPDS'"\\$(printf %03o $((ver + 1)))"'\000\000\000'
+  head -c 4088 /dev/zero; } >"$work/bad/sdp-stat.$$"
+out=$("$stat_bin" -p $$ -d "$work/bad" 2>&1)
+rc=$?
+if [ $rc = 1 ] && grep -q "layout version $((ver + 1))" <<<"$out"; then
+	pass "a file of another layout version is refused with exit 1"
+else
+	failed "wrong version: rc=$rc, output: $out"
+fi
+true & dead=$!
+wait $dead
+{ printf 'SPDS'"\\$(printf %03o $ver)"'\000\000\000'
+  head -c 4088 /dev/zero; } >"$work/stale/sdp-stat.$dead"
+out=$("$stat_bin" -d "$work/stale" --json 2>&1)
+rc=$?
+if [ $rc = 0 ] && [ "$out" = "{\"version\": $ver, \"processes\": []}" ]; then
+	pass "the file of a dead process is skipped"
+else
+	failed "stale file: rc=$rc, output: $out"
+fi
+"$stat_bin" -d "$work/stale" --prune >/dev/null 2>&1
+if [ ! -e "$work/stale/sdp-stat.$dead" ]; then
+	pass "--prune removes the file of a dead process"
+else
+	failed "--prune left $work/stale/sdp-stat.$dead"
+fi
+
+# 4. A live transfer: 3 MiB from a preloaded client to a preloaded server,
+#    read while both still hold the connection.
+size=$((3 * 1024 * 1024))
+port=$((20000 + RANDOM % 20000))
+head -c $size /dev/urandom >"$work/in"
+export SDP_STAT_DIR=$work SDP_PROVIDERS=shm SDP_PROVIDER_DIR=$provdir
+LD_PRELOAD=$preload socat -u TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr \
+	OPEN:"$work/out",creat,trunc 2>"$work/srv.log" &
+srv=$!
+pids+=("$srv")
+for _ in $(seq 50); do
+	[ -e "$work/sdp-stat.$srv" ] && ss -ltn 2>/dev/null |
+		grep -q "127.0.0.1:$port " && break
+	sleep 0.1
+done
+{ cat "$work/in"; sleep 4; } |
+	LD_PRELOAD=$preload socat -u -b 1048576 - TCP:127.0.0.1:$port \
+	2>"$work/cli.log" &
+cli=$!
+pids+=("$cli")
+# until the client has sent everything (or 3 s)
+for _ in $(seq 30); do
+	sleep 0.1
+	"$stat_bin" -p "$cli" --json >"$work/cli.json" 2>"$work/cli.err" ||
+		continue
+	"$stat_bin" -p "$srv" --json >"$work/srv.json" 2>"$work/srv.err" ||
+		continue
+	python3 - "$work/srv.json" $size <<'PY' && break
+import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+rx = sum(sum(c["rx"].values()) for c in p["connections"])
+sys.exit(0 if rx >= int(sys.argv[2]) else 1)
+PY
+done
+"$stat_bin" -p "$cli" -w 0.2 -n 2 >"$work/cli.txt" 2>&1
+python3 - "$work/cli.json" "$work/srv.json" $size "$cli" "$srv" "$ver" <<'PY'
+import json, sys
+size = int(sys.argv[3])
+def conn(path, pid, role):
+    doc = json.load(open(path))
+    assert doc["version"] == int(sys.argv[6]), doc
+    procs = doc["processes"]
+    assert len(procs) == 1 and procs[0]["pid"] == pid, procs
+    p = procs[0]
+    assert p["program"] == "socat", p["program"]
+    assert p["providers"].startswith("shm"), p["providers"]
+    assert p["conns_san"] == 1 and p["conns_tcp"] == 0, p
+    cs = [c for c in p["connections"] if c["role"] == role]
+    assert len(cs) == 1, p["connections"]
+    c = cs[0]
+    assert c["state"] == "SAN" and c["provider"] == "shm", c
+    assert c["fallback"] == "none", c
+    assert c["peer"].startswith("127.0.0.1:"), c
+    return c
+c = conn(sys.argv[1], int(sys.argv[4]), "client")
+s = conn(sys.argv[2], int(sys.argv[5]), "server")
+tx = c["tx"]; rx = s["rx"]
+assert tx["tcp"] == 0 and rx["tcp"] == 0, (tx, rx)
+assert sum(tx.values()) == size, ("client sent", tx, size)
+assert sum(rx.values()) == size, ("server received", rx, size)
+assert tx["rdma_read"] + tx["rdma_write"] > 0, ("no RDMA bytes", tx)
+assert tx == rx, ("paths differ", tx, rx)
+assert c["msgs_tx"] > 0 and s["msgs_rx"] == c["msgs_tx"], (c, s)
+print("client tx", tx)
+PY
+if [ $? = 0 ]; then
+	pass "live transfer: $size bytes on the SAN path, by path, both ends"
+else
+	failed "live transfer counters (JSON in $work kept below)"
+	cat "$work/cli.json" "$work/srv.json" "$work/cli.err" "$work/srv.err"
+fi
+if [ "$(grep -c '^pid '"$cli"' (socat)' "$work/cli.txt")" = 2 ] &&
+   grep -q "state SAN" "$work/cli.txt"; then
+	pass "-w 0.2 -n 2 prints two text reports"
+else
+	failed "-w/-n text output:"
+	cat "$work/cli.txt"
+fi
+wait_bounded "$cli" 10 || failed "the client did not finish in time"
+wait_bounded "$srv" 5 || failed "the server did not finish in time"
+if [ -s "$work/srv.log" ] || [ -s "$work/cli.log" ]; then
+	echo "---- server log"; cat "$work/srv.log"
+	echo "---- client log"; cat "$work/cli.log"
+fi
+if cmp -s "$work/in" "$work/out"; then
+	pass "the bytes arrived intact"
+else
+	failed "the received file differs from the sent one"
+fi
+if [ ! -e "$work/sdp-stat.$cli" ] && [ ! -e "$work/sdp-stat.$srv" ]; then
+	pass "the files are removed when the processes exit"
+else
+	failed "statistics files left after exit: $(ls "$work")"
+fi
+exit $fail
