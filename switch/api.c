@@ -77,7 +77,13 @@ static ssize_t recvmsg_locked(struct sw_sock *s, struct msghdr *msg,
 
 	pthread_mutex_lock(&s->lock);
 	nb = sw_nonblocking(s, flags);
-	if (settle(s, !nb) == -EAGAIN && pending(s)) {
+	/* a blocking read would wait for the peer's data anyway: it waits
+	 * for the upgrade without a deadline (the peer's program may just
+	 * not have run yet); the peer can still give the upgrade up */
+	s->wait_forever = true;
+	r = settle(s, !nb);
+	s->wait_forever = false;
+	if (r == -EAGAIN && pending(s)) {
 		pthread_mutex_unlock(&s->lock);
 		errno = EAGAIN;
 		return -1;
@@ -474,8 +480,25 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 		 * (they wait for the upgrade to settle) */
 		r = kernel_revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
 	} else {
-		/* on TCP the kernel's reports are the events */
+		/* on TCP the kernel's reports are the events; but bytes of
+		 * ours (a marker after an upgrade or downgrade) must not make
+		 * the socket look readable to the program */
 		r = kernel_revents;
+		if ((r & (POLLIN | POLLRDNORM)) &&
+		    (s->dg_marker || s->marker_check || s->expect_server_hello)) {
+			uint8_t b;
+
+			if (s->dg_marker)
+				sw_dg_marker_skip(s, false);
+			if (s->marker_check || s->expect_server_hello)
+				sw_tcp_marker_skip(s, false);
+			if (!s->prefix_len && (s->dg_marker || s->marker_check ||
+					       s->expect_server_hello ||
+					       sdp_sys.recv(s->fd, &b, 1,
+							    MSG_PEEK |
+							    MSG_DONTWAIT) < 0))
+				r &= ~(POLLIN | POLLRDNORM);
+		}
 		if (kernel_revents)
 			sw_event(s);
 		if (s->prefix_len ||

@@ -16,18 +16,25 @@ static int slot_alloc(struct sw_sock *s, struct sw_buf_slot *sl)
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *p = ss->prov;
 	void *m;
-	int r;
+	int r = 0, tries;
 
 	m = mmap(NULL, ss->msg_size, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return -ENOMEM;
-	r = p->mod.ext.register_memory(p->mod.prov, m, ss->msg_size,
-				       SDP_ACCESS_LOCAL_WRITE, &sl->mr);
-	if (r) {
-		munmap(m, ss->msg_size);
+	/* a registration that fails may succeed again (resources come
+	 * back): a few tries before the connection does without */
+	for (tries = 0; tries < 3; tries++) {
+		r = p->mod.ext.register_memory(p->mod.prov, m, ss->msg_size,
+					       SDP_ACCESS_LOCAL_WRITE,
+					       &sl->mr);
+		if (!r)
+			break;
 		if (s->st)
 			s->st->reg_failures++;
+	}
+	if (r) {
+		munmap(m, ss->msg_size);
 		return r;
 	}
 	sl->mem = m;

@@ -751,8 +751,10 @@ int sw_progress(struct sw_sock *s)
 		total += n;
 	} while (n == 16);
 	if (s->state == SW_SAN && !ss->error && !ss->peer_dead) {
+		/* only the provider's word that the peer is gone ends the
+		 * connection; anything else is retried on the next call */
 		r = sw_credit_maybe_update(s);
-		if (r < 0 && r != -EAGAIN)
+		if (r == -ECONNRESET || r == -EPIPE)
 			ss->peer_dead = true;
 		if (ss->grow_wanted)
 			sw_credit_adapt(s);
@@ -777,7 +779,7 @@ int sw_rdma_wait(struct sw_sock *s, uint64_t ctx)
 		if (ss->peer_wants_wake)
 			sw_doorbell_ring(s);
 		r = sw_session_wait(s, POLLIN, 0);
-		if (r < 0 && r != -ETIMEDOUT)
+		if (r < 0 && r != -ETIMEDOUT && r != -EINTR)
 			return r;
 	}
 	return ss->rdma_status;
@@ -869,9 +871,21 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 		 (timeout < 0 || timeout > sw_idle_sleep_ms()))
 		timeout = sw_idle_sleep_ms();
 	pthread_mutex_unlock(&s->lock);
-	sw_wait_fd(s->fd, POLLIN, timeout);
+	{
+		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+
+		r = sdp_sys.poll(&pfd, 1, timeout);
+		if (r < 0)
+			r = -errno;
+	}
 	pthread_mutex_lock(&s->lock);
 	sw_doorbell_drain(s);
 	(void)events;
+	/* a signal handler ran: the program's call returns EINTR, as a
+	 * blocking socket call does when a handler interrupts it */
+	if (r == -EINTR) {
+		sw_progress(s);
+		return -EINTR;
+	}
 	return sw_progress(s);
 }

@@ -25,15 +25,19 @@ static int pull_remote(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	struct sdp_sge sge;
 	struct sdp_mr *mr;
 	uint64_t ctx;
-	int r;
+	int r = 0, tries;
 
-	r = pv->mod.ext.register_memory(pv->mod.prov, dst, len,
-					SDP_ACCESS_LOCAL_WRITE, &mr);
-	if (r) {
+	/* a failed registration may succeed again: a few tries */
+	for (tries = 0; tries < 3; tries++) {
+		r = pv->mod.ext.register_memory(pv->mod.prov, dst, len,
+						SDP_ACCESS_LOCAL_WRITE, &mr);
+		if (!r)
+			break;
 		if (s->st)
 			s->st->reg_failures++;
-		return r;
 	}
+	if (r)
+		return r;
 	sge.addr = dst;
 	sge.length = len;
 	sge.mr = mr;
@@ -261,9 +265,12 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			errno = EAGAIN;
 			return -1;
 		}
-		if (sw_session_wait(s, POLLIN, 0) < 0 && !ss->rxq &&
-		    (ss->peer_dead || ss->error))
-			continue;
+		if (sw_session_wait(s, POLLIN, 0) == -EINTR && !ss->rxq) {
+			if (got)
+				break;
+			errno = EINTR;
+			return -1;
+		}
 	}
 	return got;
 }

@@ -131,18 +131,32 @@ void sw_stats_after_fork_child(void)
 	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		goto keep;
-	proc->pid = stat_pid;
-	if (write(fd, proc, sizeof(*proc)) != (ssize_t)sizeof(*proc) ||
-	    mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
-		close(fd);
-		unlink(stat_path);
-		goto keep;
+	/* the mapping is still the parent's file: write a copy */
+	{
+		struct sw_proc_stats *copy = malloc(sizeof(*copy));
+		bool ok;
+
+		if (!copy) {
+			close(fd);
+			unlink(stat_path);
+			goto keep;
+		}
+		memcpy(copy, proc, sizeof(*copy));
+		copy->pid = stat_pid;
+		ok = write(fd, copy, sizeof(*copy)) == (ssize_t)sizeof(*copy);
+		free(copy);
+		if (!ok || mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+			close(fd);
+			unlink(stat_path);
+			goto keep;
+		}
 	}
 	close(fd);
 	return;
 keep:
-	/* no file of its own: stop writing into the parent's */
+	/* no file of its own: stop writing into the parent's (the private
+	 * copy starts empty: the counters restart) */
 	stat_path[0] = 0;
 	if (mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)

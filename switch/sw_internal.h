@@ -207,6 +207,7 @@ struct sw_sock {
 				 * fork, shared by parent and child */
 	bool expect_server_hello; /* TCP after abandon: skip one server hello */
 	bool linger0;		/* SO_LINGER with 0: abort on close */
+	bool rule_tcp;		/* listener a rule keeps on TCP */
 	int fb_reason;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
@@ -221,6 +222,8 @@ struct sw_sock {
 	size_t prefix_off, prefix_len;
 	struct sdp_listener *plisten[SW_MAX_PROVIDERS];
 	uint64_t deadline_ns;
+	bool wait_forever;	/* a blocking read waits for the upgrade as
+				 * it would wait for data: no deadline */
 
 	/* session (when state == SW_SAN or SW_UPGRADING) */
 	struct sw_session ss;

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
@@ -68,6 +69,8 @@ static int ms_left(uint64_t deadline)
 
 	if (now >= deadline)
 		return 0;
+	if ((deadline - now) / 1000000 >= (uint64_t)INT_MAX)
+		return INT_MAX;
 	return (int)((deadline - now + 999999) / 1000000);
 }
 
@@ -141,8 +144,16 @@ int sw_listen(int fd, int backlog, struct sw_sock **out)
 		return 0;
 	if (getsockname(fd, (struct sockaddr *)&local, &len))
 		return 0;
-	if (sw_rules_decide('s', (struct sockaddr *)&local) == SDP_RULE_TCP)
+	if (sw_rules_decide('s', (struct sockaddr *)&local) == SDP_RULE_TCP) {
+		/* kept so that its connections count as TCP by rule */
+		s = sw_sock_new(fd, SW_LISTENER);
+		if (s) {
+			s->family = family;
+			s->rule_tcp = true;
+		}
+		*out = s;
 		return 0;
+	}
 	for (i = 0; i < sw_nproviders; i++) {
 		struct sw_provider *p = &sw_providers[i];
 		struct sdp_listener *l = NULL;
@@ -415,6 +426,10 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	drain_probes(ls);
 	if (fd < 0)
 		return fd;
+	if (ls->rule_tcp) {
+		count_tcp(SDP_FB_RULE);
+		return fd;
+	}
 	s = sw_sock_new(fd, SW_TCP);
 	if (!s) {
 		count_tcp(SDP_FB_LOCAL_SETUP);
@@ -608,9 +623,15 @@ int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
 	int rule;
 
 	*out = NULL;
-	if (!addr || !sw_init() || !is_tcp_socket(fd, &family) ||
+	if (!addr || !is_tcp_socket(fd, &family) ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return sdp_sys.connect(fd, addr, len);
+	if (!sw_init()) {
+		/* providers loaded but none has a device, or none loaded */
+		count_tcp(sw_nproviders ? SDP_FB_NO_DEVICE :
+					  SDP_FB_NO_PROVIDER);
+		return sdp_sys.connect(fd, addr, len);
+	}
 	rule = sw_rules_decide('c', addr);
 	if (rule == SDP_RULE_TCP) {
 		count_tcp(SDP_FB_RULE);
@@ -1022,8 +1043,9 @@ int sw_upgrade_progress(struct sw_sock *s, bool wait)
 	 * the peer's program may simply not have run yet, and that is no
 	 * reason to give up: polls and non-blocking calls just look. */
 	if (wait)
-		s->deadline_ns = sw_now_ns() +
-				 (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
+		s->deadline_ns = s->wait_forever ? UINT64_MAX :
+			sw_now_ns() +
+			(uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 
 	if (s->state == SW_CONNECTING) {
 		r = client_connecting(s, wait);
@@ -1032,7 +1054,7 @@ int sw_upgrade_progress(struct sw_sock *s, bool wait)
 	}
 	if (s->state == SW_HELLO_SENT)
 		r = client_hello_sent(s, wait);
-	else if (s->state == SW_UPGRADING)
+	if (s->state == SW_UPGRADING)
 		r = server_upgrading(s, wait);
 	if (s->st)
 		s->st->state = s->state;

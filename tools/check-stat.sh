@@ -16,8 +16,12 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 # the statistics layout version this tree writes
 ver=$(sed -n 's/^#define SW_STATS_VERSION \([0-9]*\).*/\1/p' "$top/switch/stats.h")
 preload=$lib
+slow=1
 if [ "${SANITIZE:-0}" = 1 ]; then
 	preload="$(${CC:-gcc} -print-file-name=libasan.so) $lib"
+	# socat's own leaks are not ours to report; ASan runs slower
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+	slow=4
 fi
 
 work=$(mktemp -d /tmp/sdp-check-stat.XXXXXX)
@@ -181,7 +185,8 @@ tx = c["tx"]; rx = s["rx"]
 assert tx["tcp"] == 0 and rx["tcp"] == 0, (tx, rx)
 assert sum(tx.values()) == size, ("client sent", tx, size)
 assert sum(rx.values()) == size, ("server received", rx, size)
-assert tx["rdma_read"] + tx["rdma_write"] > 0, ("no RDMA bytes", tx)
+# socat writes without blocking: by default that is the copy path
+assert tx["copy"] > 0, ("no bytes by copy", tx)
 assert tx == rx, ("paths differ", tx, rx)
 assert c["msgs_tx"] > 0 and s["msgs_rx"] == c["msgs_tx"], (c, s)
 print("client tx", tx)
@@ -199,8 +204,8 @@ else
 	failed "-w/-n text output:"
 	cat "$work/cli.txt"
 fi
-wait_bounded "$cli" 10 || failed "the client did not finish in time"
-wait_bounded "$srv" 5 || failed "the server did not finish in time"
+wait_bounded "$cli" $((10 * slow)) || failed "the client did not finish in time"
+wait_bounded "$srv" $((5 * slow)) || failed "the server did not finish in time"
 if [ -s "$work/srv.log" ] || [ -s "$work/cli.log" ]; then
 	echo "---- server log"; cat "$work/srv.log"
 	echo "---- client log"; cat "$work/cli.log"

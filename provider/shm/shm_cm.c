@@ -133,6 +133,7 @@ static int hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 	struct iovec iov = { &hs, sizeof(hs) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *c;
+	int tries;
 
 	if (privlen)
 		memcpy(hs.priv, priv, privlen);
@@ -146,9 +147,22 @@ static int hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
-	if (sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(hs))
+	for (tries = 0;; tries++) {
+		if (sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(hs))
+			return 0;
+		if (errno == EINTR)
+			continue;
+		/* the socket's queue is momentarily full (many connections
+		 * set up at once): it drains as the peer reads; a bounded
+		 * wait, never a failed connection for it */
+		if ((errno == EAGAIN || errno == EWOULDBLOCK) && tries < 50) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			poll(&p, 1, 10);
+			continue;
+		}
 		return errno == EPIPE ? -ECONNRESET : -errno;
-	return 0;
+	}
 }
 
 /* Receives one handshake message with two fds. Returns 0, -EAGAIN, or

@@ -180,7 +180,12 @@ static int create_qp(struct sdp_ep *ep)
 	if (rdma_create_qp(ep->id, d->pd, &qa)) {
 		int ret = verbs_errno(ENOMEM);
 
-		vlog(vp, 3, "rdma_create_qp failed: %s", strerror(-ret));
+		vlog(vp, 3, "rdma_create_qp on device %d failed: %s (id on %s, "
+		     "pd on %s, cq %p, %u send / %u recv WRs, device max %u)",
+		     ep->devi, strerror(-ret),
+		     ep->id->verbs ? ep->id->verbs->device->name : "none",
+		     d->pd->context->device->name, (void *)qa.send_cq,
+		     qa.cap.max_send_wr, qa.cap.max_recv_wr, maxwr);
 		return ret;
 	}
 	ep->max_send = qa.cap.max_send_wr;

@@ -22,6 +22,12 @@ server|client) ip=$2; port=$3; sync=$4 ;;
 *) echo "usage: switch-tests.sh local|server|client ..." >&2; exit 2 ;;
 esac
 export SDP_PROVIDER_DIR=$PWD/$O/lib/sdp
+# Under TCG a verbs connection takes a large part of the switch's default
+# 2 s upgrade budget, and a program that does not call into the switch for
+# a pending socket does not move its upgrade on; 10 s keeps the tests about
+# the data path (docs/rxe-lab.md).
+export SDP_HELLO_TIMEOUT_MS=${SDP_HELLO_TIMEOUT_MS:-10000}
+export SDP_UPGRADE_TIMEOUT_MS=${SDP_UPGRADE_TIMEOUT_MS:-10000}
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 

@@ -5,7 +5,8 @@
 # client end; they step together through marker files in the shared tree.
 # Exit 0 only when both ends pass every step.
 #   scripts/rxe-lab/two-vm-switch.sh [STEP...]   (default: all steps)
-# LAB_TIMEOUT bounds each VM (default 900); SWT_BYTES as in switch-tests.sh.
+# LAB_TIMEOUT bounds each VM (default 900); SWT_BYTES as in switch-tests.sh;
+# SWT_ENV adds variables to both ends.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -22,6 +23,8 @@ trap 'rm -rf "$out" "${tree:?}/$sync"' EXIT
 export LAB_TIMEOUT=${LAB_TIMEOUT:-900} LAB_SMP=1
 env="SWT_STEPS='$steps' SWT_BYTES=${SWT_BYTES:-268435456}"
 [ -n "$steps" ] || env="SWT_BYTES=${SWT_BYTES:-268435456}"
+# SWT_ENV: more variables for both ends, e.g. SWT_ENV="SDP_LOG=info"
+env="$env ${SWT_ENV:-}"
 
 LAB_LINK=listen:$cable LAB_LINK_IP=192.168.100.1 "$here/run.sh" -c "
 $env bash scripts/rxe-lab/switch-tests.sh server 192.168.100.1 $port $sync

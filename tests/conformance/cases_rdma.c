@@ -259,14 +259,14 @@ enum { R_RW, R_RO, R_WO, R_STALE, R_N };
 
 struct prot_msg {
 	struct sdp_rdma_desc d[R_N];
-	uint32_t start;		/* first attempt to make on this connection */
+	uint32_t start;		/* first attempt on this connection */
 };
 
 /* What the case driver (the server's process) learns from one connection. */
 struct prot_arg {
 	uint32_t start;
-	uint32_t next;		/* attempt to resume at, after an ending */
-	bool finished;		/* all attempts made and the legal write seen */
+	uint32_t next;		/* attempt to resume at after an end */
+	bool finished;		/* all made, legal write seen */
 };
 
 /* Checks every region still holds its pattern, apart from the legal write. */

@@ -56,7 +56,9 @@ const struct conf_case conf_cases[] = {
 	CASE(rdma_protection, 60, "RDMA out of bounds, with a wrong key, with "
 	     "a stale descriptor, writing a read-only region or reading a "
 	     "write-only one fails with an error and leaves the target bytes "
-	     "unchanged."),
+	     "unchanged; the endpoint carries on, unless the provider has "
+	     "SDP_CAP_RDMA_ERR_FATAL (each such attempt then gets a fresh "
+	     "connection)."),
 	CASE(cq_outcomes, 30, "An operation that completes at once reports no "
 	     "completion, a PENDING one reports exactly one with the right "
 	     "fields, and a failed one reports none."),
@@ -79,7 +81,8 @@ const struct conf_case conf_cases[] = {
 	     "-ECONNREFUSED, and the listener still accepts the next request."),
 	CASE(private_data, 20, "Private data given to connect and to accept "
 	     "arrives intact on the other side (get_request and ep_query "
-	     "peer_priv), at full and at zero length."),
+	     "peer_priv), at full (SDP_MAX_PRIVATE_DATA, 48) and at zero "
+	     "length; one byte more is -EINVAL."),
 	CASE(probe, 20, "probe answers 0 while a listener exists and "
 	     "-ECONNREFUSED after listener_close, without leaving a request "
 	     "behind."),

@@ -1,0 +1,328 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# tools.py - what the suite runs: for each tool, the points (sizes, streams,
+# tests), the server and client command lines, and the parser that turns the
+# client's output into figures (plus bytes and messages for the CPU cost).
+import json
+import os
+import re
+
+ORDER = ['iperf3', 'sockperf', 'qperf', 'connrate', 'redis', 'nginx']
+NEEDS = {'iperf3': ['iperf3'], 'sockperf': ['sockperf'], 'qperf': ['qperf'],
+	 'connrate': ['connrate'],
+	 'redis': ['redis-server', 'redis-benchmark'],
+	 'nginx': ['nginx', 'wrk']}
+PKG = {'redis-server': 'redis-server', 'redis-benchmark': 'redis-tools'}
+
+# metric -> (unit, True when higher is better); the first of a record's
+# metrics in this table is its headline in the summary.
+METRICS = {
+	'gbit_s': ('Gbit/s', True),
+	'msg_s': ('msg/s', True),
+	'p50_us': ('us', False),
+	'p99_us': ('us', False),
+	'p999_us': ('us', False),
+	'avg_us': ('us', False),
+	'conn_s': ('conn/s', True),
+	'set_rps': ('req/s', True),
+	'get_rps': ('req/s', True),
+	'req_s': ('req/s', True),
+	'cpu_s_per_gib': ('CPU s/GiB', False),
+	'cpu_ms_per_kmsg': ('CPU ms/1k msg', False),
+}
+
+SIZES = {'K': 1024, 'M': 1 << 20}
+
+
+def nbytes(label):
+	if label[-1] in SIZES:
+		return int(label[:-1]) * SIZES[label[-1]]
+	return int(label)
+
+
+def num(pat, text, conv=float):
+	m = re.search(pat, text)
+	return conv(m.group(1)) if m else None
+
+
+# -- iperf3 --------------------------------------------------------------
+def iperf3(ctx):
+	t = 1 if ctx.quick else 2
+	if ctx.quick:
+		pts = [(1, s) for s in ('1K', '64K', '1M')] + [(4, '1M')]
+	else:
+		# iperf3 3.12 refuses -l above 1 MiB ("block size too large")
+		sizes = ('1K', '4K', '16K', '64K', '256K', '1M')
+		pts = [(1, s) for s in sizes] + [(4, s) for s in sizes]
+
+	def parse(out):
+		try:
+			j = json.loads(out[out.index('{'):])
+			r = j['end']['sum_received']
+			s = j['end']['sum_sent']
+		except (ValueError, KeyError):
+			return None
+		if not r.get('bytes'):
+			return None
+		return {'gbit_s': round(r['bits_per_second'] / 1e9, 3),
+			'bytes_sent': s['bytes'], 'bytes_received': r['bytes'],
+			'_bytes': r['bytes']}
+
+	for streams, size in pts:
+		def cmds(port, streams=streams, size=size):
+			return (['iperf3', '-s', '-p', str(port)],
+				['iperf3', '-c', '127.0.0.1', '-p', str(port),
+				 '-t', str(t), '-l', size, '-P', str(streams),
+				 '-J'])
+		ctx.pair('iperf3', '%dstream' % streams, size, nbytes(size),
+			 cmds, parse, t + 1)
+
+
+# -- sockperf --------------------------------------------------------------
+# sockperf's largest TCP message is 65507 bytes; "64K" runs at that size.
+def sp_size(label):
+	return min(nbytes(label), 65507)
+
+
+def sockperf(ctx):
+	t = 1 if ctx.quick else 2
+	if ctx.quick:
+		# sockperf needs ~2 s beyond -t per run: two sizes each
+		pp = ('64', '16K')
+		tp = ('64', '16K')
+	else:
+		pp = ('16', '64', '256', '1K', '4K', '16K', '64K')
+		tp = ('14', '64', '256', '1K', '4K', '16K', '64K')
+
+	def parse_pp(size):
+		def p(out):
+			avg = num(r'avg-latency=([\d.]+)', out)
+			if avg is None:
+				return None
+			pct = {}
+			for k, pat in (('p50_us', '50.000'), ('p99_us', '99.000'),
+				       ('p999_us', '99.900')):
+				pct[k] = num(r'percentile %s =\s*([\d.]+)' %
+					     re.escape(pat), out)
+			n = num(r'ReceivedMessages=(\d+)', out, int) or 0
+			m = dict(pct)
+			m['avg_us'] = avg
+			m['msg_s'] = None
+			rt = num(r'RunTime=([\d.]+)', out)
+			if rt:
+				m['msg_s'] = round(n / rt, 1)
+			m['dropped'] = num(r'# dropped messages = (\d+)', out,
+					   int)
+			m['ooo'] = num(r'# out-of-order messages = (\d+)', out,
+				       int)
+			m['_msgs'] = n
+			m['_bytes'] = n * size * 2
+			return m
+		return p
+
+	def parse_tp(size):
+		def p(out):
+			rate = num(r'Message Rate is (\d+)', out, int)
+			if rate is None:
+				return None
+			n = num(r'SentMessages=(\d+)', out, int) or 0
+			return {'msg_s': rate,
+				'gbit_s': round(rate * size * 8 / 1e9, 4),
+				'_msgs': n, '_bytes': n * size}
+		return p
+
+	for label in pp:
+		size = sp_size(label)
+
+		def cmds(port, size=size):
+			return (['sockperf', 'sr', '--tcp', '-i', '127.0.0.1',
+				 '-p', str(port)],
+				['sockperf', 'pp', '--tcp', '-i', '127.0.0.1',
+				 '-p', str(port), '-m', str(size), '-t', str(t)])
+		ctx.pair('sockperf', 'pingpong', label, nbytes(label), cmds,
+			 parse_pp(size), t + 1)
+	for label in tp:
+		size = sp_size(label)
+
+		def cmds(port, size=size):
+			return (['sockperf', 'sr', '--tcp', '-i', '127.0.0.1',
+				 '-p', str(port)],
+				['sockperf', 'tp', '--tcp', '-i', '127.0.0.1',
+				 '-p', str(port), '-m', str(size), '-t', str(t)])
+		ctx.pair('sockperf', 'throughput', label, nbytes(label), cmds,
+			 parse_tp(size), t + 1)
+
+
+# -- qperf ---------------------------------------------------------------
+UNITS = {'bytes/sec': 1, 'KB/sec': 1e3, 'MB/sec': 1e6, 'GB/sec': 1e9,
+	 'ns': 1e-3, 'us': 1, 'ms': 1e3, 'sec': 1e6}
+
+
+def qperf(ctx):
+	t = 1 if ctx.quick else 2
+
+	def parse_bw(out):
+		m = re.search(r'bw\s*=\s*([\d.]+)\s*(\S+)', out)
+		if not m or m.group(2) not in UNITS:
+			return None
+		bps = float(m.group(1)) * UNITS[m.group(2)]
+		# qperf moves 64 KiB messages for -t seconds
+		return {'gbit_s': round(bps * 8 / 1e9, 3),
+			'_bytes': bps * t}
+
+	def parse_lat(out):
+		m = re.search(r'latency\s*=\s*([\d.]+)\s*(\S+)', out)
+		if not m or m.group(2) not in UNITS:
+			return None
+		us = float(m.group(1)) * UNITS[m.group(2)]
+		return {'avg_us': round(us, 3),
+			'_msgs': int(t * 1e6 / us) if us else None}
+
+	for test, parse in (('tcp_bw', parse_bw), ('tcp_lat', parse_lat)):
+		def cmds(port, test=test):
+			return (['qperf', '-lp', str(port)],
+				['qperf', '127.0.0.1', '-lp', str(port), '-ip',
+				 str(port + 1 if port < 65535 else port - 1),
+				 '-t', str(t), test])
+		ctx.pair('qperf', test, '-', 0, cmds, parse, t + 1)
+
+
+# -- connection set-up rate ------------------------------------------------
+def connrate(ctx):
+	t = 1 if ctx.quick else 2
+
+	def parse(out):
+		try:
+			j = json.loads(out[out.index('{'):].splitlines()[0])
+		except ValueError:
+			return None
+		return {'conn_s': j['rate'], 'errors': j.get('errors', 0),
+			'_msgs': j['connections']}
+
+	def cmds(port):
+		return ([ctx.connrate, 'server', str(port)],
+			[ctx.connrate, 'client', str(port), str(t)])
+	ctx.pair('connrate', 'connect', '1B', 1, cmds, parse, t + 1)
+
+
+# -- redis ---------------------------------------------------------------
+def redis(ctx):
+	n_plain = 20000 if ctx.quick else 100000
+	n_pipe = 200000 if ctx.quick else 1000000
+
+	def parse(out):
+		m = {}
+		total = 0
+		for line in out.splitlines():
+			f = [x.strip('"') for x in line.strip().split('","')]
+			if len(f) >= 5 and f[0] in ('SET', 'GET'):
+				try:
+					k = f[0].lower()
+					m[k + '_rps'] = float(f[1])
+					m[k + '_p50_ms'] = float(f[4])
+					m[k + '_p99_ms'] = float(f[6])
+				except (ValueError, IndexError):
+					return None
+		if 'set_rps' not in m or 'get_rps' not in m:
+			return None
+		total = nreq[0] * 2
+		m['_msgs'] = total
+		return m
+
+	for test, n, extra in (('plain', n_plain, []),
+			       ('pipeline16', n_pipe, ['-P', '16'])):
+		nreq = [n]
+
+		def cmds(port, n=n, extra=extra):
+			return (['redis-server', '--port', str(port), '--bind',
+				 '127.0.0.1', '--save', '', '--appendonly', 'no',
+				 '--protected-mode', 'no', '--daemonize', 'no'],
+				['redis-benchmark', '-h', '127.0.0.1', '-p',
+				 str(port), '-t', 'set,get', '-n', str(n),
+				 '-c', '50', '--csv'] + extra)
+		ctx.pair('redis', test, '50conn', 0, cmds, parse, 20)
+
+
+# -- nginx + wrk -----------------------------------------------------------
+NGINX_CONF = '''daemon off;
+master_process off;
+worker_processes 1;
+pid %(dir)s/nginx-%(port)d.pid;
+error_log %(dir)s/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %(dir)s/body;
+	proxy_temp_path %(dir)s/proxy;
+	fastcgi_temp_path %(dir)s/fastcgi;
+	uwsgi_temp_path %(dir)s/uwsgi;
+	scgi_temp_path %(dir)s/scgi;
+	keepalive_requests 1000000;
+	server {
+		listen 127.0.0.1:%(port)d;
+		root %(dir)s/www;
+	}
+}
+'''
+
+
+def nginx(ctx):
+	t = 1 if ctx.quick else 2
+	d = os.path.join(ctx.tmp, 'nginx')
+	www = os.path.join(d, 'www')
+	os.makedirs(www, exist_ok=True)
+	small = b'<html><body>' + b'sdp-switch bench page. ' * 24 + \
+		b'</body></html>\n'
+	with open(os.path.join(www, 'small.html'), 'wb') as fh:
+		fh.write(small)
+	with open(os.path.join(www, 'big.bin'), 'wb') as fh:
+		fh.write(os.urandom(1 << 20))
+	sizes = {'small': len(small), '1M': 1 << 20}
+
+	def parse(body):
+		def p(out):
+			rps = num(r'Requests/sec:\s*([\d.]+)', out)
+			n = num(r'(\d+) requests in', out, int)
+			rd = re.search(r'requests in [\d.]+\w+, ([\d.]+)(\w+) read',
+				       out)
+			if rps is None or not n:
+				return None
+			m = {'req_s': rps}
+			for k, pat in (('p50_us', '50%'), ('p99_us', '99%')):
+				mm = re.search(r'\s%s\s+([\d.]+)(us|ms|s)\b' %
+					       pat, out)
+				if mm:
+					m[k] = float(mm.group(1)) * \
+						{'us': 1, 'ms': 1e3,
+						 's': 1e6}[mm.group(2)]
+			m['non2xx'] = num(r'Non-2xx or 3xx responses: (\d+)',
+					  out, int) or 0
+			m['sock_errors'] = 1 if 'Socket errors' in out else 0
+			if rd:
+				unit = {'B': 1, 'KB': 1024, 'MB': 1 << 20,
+					'GB': 1 << 30}.get(rd.group(2), 1)
+				got = float(rd.group(1)) * unit
+				# bytes per response: body plus ~250 B headers
+				m['bytes_per_req'] = round(got / n)
+				m['gbit_s'] = round(got * 8 / 1e9 /
+						    (n / rps), 3)
+				m['_bytes'] = got
+			m['_msgs'] = n
+			return m
+		return p
+
+	for page in ('small', '1M'):
+		fname = 'small.html' if page == 'small' else 'big.bin'
+
+		def cmds(port):
+			conf = os.path.join(d, 'nginx-%d.conf' % port)
+			with open(conf, 'w') as fh:
+				fh.write(NGINX_CONF % {'dir': d, 'port': port})
+			return (['nginx', '-c', conf, '-p', d],
+				['wrk', '-t1', '-c16', '-d%ds' % t, '--latency',
+				 'http://127.0.0.1:%d/%s' % (port, fname)])
+		ctx.pair('nginx', 'wrk', page, sizes[page], cmds,
+			 parse(sizes[page]), t + 1)
+
+
+TOOLS = {'iperf3': iperf3, 'sockperf': sockperf, 'qperf': qperf,
+	 'connrate': connrate, 'redis': redis, 'nginx': nginx}

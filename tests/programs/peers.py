@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# peers.py - small Python peers for the program tests: echo servers (threads,
+# asyncio, pre-fork), an echo client, a sender and a sink. Each prints JSON
+# lines with byte counts and SHA-256 of what it sent and received.
+#   peers.py echo-server PORT --mode threads|asyncio|prefork [--workers N]
+#   peers.py echo-client PORT --conns K --bytes B --mode threads|asyncio
+#   peers.py send PORT BYTES [--forever]      peers.py sink PORT [--send B]
+#   peers.py side BYTES SEED RESULT   (stdin/stdout are the stream: socat)
+import argparse
+import asyncio
+import errno
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+
+HOST = '127.0.0.1'
+CHUNK = 65536
+
+
+def out(obj):
+	sys.stdout.write(json.dumps(obj) + '\n')
+	sys.stdout.flush()
+
+
+def chunks(nbytes, seed):
+	"""Pseudo-random data in pieces of varying size (1 B .. 256 KiB)."""
+	rnd = random.Random(seed)
+	left = nbytes
+	while left > 0:
+		n = min(left, rnd.choice((1, 7, 100, 1500, 4096, 65536, 262144,
+					  rnd.randint(1, 262144))))
+		yield rnd.randbytes(n)
+		left -= n
+
+
+def listener(port):
+	s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+	s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	s.bind((HOST, port))
+	s.listen(64)
+	return s
+
+
+def echo_conn(c):
+	"""Echoes until EOF, half-closes, reports what passed through."""
+	h = hashlib.sha256()
+	n = 0
+	while True:
+		d = c.recv(CHUNK)
+		if not d:
+			break
+		h.update(d)
+		n += len(d)
+		c.sendall(d)
+	c.shutdown(socket.SHUT_WR)
+	c.close()
+	out({'pid': os.getpid(), 'echoed': n, 'sha': h.hexdigest()})
+
+
+def serve_threads(ls):
+	while True:
+		c, _ = ls.accept()
+		threading.Thread(target=echo_conn, args=(c,), daemon=True).start()
+
+
+def serve_prefork(ls, workers):
+	kids = []
+	for _ in range(workers):
+		pid = os.fork()
+		if pid == 0:
+			signal.signal(signal.SIGTERM, signal.SIG_DFL)
+			while True:
+				c, _ = ls.accept()
+				echo_conn(c)
+		kids.append(pid)
+	ls.close()
+
+	def stop(*_):
+		for k in kids:
+			try:
+				os.kill(k, signal.SIGTERM)
+			except ProcessLookupError:
+				pass
+	signal.signal(signal.SIGTERM, stop)
+	for k in kids:
+		while True:
+			try:
+				os.waitpid(k, 0)
+				break
+			except InterruptedError:
+				continue
+			except ChildProcessError:
+				break
+
+
+async def aecho(reader, writer):
+	h = hashlib.sha256()
+	n = 0
+	while True:
+		d = await reader.read(CHUNK)
+		if not d:
+			break
+		h.update(d)
+		n += len(d)
+		writer.write(d)
+		await writer.drain()
+	writer.write_eof()
+	await writer.drain()
+	writer.close()
+	await writer.wait_closed()
+	out({'pid': os.getpid(), 'echoed': n, 'sha': h.hexdigest()})
+
+
+async def serve_asyncio(port):
+	srv = await asyncio.start_server(aecho, HOST, port, reuse_address=True)
+	async with srv:
+		await srv.serve_forever()
+
+
+def cmd_echo_server(a):
+	if a.mode == 'asyncio':
+		asyncio.run(serve_asyncio(a.port))
+		return 0
+	ls = listener(a.port)
+	if a.mode == 'threads':
+		serve_threads(ls)
+	else:
+		serve_prefork(ls, a.workers)
+	return 0
+
+
+def client_result(i, sent_h, sent_n, got_h, got_n, t0):
+	return {'conn': i, 'sent': sent_n, 'got': got_n,
+		'ok': sent_n == got_n and sent_h == got_h,
+		'sha_sent': sent_h, 'sha_got': got_h,
+		'secs': round(time.monotonic() - t0, 3)}
+
+
+def tclient(port, i, nbytes, results):
+	t0 = time.monotonic()
+	s = socket.create_connection((HOST, port), timeout=60)
+	sh = hashlib.sha256()
+	sent = [0]
+
+	def sender():
+		for d in chunks(nbytes, i):
+			sh.update(d)
+			s.sendall(d)
+			sent[0] += len(d)
+		s.shutdown(socket.SHUT_WR)
+	th = threading.Thread(target=sender)
+	th.start()
+	rh = hashlib.sha256()
+	got = 0
+	while True:
+		d = s.recv(CHUNK)
+		if not d:
+			break
+		rh.update(d)
+		got += len(d)
+	th.join()
+	s.close()
+	results[i] = client_result(i, sh.hexdigest(), sent[0], rh.hexdigest(),
+				   got, t0)
+
+
+async def aclient(port, i, nbytes):
+	t0 = time.monotonic()
+	reader, writer = await asyncio.open_connection(HOST, port)
+	sh = hashlib.sha256()
+	sent = 0
+
+	async def sender():
+		nonlocal sent
+		for d in chunks(nbytes, i):
+			sh.update(d)
+			writer.write(d)
+			sent += len(d)
+			await writer.drain()
+		writer.write_eof()
+	task = asyncio.create_task(sender())
+	rh = hashlib.sha256()
+	got = 0
+	while True:
+		d = await reader.read(CHUNK)
+		if not d:
+			break
+		rh.update(d)
+		got += len(d)
+	await task
+	writer.close()
+	await writer.wait_closed()
+	return client_result(i, sh.hexdigest(), sent, rh.hexdigest(), got, t0)
+
+
+async def aclients(a):
+	return await asyncio.gather(*(aclient(a.port, i, a.bytes)
+				      for i in range(a.conns)))
+
+
+def cmd_echo_client(a):
+	if a.mode == 'asyncio':
+		results = asyncio.run(aclients(a))
+	else:
+		results = [None] * a.conns
+		ths = [threading.Thread(target=tclient,
+					args=(a.port, i, a.bytes, results))
+		       for i in range(a.conns)]
+		for t in ths:
+			t.start()
+		for t in ths:
+			t.join()
+	bad = 0
+	for r in results:
+		if r is None:
+			r = {'ok': False, 'error': 'connection thread failed'}
+		bad += not r['ok']
+		out(r)
+	return 1 if bad else 0
+
+
+def cmd_send(a):
+	"""Sends BYTES (or until an error with --forever), then half-closes
+	and reads what the peer sends back until EOF."""
+	s = socket.create_connection((HOST, a.port), timeout=a.io_timeout)
+	h = hashlib.sha256()
+	n = 0
+	end = 'done'
+	try:
+		if a.forever:
+			blk = os.urandom(1 << 20)
+			while True:
+				s.sendall(blk)
+				h.update(blk)
+				n += len(blk)
+		for d in chunks(a.bytes, a.seed):
+			s.sendall(d)
+			h.update(d)
+			n += len(d)
+		s.shutdown(socket.SHUT_WR)
+	except OSError as e:
+		end = 'error:' + errno.errorcode.get(e.errno, str(e))
+		out({'sent': n, 'sha': h.hexdigest(), 'end': end,
+		     't': time.time()})
+		return 3
+	rh = hashlib.sha256()
+	got = 0
+	while True:
+		d = s.recv(CHUNK)
+		if not d:
+			break
+		rh.update(d)
+		got += len(d)
+	out({'sent': n, 'sha': h.hexdigest(), 'end': end, 'got': got,
+	     'sha_got': rh.hexdigest(), 't': time.time()})
+	return 0
+
+
+def cmd_sink(a):
+	"""Accepts one connection, optionally sends --send bytes, reads until
+	EOF or an error, and reports when and how the stream ended."""
+	ls = listener(a.port)
+	c, _ = ls.accept()
+	ls.close()
+	c.settimeout(a.io_timeout)
+	if a.send:
+		sh = hashlib.sha256()
+		sent = 0
+		try:
+			if a.send < 0:
+				blk = os.urandom(1 << 20)
+				while True:
+					c.sendall(blk)
+					sent += len(blk)
+			for d in chunks(a.send, a.seed):
+				c.sendall(d)
+				sh.update(d)
+				sent += len(d)
+		except OSError as e:
+			out({'sent': sent, 'end': 'error:' + errno.errorcode.get(
+				e.errno, str(e)), 't': time.time()})
+			return 3
+		c.shutdown(socket.SHUT_WR)
+		out({'sent': sent, 'sha_sent': sh.hexdigest()})
+	h = hashlib.sha256()
+	n = 0
+	end = 'eof'
+	try:
+		while True:
+			d = c.recv(CHUNK)
+			if not d:
+				break
+			h.update(d)
+			n += len(d)
+	except OSError as e:
+		end = 'error:' + errno.errorcode.get(e.errno, str(e))
+	out({'bytes': n, 'sha': h.hexdigest(), 'end': end, 't': time.time()})
+	c.close()
+	return 0
+
+
+def cmd_side(a):
+	"""One end of a stream run by socat: writes BYTES to stdout and shuts
+	it down (socat half-closes the TCP connection), reads stdin until EOF, and writes
+	both hashes to RESULT. socat signals its child when both directions
+	ended, which may come before RESULT is written: ignore that."""
+	signal.signal(signal.SIGTERM, signal.SIG_IGN)
+	sh = hashlib.sha256()
+	sent = [0]
+
+	wfd = os.open(a.tx, os.O_WRONLY) if a.tx else 1
+	rfd = os.open(a.rx, os.O_RDONLY) if a.rx else 0
+
+	def writer():
+		for d in chunks(a.bytes, a.seed):
+			sh.update(d)
+			v = memoryview(d)
+			while v:
+				v = v[os.write(wfd, v):]
+			sent[0] += len(d)
+		try:	# socat's default: one socketpair for stdin and stdout
+			socket.socket(fileno=os.dup(wfd)).shutdown(socket.SHUT_WR)
+		except OSError:
+			pass
+		os.close(wfd)
+	th = threading.Thread(target=writer)
+	th.start()
+	rh = hashlib.sha256()
+	got = 0
+	while True:
+		d = os.read(rfd, 1 << 20)
+		if not d:
+			break
+		rh.update(d)
+		got += len(d)
+	th.join()
+	with open(a.result + '.tmp', 'w') as f:
+		json.dump({'sent': sent[0], 'sha_sent': sh.hexdigest(),
+			   'got': got, 'sha_got': rh.hexdigest()}, f)
+	os.rename(a.result + '.tmp', a.result)
+	return 0
+
+
+def main():
+	p = argparse.ArgumentParser(description=__doc__)
+	sub = p.add_subparsers(dest='cmd', required=True)
+	s = sub.add_parser('echo-server')
+	s.add_argument('port', type=int)
+	s.add_argument('--mode', choices=('threads', 'asyncio', 'prefork'),
+		       default='threads')
+	s.add_argument('--workers', type=int, default=4)
+	s = sub.add_parser('echo-client')
+	s.add_argument('port', type=int)
+	s.add_argument('--conns', type=int, default=4)
+	s.add_argument('--bytes', type=int, default=1 << 20)
+	s.add_argument('--mode', choices=('threads', 'asyncio'),
+		       default='threads')
+	s = sub.add_parser('send')
+	s.add_argument('port', type=int)
+	s.add_argument('bytes', type=int)
+	s.add_argument('--seed', type=int, default=1)
+	s.add_argument('--forever', action='store_true')
+	s.add_argument('--io-timeout', type=float, default=60)
+	s = sub.add_parser('sink')
+	s.add_argument('port', type=int)
+	s.add_argument('--send', type=int, default=0,
+		       help='bytes to send first (-1: until an error)')
+	s.add_argument('--seed', type=int, default=2)
+	s.add_argument('--io-timeout', type=float, default=60)
+	s = sub.add_parser('side')
+	s.add_argument('bytes', type=int)
+	s.add_argument('seed', type=int)
+	s.add_argument('result')
+	s.add_argument('--tx', help='a FIFO to write instead of stdout')
+	s.add_argument('--rx', help='a FIFO to read instead of stdin')
+	a = p.parse_args()
+	fn = {'echo-server': cmd_echo_server, 'echo-client': cmd_echo_client,
+	      'send': cmd_send, 'sink': cmd_sink, 'side': cmd_side}[a.cmd]
+	try:
+		return fn(a)
+	except KeyboardInterrupt:
+		return 130
+
+
+if __name__ == '__main__':
+	sys.exit(main())
