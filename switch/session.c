@@ -153,8 +153,17 @@ static int flush_ptx(struct sw_sock *s)
 		iov.iov_base = s->ptx + done;
 		iov.iov_len = s->ptx_len - done;
 		n = sw_session_send(s, &iov, 1, 0);
-		if (n < 0)
+		if (n < 0 && errno != EAGAIN)
 			return -errno;
+		if (n < 0) {
+			/* a non-blocking socket out of credits: these bytes
+			 * were accepted already, they must go first; the
+			 * peer returns credits as it reads */
+			if (s->ss.peer_dead || s->ss.error || s->tcp_eof)
+				return -ECONNRESET;
+			sw_session_wait(s, POLLOUT, 0);
+			continue;
+		}
 		done += n;
 	}
 	free(s->ptx);
@@ -200,6 +209,9 @@ int sw_session_start(struct sw_sock *s)
 	SW_DBG("fd %d: carried by %s", s->fd, p->mod.name);
 	sw_credit_note_size(ss);
 	sw_event(s);
+	/* the peer may sleep on its TCP fd until it sees this side take the
+	 * connection: tell it now, before waiting on it for credits */
+	sw_doorbell_ring(s);
 	return s->ptx_len ? flush_ptx(s) : 0;
 }
 

@@ -949,9 +949,6 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 		return 0;
 	}
 	r = sw_session_start(s);
-	/* the server may sleep on its TCP fd waiting for this: wake it */
-	if (!r)
-		sw_doorbell_ring(s);
 	if (r) {
 		send_abandon(s);
 		s->marker_check = true;
