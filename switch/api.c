@@ -53,7 +53,7 @@ static ssize_t tcp_prefix(struct sw_sock *s, struct msghdr *msg, int flags)
 	return got;
 }
 
-static ssize_t recvmsg_locked(struct sw_sock *s, struct msghdr *msg,
+static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			      int flags);
 
 ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
@@ -62,14 +62,14 @@ ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 	int e;
 
 	atomic_fetch_add(&s->users, 1);
-	r = recvmsg_locked(s, msg, flags);
+	r = recvmsg_do(s, msg, flags);
 	e = errno;
 	atomic_fetch_sub(&s->users, 1);
 	errno = e;
 	return r;
 }
 
-static ssize_t recvmsg_locked(struct sw_sock *s, struct msghdr *msg,
+static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			      int flags)
 {
 	bool nb;
@@ -184,7 +184,7 @@ static ssize_t ptx_append(struct sw_sock *s, const struct msghdr *msg,
 	return n;
 }
 
-static ssize_t sendmsg_locked(struct sw_sock *s, const struct msghdr *msg,
+static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			      int flags);
 
 ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
@@ -193,14 +193,14 @@ ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 	int e;
 
 	atomic_fetch_add(&s->users, 1);
-	r = sendmsg_locked(s, msg, flags);
+	r = sendmsg_do(s, msg, flags);
 	e = errno;
 	atomic_fetch_sub(&s->users, 1);
 	errno = e;
 	return r;
 }
 
-static ssize_t sendmsg_locked(struct sw_sock *s, const struct msghdr *msg,
+static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			      int flags)
 {
 	ssize_t r;

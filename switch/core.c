@@ -163,6 +163,17 @@ struct sw_sock *sw_sock_new(int fd, enum sw_state state)
 	return s;
 }
 
+void sw_listeners_close(struct sw_sock *s)
+{
+	int i;
+
+	for (i = 0; i < SW_MAX_PROVIDERS; i++) {
+		if (s->plisten[i] && sw_providers[i].mod.prov)
+			sw_providers[i].mod.ops.listener_close(s->plisten[i]);
+		s->plisten[i] = NULL;
+	}
+}
+
 void sw_sock_set_fd(struct sw_sock *s, int fd)
 {
 	pthread_mutex_lock(&s->lock);
@@ -179,8 +190,6 @@ void sw_sock_ref(struct sw_sock *s)
 
 void sw_sock_unref(struct sw_sock *s)
 {
-	int i;
-
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
 	pthread_mutex_lock(&list_lock);
@@ -193,9 +202,7 @@ void sw_sock_unref(struct sw_sock *s)
 	pthread_mutex_unlock(&list_lock);
 	if (s->fork_buf)
 		munmap(s->fork_buf, s->fork_buf->map_len);
-	for (i = 0; i < SW_MAX_PROVIDERS; i++)
-		if (s->plisten[i] && sw_providers[i].mod.prov)
-			sw_providers[i].mod.ops.listener_close(s->plisten[i]);
+	sw_listeners_close(s);
 	sw_session_free(s);
 	free(s->ptx);
 	sw_stats_conn_free(s->st);

@@ -39,7 +39,6 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 {
 	struct sw_proc_stats *ps = sw_stats_proc();
 	char peer[64];
-	int i;
 
 	if (s->state == SW_TCP)
 		return;
@@ -57,12 +56,7 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	SW_INFO("fd %d %s %s: plain TCP: %s%s%s", s->fd,
 		s->is_client ? "to" : "from", peer, sdp_fallback_name(reason),
 		detail ? ": " : "", detail ? detail : "");
-	for (i = 0; i < SW_MAX_PROVIDERS; i++) {
-		if (s->plisten[i]) {
-			sw_providers[i].mod.ops.listener_close(s->plisten[i]);
-			s->plisten[i] = NULL;
-		}
-	}
+	sw_listeners_close(s);
 	sw_session_free(s);
 	s->state = SW_TCP;
 	/* bytes kept while the upgrade was pending go first */

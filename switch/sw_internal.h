@@ -243,6 +243,8 @@ struct sw_sock {
 /* ---- core.c ----------------------------------------------------------------- */
 
 struct sw_sock *sw_sock_new(int fd, enum sw_state state);
+/* Closes the provider listeners s holds (listener or pending client). */
+void sw_listeners_close(struct sw_sock *s);
 uint64_t sw_now_ns(void);
 void sw_random(void *buf, size_t len);
 /* Blocks until fd has events or timeout_ms passes (-1 = forever). */

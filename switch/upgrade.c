@@ -721,22 +721,13 @@ int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
 	{
 		int e = errno;
 
-		for (i = 0; i < SW_MAX_PROVIDERS; i++)
-			if (s->plisten[i]) {
-				sw_providers[i].mod.ops.listener_close(
-					s->plisten[i]);
-				s->plisten[i] = NULL;
-			}
+		sw_listeners_close(s);
 		sw_sock_unref(s);
 		errno = e;
 		return -1;
 	}
 plain:
-	for (i = 0; i < SW_MAX_PROVIDERS; i++)
-		if (s->plisten[i]) {
-			sw_providers[i].mod.ops.listener_close(s->plisten[i]);
-			s->plisten[i] = NULL;
-		}
+	sw_listeners_close(s);
 	sw_sock_unref(s);
 	count_tcp(SDP_FB_LOCAL_SETUP);
 	errno = saved;
@@ -932,16 +923,7 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 					     ms_left(s->deadline_ns) : 10);
 		}
 	}
-	{
-		int i;
-
-		for (i = 0; i < SW_MAX_PROVIDERS; i++)
-			if (s->plisten[i]) {
-				sw_providers[i].mod.ops.listener_close(
-					s->plisten[i]);
-				s->plisten[i] = NULL;
-			}
-	}
+	sw_listeners_close(s);
 	if (r == SDP_PENDING) {
 		/* the provider finishes the connection later: wait for its
 		 * completion as the server side does */
