@@ -278,29 +278,3 @@ int sw_wait_fd(int fd, short events, int timeout_ms)
 	while (r < 0 && errno == EINTR);
 	return r < 0 ? -errno : r;
 }
-
-const char *sdp_fallback_name(int reason)
-{
-	static const char *const names[SDP_FB_MAX] = {
-		[SDP_FB_NONE] = "none",
-		[SDP_FB_RULE] = "rule",
-		[SDP_FB_NO_PROVIDER] = "no-provider",
-		[SDP_FB_NO_DEVICE] = "no-device",
-		[SDP_FB_NO_PEER_SWITCH] = "no-peer-switch",
-		[SDP_FB_NO_COMMON] = "no-common-provider",
-		[SDP_FB_VERSION] = "version",
-		[SDP_FB_LOCAL_SETUP] = "local-setup",
-		[SDP_FB_PROVIDER_CONNECT] = "provider-connect",
-		[SDP_FB_AUTH] = "auth",
-		[SDP_FB_TIMEOUT] = "timeout",
-		[SDP_FB_REGISTRATION] = "registration",
-		[SDP_FB_PEER_ABANDONED] = "peer-abandoned",
-		[SDP_FB_BAD_HELLO] = "bad-hello",
-		[SDP_FB_NOT_TCP] = "not-tcp",
-		[SDP_FB_PEER_FALLBACK] = "peer-fallback",
-	};
-
-	if (reason < 0 || reason >= SDP_FB_MAX || !names[reason])
-		return "unknown";
-	return names[reason];
-}

@@ -15,26 +15,13 @@ case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 # the statistics layout version this tree writes
 ver=$(sed -n 's/^#define SW_STATS_VERSION \([0-9]*\).*/\1/p' "$top/switch/stats.h")
-preload=$lib
+. "$top/tests/lib.sh"
+# socat's own leaks are not ours to report; ASan runs slower
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+sdp_preload "$lib"
 slow=1
-if [ "${SANITIZE:-0}" = 1 ]; then
-	preload="$(${CC:-gcc} -print-file-name=libasan.so) $lib"
-	# socat's own leaks are not ours to report; ASan runs slower
-	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
-	slow=4
-fi
-
-work=$(mktemp -d /tmp/sdp-check-stat.XXXXXX)
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
+[ "${SANITIZE:-0}" = 1 ] && slow=4
+sdp_workdir sdp-check-stat
 
 # wait_bounded PID SECONDS: waits for a child, kills it when it overstays
 wait_bounded() {
@@ -57,22 +44,22 @@ pass() { echo "PASS $*"; }
 failed() { echo "FAIL $*"; fail=1; }
 
 # 1. Fallback names: enum order from switch/fallback.h, strings from
-#    sdp_fallback_name() in switch/core.c.
+#    sdp_fallback_name() in switch/fallback_names.c.
 i=0
 : >"$work/reasons.want"
 for sym in $(sed -n '/^enum sdp_fallback_reason/,/^};/p' \
 		"$top/switch/fallback.h" | grep -o 'SDP_FB_[A-Z_]*' |
 	     grep -v '^SDP_FB_MAX$'); do
-	name=$(grep -o "\[$sym\] = \"[^\"]*\"" "$top/switch/core.c" |
+	name=$(grep -o "\[$sym\] = \"[^\"]*\"" "$top/switch/fallback_names.c" |
 	       sed 's/.*= "\(.*\)"/\1/')
-	echo "$i ${name:-MISSING-IN-core.c}" >>"$work/reasons.want"
+	echo "$i ${name:-MISSING-IN-fallback_names.c}" >>"$work/reasons.want"
 	i=$((i + 1))
 done
 "$stat_bin" --list-reasons >"$work/reasons.got"
 if [ "$i" -gt 10 ] && diff -u "$work/reasons.want" "$work/reasons.got"; then
-	pass "fallback reason names match switch/core.c ($i reasons)"
+	pass "fallback reason names match switch/fallback_names.c ($i reasons)"
 else
-	failed "fallback reason names differ from switch/core.c (diff above)"
+	failed "fallback reason names differ from switch/fallback_names.c (diff above)"
 fi
 
 # 2. State names: enum sw_state in switch/sw_internal.h, without SW_.

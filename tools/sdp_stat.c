@@ -23,31 +23,12 @@
 #include "fallback.h"
 
 /*
- * Names of enum sw_state (switch/sw_internal.h) and of enum
- * sdp_fallback_reason (the strings of sdp_fallback_name() in switch/core.c).
- * tools/check-stat.sh compares both tables with those sources.
+ * Names of enum sw_state (switch/sw_internal.h); tools/check-stat.sh compares
+ * the table with that source. Fallback reasons are named by
+ * sdp_fallback_name() (switch/fallback_names.c, linked in).
  */
 static const char *const state_names[] = {
 	"LISTENER", "TCP", "CONNECTING", "HELLO_SENT", "UPGRADING", "SAN",
-};
-
-static const char *const fb_names[SDP_FB_MAX] = {
-	[SDP_FB_NONE] = "none",
-	[SDP_FB_RULE] = "rule",
-	[SDP_FB_NO_PROVIDER] = "no-provider",
-	[SDP_FB_NO_DEVICE] = "no-device",
-	[SDP_FB_NO_PEER_SWITCH] = "no-peer-switch",
-	[SDP_FB_NO_COMMON] = "no-common-provider",
-	[SDP_FB_VERSION] = "version",
-	[SDP_FB_LOCAL_SETUP] = "local-setup",
-	[SDP_FB_PROVIDER_CONNECT] = "provider-connect",
-	[SDP_FB_AUTH] = "auth",
-	[SDP_FB_TIMEOUT] = "timeout",
-	[SDP_FB_REGISTRATION] = "registration",
-	[SDP_FB_PEER_ABANDONED] = "peer-abandoned",
-	[SDP_FB_BAD_HELLO] = "bad-hello",
-	[SDP_FB_NOT_TCP] = "not-tcp",
-	[SDP_FB_PEER_FALLBACK] = "peer-fallback",
 };
 
 #define N_STATES (sizeof(state_names) / sizeof(state_names[0]))
@@ -83,7 +64,7 @@ static const char *state_name(uint32_t s)
 
 static const char *fb_name(uint32_t r)
 {
-	return r < SDP_FB_MAX && fb_names[r] ? fb_names[r] : "unknown";
+	return sdp_fallback_name(r < SDP_FB_MAX ? (int)r : -1);
 }
 
 /* A fixed-size field from the file, which a writer may not have ended. */

@@ -4,7 +4,7 @@
 # and the installation of the operator's man pages.
 
 SDP_STAT_BIN := $(O)/bin/sdp-stat
-SDP_STAT_OBJ := $(O)/obj/tools/sdp_stat.o
+SDP_STAT_OBJ := $(O)/obj/tools/sdp_stat.o $(O)/obj/switch/fallback_names.o
 
 $(SDP_STAT_BIN): $(SDP_STAT_OBJ)
 	@mkdir -p $(dir $@)

@@ -12,24 +12,11 @@ bin=$top/$O/tests/hostile
 lib=$top/$O/lib/libsdp_switch.so
 export SDP_PROVIDER_DIR=$top/$O/lib/sdp SDP_PROVIDERS=shm
 unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
-preload=$lib
-if [ "${SANITIZE:-0}" = 1 ]; then
-	preload="$(${CC:-gcc} -print-file-name=libasan.so) $lib"
-	export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
-fi
-work=$(mktemp -d /tmp/sdp-hostile.XXXXXX)
+. "$top/tests/lib.sh"
+sdp_preload "$lib"
+sdp_workdir sdp-hostile
 port=$((20000 + ($$ * 7) % 30000))
 pass=0 failn=0 skip=0
-pids=()
-
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-}
-trap cleanup EXIT
 
 result() {	# STATUS NAME TEXT...
 	case $1 in
