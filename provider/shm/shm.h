@@ -40,7 +40,7 @@ struct shm_opts {
 /* ---- shared region (one per endpoint, owned by that endpoint) ------------ */
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" little-endian */
-#define SHM_LAYOUT_VERSION 1
+#define SHM_LAYOUT_VERSION 2
 
 /* Written once by the owner before the region is shared; read by the peer,
  * which checks it against the memfd size (shm_region_map). */
@@ -71,6 +71,9 @@ struct shm_hdr {
 	_Alignas(SHM_CL) _Atomic uint64_t stage_cons;	/* owner writes */
 	/* owner writes the result of staged chunk s at [s % stage_slots] */
 	_Alignas(SHM_CL) _Atomic int32_t stage_result[SHM_STAGE_MAX];
+	/* the peer sets it when it closes its endpoint (an orderly close;
+	 * a peer process that dies is seen through its pidfd) */
+	_Alignas(SHM_CL) _Atomic uint32_t closed;
 };
 
 struct shm_slot {		/* control ring slot */
@@ -98,8 +101,32 @@ struct shm_ent {		/* registration table entry (32 bytes) */
 
 /* ---- objects ------------------------------------------------------------ */
 
+/* Another process we have endpoints with, shared by all of them: its bell
+ * (the eventfd it sent) and a pidfd that becomes readable when it exits.
+ * Keyed by (pid, bell_id): a pid alone may be reused or exec'd. */
+struct shm_peer {
+	struct shm_peer *next;		/* on prov->peers (peer_lock) */
+	pid_t pid;
+	uint64_t bell_id;
+	int bell;			/* the peer process's bell */
+	int pidfd;			/* -1: same process, or no pidfd here */
+	uint32_t refs;			/* endpoints using it */
+	_Atomic bool gone;		/* the process has exited */
+};
+
+struct shm_cq;
+
 struct shm_provider {
 	struct sdp_provider base;
+	/* the process bell, the peer table and the CQs with a notify fd
+	 * (shm_peer.c); taken before any cq->lock */
+	pthread_mutex_t lock;
+	pthread_mutex_t peer_lock;	/* prov->peers and refs; a leaf */
+	int bell;			/* peers ring it; -1 until needed */
+	pid_t bell_pid;			/* the process that created it */
+	uint64_t bell_id;
+	struct shm_peer *peers;
+	struct shm_cq *ncqs;		/* CQs with a notify fd */
 	struct shm_opts opt;
 	bool cma;		/* process_vm_* works across processes here */
 	void (*log)(int level, const char *fmt, ...)
@@ -146,8 +173,6 @@ enum shm_ep_state {
 	SHM_EP_DEAD,
 };
 
-struct shm_cq;
-
 struct shm_ep {
 	struct shm_provider *prov;
 	struct shm_cq *cq;
@@ -159,12 +184,15 @@ struct shm_ep {
 	 * out as receives are posted, then the endpoint fails */
 	bool peer_gone;
 	int32_t dead_status;
-	int sock;			/* rendezvous, then liveness */
-	int peer_evfd;			/* peer CQ's eventfd */
+	/* the rendezvous socket: closed once connected, unless no pidfd can
+	 * watch the peer, then kept as the liveness channel */
+	int sock;
+	struct shm_peer *pe;		/* the peer process (its bell) */
 	pid_t peer_pid;
+	pid_t owner_pid;		/* the process that made it */
 	bool cma;			/* connection mode agreed at connect */
 	bool same_pid;
-	bool sock_watched;
+	bool watched;			/* sock or pidfd is in cq->epfd */
 
 	struct shm_hdr *own;		/* my region: my inbound rings, table */
 	struct shm_geom og;		/* private copy of its geometry */
@@ -191,8 +219,13 @@ struct shm_ep {
 struct shm_cq {
 	struct shm_provider *prov;
 	pthread_mutex_t lock;
+	/* interrupt mode, made by the first cq_notify_fd (-1 before): an
+	 * epoll fd over evfd, the process bell, the peers' pidfds and the
+	 * sockets of pending connects */
 	int epfd;			/* the notification fd */
-	int evfd;			/* peers signal this */
+	int evfd;			/* the bell dispatch signals this */
+	struct shm_cq *nnext;		/* on prov->ncqs */
+	_Atomic bool waiting;		/* armed, not yet signalled */
 	struct shm_ep *eps;
 	struct shm_ep *rr;		/* round-robin start */
 	struct sdp_completion *q;	/* completions ready to hand out */
@@ -210,7 +243,8 @@ struct shm_conn_req {
 	struct shm_provider *prov;
 	int sock;
 	int memfd;
-	int evfd;
+	int bell;			/* the client's process bell */
+	uint64_t bell_id;
 	pid_t pid;
 	uint32_t flags;
 	uint8_t priv[SDP_MAX_PRIVATE_DATA];
@@ -229,6 +263,7 @@ struct shm_hs {
 	uint32_t flags;		/* SHM_F_* */
 	uint32_t priv_len;
 	uint8_t priv[SDP_MAX_PRIVATE_DATA];
+	uint64_t bell_id;	/* names the process bell sent along */
 };
 
 /* ---- between files ------------------------------------------------------ */
@@ -244,6 +279,18 @@ static inline struct shm_provider *shm_prov(struct sdp_provider *p)
 /* shm_main.c */
 int shm_parse_options(struct shm_opts *o, const char *s,
 		      char *err, size_t errlen);
+
+/* shm_peer.c */
+int shm_bell_get(struct shm_provider *p, uint64_t *id);
+void shm_bell_dispatch(struct shm_provider *p);
+void shm_bell_ring(int bell);
+int shm_peer_get(struct shm_provider *p, pid_t pid, uint64_t bell_id,
+		 int bell, struct shm_peer **out);
+void shm_peer_put(struct shm_provider *p, struct shm_peer *pe);
+bool shm_peer_gone(struct shm_peer *pe);
+void shm_ncq_add(struct shm_provider *p, struct shm_cq *cq);
+void shm_ncq_del(struct shm_provider *p, struct shm_cq *cq);
+void shm_peers_free(struct shm_provider *p);
 
 /* shm_fault.c */
 bool shm_fault_reg(struct shm_provider *p);
@@ -270,7 +317,8 @@ void shm_ep_fail(struct shm_ep *ep, int32_t status);
 int shm_listener_owner(const struct sockaddr *addr, socklen_t addrlen,
 		       struct sdp_listener_owner *o);
 bool shm_ep_drained(struct shm_ep *ep);
-void shm_sock_unwatch(struct shm_ep *ep);
+void shm_ep_watch(struct shm_ep *ep, bool on);
+bool shm_cq_rung(struct shm_cq *cq);
 int shm_cq_create(struct sdp_provider *p, uint32_t depth, struct sdp_cq **cq);
 int shm_cq_destroy(struct sdp_cq *cq);
 int shm_cq_poll(struct sdp_cq *cq, struct sdp_completion *c, int max);
@@ -300,6 +348,7 @@ int shm_post_send(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 int shm_post_recv(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 		  uint64_t context);
 void shm_cm_sock_event(struct shm_ep *ep);
+void shm_ep_peer_gone(struct shm_ep *ep);
 void shm_send_progress(struct shm_ep *ep);
 
 /* shm_mr.c */

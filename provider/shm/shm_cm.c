@@ -2,8 +2,9 @@
 /*
  * shm_cm.c - connection management on the shm address space: abstract
  * UNIX-domain sockets named by (IP, port) as the rendezvous, the handshake
- * that passes the shared regions and eventfds, and the endpoint's send and
- * receive calls.
+ * that passes the shared regions and process bells, and the endpoint's send
+ * and receive calls. The socket is closed once connected: the peer process's
+ * pidfd (shm_peer.c) and the region's closed flag tell of its end.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -120,7 +121,7 @@ static int rendezvous(const struct sockaddr *a, socklen_t alen, int *out)
 }
 
 static int hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
-		   size_t privlen, const int *fds, int nfds)
+		   size_t privlen, const int *fds, int nfds, uint64_t bell_id)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 2)];
@@ -129,7 +130,8 @@ static int hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 	struct shm_hs hs = { .magic = SHM_MAGIC,
 			     .version = SHM_LAYOUT_VERSION,
 			     .type = type, .flags = flags,
-			     .priv_len = (uint32_t)privlen };
+			     .priv_len = (uint32_t)privlen,
+			     .bell_id = bell_id };
 	struct iovec iov = { &hs, sizeof(hs) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *c;
@@ -235,7 +237,7 @@ static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
 	ep->prov = p;
 	ep->ep_context = ep_context;
 	ep->sock = -1;
-	ep->peer_evfd = -1;
+	ep->owner_pid = getpid();
 	pthread_mutex_init(&ep->lock, NULL);
 	return ep;
 }
@@ -246,8 +248,7 @@ static void ep_free(struct shm_ep *ep)
 	shm_region_unmap(ep);
 	if (ep->sock >= 0)
 		close(ep->sock);
-	if (ep->peer_evfd >= 0)
-		close(ep->peer_evfd);
+	shm_peer_put(ep->prov, ep->pe);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
 }
@@ -380,7 +381,8 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 	req->prov = l->prov;
 	req->sock = fd;
 	req->memfd = fds[0];
-	req->evfd = fds[1];
+	req->bell = fds[1];
+	req->bell_id = hs.bell_id;
 	req->pid = cr.pid;
 	req->flags = hs.flags;
 	req->priv_len = hs.priv_len;
@@ -408,8 +410,8 @@ static void req_free(struct shm_conn_req *req)
 		close(req->sock);
 	if (req->memfd >= 0)
 		close(req->memfd);
-	if (req->evfd >= 0)
-		close(req->evfd);
+	if (req->bell >= 0)
+		close(req->bell);
 	free(req);
 }
 
@@ -421,6 +423,7 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 	struct shm_cq *cq = (struct shm_cq *)c;
 	struct shm_ep *ep;
 	int memfd, ret, fds[2];
+	uint64_t bell_id;
 
 	if (!req)
 		return -EINVAL;
@@ -446,19 +449,32 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 	}
 	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma;
 	fds[0] = memfd;
-	fds[1] = cq->evfd;
+	fds[1] = shm_bell_get(req->prov, &bell_id);
+	if (fds[1] < 0) {
+		ret = fds[1];
+		goto close_memfd;
+	}
+	/* the client's process: -ESRCH if it is gone already */
+	ret = shm_peer_get(req->prov, req->pid, req->bell_id, req->bell,
+			   &ep->pe);
+	req->bell = -1;
+	if (ret)
+		goto close_memfd;
 	ret = hs_send(req->sock, SHM_ACCEPT, ep->cma ? SHM_F_CMA : 0, priv,
-		      privlen, fds, 2);
+		      privlen, fds, 2, bell_id);
 	if (ret)
 		goto close_memfd;
 	close(memfd);
-	ep->sock = req->sock;
-	ep->peer_evfd = req->evfd;
+	/* a pidfd watches the client from now on; without one, the socket
+	 * stays as the liveness channel */
+	if (ep->pe->pidfd < 0 && req->pid != getpid()) {
+		ep->sock = req->sock;
+		req->sock = -1;
+	}
 	ep->peer_pid = req->pid;
 	ep->same_pid = req->pid == getpid();
 	ep->peer_priv_len = req->priv_len;
 	memcpy(ep->peer_priv, req->priv, req->priv_len);
-	req->sock = req->evfd = -1;
 	req_free(req);
 	ep->state = SHM_EP_CONNECTED;
 	shm_cq_add_ep(cq, ep);
@@ -480,7 +496,7 @@ int shm_reject(struct sdp_conn_req *r)
 
 	if (!req)
 		return -EINVAL;
-	hs_send(req->sock, SHM_REJECT, 0, NULL, 0, NULL, 0);
+	hs_send(req->sock, SHM_REJECT, 0, NULL, 0, NULL, 0, 0);
 	req_free(req);
 	return 0;
 }
@@ -493,6 +509,7 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	struct shm_cq *cq = (struct shm_cq *)c;
 	struct shm_ep *ep;
 	int memfd, fds[2], ret;
+	uint64_t bell_id;
 
 	if (!cq || !out || privlen > SDP_MAX_PRIVATE_DATA ||
 	    (privlen && !priv))
@@ -507,9 +524,14 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	if (ret)
 		goto free_ep;
 	fds[0] = memfd;
-	fds[1] = cq->evfd;
+	fds[1] = shm_bell_get(sp, &bell_id);
+	if (fds[1] < 0) {
+		close(memfd);
+		ret = fds[1];
+		goto free_ep;
+	}
 	ret = hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
-		      privlen, fds, 2);
+		      privlen, fds, 2, bell_id);
 	close(memfd);
 	if (ret)
 		goto free_ep;
@@ -537,7 +559,18 @@ static void connect_answer(struct shm_ep *ep)
 		ret = shm_region_map(ep, fds[0]);
 		close(fds[0]);
 		if (!ret) {
-			ep->peer_evfd = fds[1];
+			ret = shm_peer_get(ep->prov, pid, hs.bell_id, fds[1],
+					   &ep->pe);
+			fds[1] = -1;
+		}
+		if (!ret) {
+			/* the server's pidfd watches it from now on */
+			if (ep->pe->pidfd >= 0 || pid == getpid()) {
+				shm_ep_watch(ep, false);
+				close(ep->sock);
+				ep->sock = -1;
+				shm_ep_watch(ep, true);
+			}
 			ep->peer_pid = pid;
 			ep->same_pid = pid == getpid();
 			ep->cma = (hs.flags & SHM_F_CMA) && ep->prov->cma;
@@ -547,10 +580,12 @@ static void connect_answer(struct shm_ep *ep)
 			shm_cq_push(ep->cq, ep, SDP_OP_CONNECT, 0, 0, 0);
 			return;
 		}
-		close(fds[1]);
-		shm_log(ep->prov, 3,
-			"connect: server %d sent an invalid shared region",
-			(int)pid);
+		if (fds[1] >= 0)
+			close(fds[1]);
+		if (ret != -ESRCH)
+			shm_log(ep->prov, 3,
+				"connect: server %d sent an invalid shared region",
+				(int)pid);
 	} else if (!ret) {
 		if (fds[0] >= 0)
 			close(fds[0]);
@@ -576,16 +611,24 @@ void shm_cm_sock_event(struct shm_ep *ep)
 	n = recv(ep->sock, &b, 1, MSG_DONTWAIT | MSG_PEEK);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	/* hang-up (or a byte the protocol never sends): the peer is gone.
-	 * Hand out what it sent before, then fail the rest. What does not
-	 * fit the receives posted now stays in the ring (its memory is ours
-	 * too) until more are posted, as a socket keeps data after FIN. */
+	/* hang-up (or a byte the protocol never sends): the peer is gone */
+	shm_ep_peer_gone(ep);
+}
+
+/* The peer closed its endpoint or its process exited (cq->lock and
+ * ep->lock held). Hand out what it sent before, then fail the rest. What
+ * does not fit the receives posted now stays in the ring (its memory is
+ * ours too) until more are posted, as a socket keeps data after FIN. */
+void shm_ep_peer_gone(struct shm_ep *ep)
+{
+	if (ep->state != SHM_EP_CONNECTED || ep->peer_gone)
+		return;
 	while (shm_ring_rx(ep) > 0)
 		;
 	shm_stage_rx(ep);
 	if (!shm_ep_drained(ep)) {
 		ep->peer_gone = true;
-		shm_sock_unwatch(ep);
+		shm_ep_watch(ep, false);
 		return;
 	}
 	shm_ep_fail(ep, -ECONNRESET);
@@ -622,6 +665,14 @@ int shm_ep_close(struct sdp_ep *e)
 
 	if (!ep)
 		return -EINVAL;
+	/* an orderly close tells the peer through its region; a forked
+	 * child closing its copy of the endpoint tells nobody */
+	if (ep->peer && ep->owner_pid == getpid() &&
+	    ep->state == SHM_EP_CONNECTED) {
+		atomic_store_explicit(&ep->peer->closed, 1,
+				      memory_order_release);
+		shm_doorbell(ep);
+	}
 	if (ep->cq)
 		shm_cq_del_ep(ep->cq, ep);
 	ep_free(ep);

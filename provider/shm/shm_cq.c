@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * shm_cq.c - completion queues: progress of every endpoint on the CQ,
- * the queue of ready completions, and interrupt mode (an epoll fd over the
- * CQ's eventfd and the endpoints' rendezvous sockets, which report peer death).
+ * the queue of ready completions, peer death (pidfds, or sockets where no
+ * pidfd can be had) and interrupt mode (an epoll fd, made only when asked
+ * for, over the CQ's eventfd, the process bell and the peers' pidfds).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -43,16 +45,56 @@ void shm_cq_push(struct shm_cq *cq, struct shm_ep *ep, uint32_t op,
 	cq->cnt++;
 }
 
-static void sock_watch(struct shm_cq *cq, struct shm_ep *ep, bool on)
+/* What tells about ep's peer: its socket while connecting (or when no
+ * pidfd could be had), else the peer process's pidfd; -1 for none. */
+static int ep_watch_fd(struct shm_ep *ep)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
-				  .data.ptr = ep };
+	if (ep->sock >= 0)
+		return ep->sock;
+	return ep->pe ? ep->pe->pidfd : -1;
+}
 
-	if (ep->sock < 0 || ep->sock_watched == on)
+/* Puts ep's socket or peer pidfd in the CQ's epoll set, or takes it out.
+ * A pidfd is shared by the endpoints to one process: it leaves the set
+ * with the last of them. cq->lock held (or the CQ not yet shared). */
+static void watch(struct shm_cq *cq, struct shm_ep *ep, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct shm_ep *o;
+	int fd = ep_watch_fd(ep);
+
+	if (cq->epfd < 0 || fd < 0 || ep->watched == on)
 		return;
-	if (!epoll_ctl(cq->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL,
-		       ep->sock, &ev))
-		ep->sock_watched = on;
+	if (on) {
+		if (!epoll_ctl(cq->epfd, EPOLL_CTL_ADD, fd, &ev) ||
+		    errno == EEXIST)
+			ep->watched = true;
+		return;
+	}
+	ep->watched = false;
+	if (fd != ep->sock)
+		for (o = cq->eps; o; o = o->next)
+			if (o != ep && o->watched && o->pe == ep->pe &&
+			    o->sock < 0)
+				return;
+	epoll_ctl(cq->epfd, EPOLL_CTL_DEL, fd, &ev);
+}
+
+void shm_ep_watch(struct shm_ep *ep, bool on)
+{
+	watch(ep->cq, ep, on);
+}
+
+/* Was an endpoint of this armed CQ rung (its armed flag cleared by the
+ * peer)? cq->lock held. */
+bool shm_cq_rung(struct shm_cq *cq)
+{
+	struct shm_ep *ep;
+
+	for (ep = cq->eps; ep; ep = ep->next)
+		if (ep->own && !atomic_load(&ep->own->armed))
+			return true;
+	return false;
 }
 
 void shm_cq_add_ep(struct shm_cq *cq, struct shm_ep *ep)
@@ -64,7 +106,7 @@ void shm_cq_add_ep(struct shm_cq *cq, struct shm_ep *ep)
 	if (cq->eps)
 		cq->eps->prev = ep;
 	cq->eps = ep;
-	sock_watch(cq, ep, true);
+	watch(cq, ep, true);
 	cq->check_now = true;
 	pthread_mutex_unlock(&cq->lock);
 }
@@ -75,7 +117,7 @@ void shm_cq_del_ep(struct shm_cq *cq, struct shm_ep *ep)
 	uint32_t cap = cq->depth * 2, i, n = 0;
 
 	pthread_mutex_lock(&cq->lock);
-	sock_watch(cq, ep, false);
+	watch(cq, ep, false);
 	if (ep->prev)
 		ep->prev->next = ep->next;
 	else
@@ -105,7 +147,7 @@ void shm_ep_fail(struct shm_ep *ep, int32_t status)
 		return;
 	ep->state = SHM_EP_DEAD;
 	ep->dead_status = status;
-	sock_watch(cq, ep, false);
+	watch(cq, ep, false);
 	for (; ep->recv_cnt; ep->recv_cnt--) {
 		shm_cq_push(cq, ep, SDP_OP_RECV,
 			    ep->recv[ep->recv_head].context, status, 0);
@@ -123,11 +165,11 @@ void shm_ep_fail(struct shm_ep *ep, int32_t status)
 	}
 }
 
+/* A CQ holds no fd until cq_notify_fd asks for one: the switch keeps one
+ * CQ per connection and sleeps on the program's socket instead. */
 int shm_cq_create(struct sdp_provider *p, uint32_t depth, struct sdp_cq **out)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	struct shm_cq *cq;
-	int ret;
 
 	if (!out || !depth || depth > (1u << 24))
 		return -EINVAL;
@@ -138,36 +180,13 @@ int shm_cq_create(struct sdp_provider *p, uint32_t depth, struct sdp_cq **out)
 	cq->depth = depth < 16 ? 16 : depth;
 	cq->q = calloc(cq->depth * 2, sizeof(*cq->q));
 	if (!cq->q) {
-		ret = -ENOMEM;
-		goto free_cq;
+		free(cq);
+		return -ENOMEM;
 	}
-	cq->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (cq->evfd < 0) {
-		ret = -errno;
-		goto free_q;
-	}
-	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (cq->epfd < 0) {
-		ret = -errno;
-		goto close_evfd;
-	}
-	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->evfd, &ev)) {
-		ret = -errno;
-		goto close_epfd;
-	}
+	cq->epfd = cq->evfd = -1;
 	pthread_mutex_init(&cq->lock, NULL);
 	*out = (struct sdp_cq *)cq;
 	return 0;
-
-close_epfd:
-	close(cq->epfd);
-close_evfd:
-	close(cq->evfd);
-free_q:
-	free(cq->q);
-free_cq:
-	free(cq);
-	return ret;
 }
 
 int shm_cq_destroy(struct sdp_cq *c)
@@ -181,8 +200,11 @@ int shm_cq_destroy(struct sdp_cq *c)
 			"cq_destroy: endpoints still use this CQ; close them first");
 		return -EBUSY;
 	}
-	close(cq->epfd);
-	close(cq->evfd);
+	if (cq->epfd >= 0) {
+		shm_ncq_del(cq->prov, cq);
+		close(cq->epfd);
+		close(cq->evfd);
+	}
 	pthread_mutex_destroy(&cq->lock);
 	free(cq->q);
 	free(cq);
@@ -238,10 +260,6 @@ bool shm_ep_drained(struct shm_ep *ep)
 				    memory_order_acquire) == ep->stage_cons;
 }
 
-void shm_sock_unwatch(struct shm_ep *ep)
-{
-	sock_watch(ep->cq, ep, false);
-}
 
 static bool ep_idle(struct shm_ep *ep)
 {
@@ -258,21 +276,75 @@ static bool ep_idle(struct shm_ep *ep)
 	       !__atomic_load_n(&ep->wr_cnt, __ATOMIC_RELAXED);
 }
 
-/* Looks at the rendezvous sockets that have something to say: an accept
- * or reject for a pending connect, or the peer's death (hang-up). */
-static void check_sockets(struct shm_cq *cq)
+#define CHECK_BATCH 64
+
+/* One poll() over a batch: sockets answer for their endpoint at once,
+ * readable pidfds mark their peer process gone. cq->lock held. */
+static void check_batch(struct pollfd *pf, struct shm_ep **who,
+			struct shm_peer **pe, int n)
 {
-	struct epoll_event ev[64];
-	int n, i;
+	int i;
 
-	n = epoll_wait(cq->epfd, ev, 64, 0);
+	if (poll(pf, (nfds_t)n, 0) <= 0)
+		return;
 	for (i = 0; i < n; i++) {
-		struct shm_ep *ep = ev[i].data.ptr;
+		if (!pf[i].revents)
+			continue;
+		if (pe[i]) {
+			atomic_store(&pe[i]->gone, true);
+			continue;
+		}
+		pthread_mutex_lock(&who[i]->lock);
+		shm_cm_sock_event(who[i]);
+		pthread_mutex_unlock(&who[i]->lock);
+	}
+}
 
-		if (!ep)
+/* Looks for news that shared memory does not carry: the answer to a
+ * pending connect, a peer process that exited (its pidfd, one per
+ * process), a hang-up on a liveness socket. cq->lock held. */
+static void check_peers(struct shm_cq *cq)
+{
+	struct pollfd pf[CHECK_BATCH];
+	struct shm_ep *who[CHECK_BATCH], *ep;
+	struct shm_peer *pe[CHECK_BATCH];
+	int n = 0, i;
+
+	for (ep = cq->eps; ep; ep = ep->next) {
+		if (ep->state == SHM_EP_DEAD || ep->peer_gone)
+			continue;
+		if (ep->sock < 0 && (!ep->pe || ep->pe->pidfd < 0 ||
+				     atomic_load(&ep->pe->gone)))
+			continue;
+		if (ep->sock < 0) {
+			for (i = 0; i < n && pe[i] != ep->pe; i++)
+				;
+			if (i < n)
+				continue;
+		}
+		pf[n].fd = ep_watch_fd(ep);
+		pf[n].events = POLLIN | POLLRDHUP;
+		pf[n].revents = 0;
+		who[n] = ep;
+		pe[n] = ep->sock < 0 ? ep->pe : NULL;
+		if (++n == CHECK_BATCH) {
+			check_batch(pf, who, pe, n);
+			n = 0;
+		}
+	}
+	if (n)
+		check_batch(pf, who, pe, n);
+	/* a closed flag is looked at here too, not on every poll: the
+	 * peer's close reads as a hang-up would, at the same pace */
+	for (ep = cq->eps; ep; ep = ep->next) {
+		if (ep->state != SHM_EP_CONNECTED || ep->peer_gone)
+			continue;
+		if (!atomic_load_explicit(&ep->own->closed,
+					  memory_order_acquire) &&
+		    (ep->sock >= 0 || !ep->pe || !atomic_load(&ep->pe->gone)))
 			continue;
 		pthread_mutex_lock(&ep->lock);
-		shm_cm_sock_event(ep);
+		shm_ep_peer_gone(ep);
 		pthread_mutex_unlock(&ep->lock);
 	}
 }
@@ -307,7 +379,7 @@ int shm_cq_poll(struct sdp_cq *c, struct sdp_completion *out, int max)
 	cq->rr = ep;
 	if (cq->check_now || connecting || !(++cq->idle & 31)) {
 		cq->check_now = false;
-		check_sockets(cq);
+		check_peers(cq);
 	}
 	while (k < (uint32_t)max && cq->cnt) {
 		out[k++] = cq->q[cq->head];
@@ -318,29 +390,86 @@ int shm_cq_poll(struct sdp_cq *c, struct sdp_completion *out, int max)
 	return (int)k;
 }
 
+/* Made on first use: the CQ's eventfd, the process bell and the peers'
+ * pidfds (and pending connects' sockets) in one epoll set. */
 int shm_cq_notify_fd(struct sdp_cq *c)
 {
-	return c ? ((struct shm_cq *)c)->epfd : -EINVAL;
-}
-
-/* Asks every peer to ring our eventfd at its next send, consumption or
- * staged completion. Sockets (death, accept) report by themselves. */
-int shm_cq_arm(struct sdp_cq *c)
-{
 	struct shm_cq *cq = (struct shm_cq *)c;
+	struct epoll_event ev = { .events = EPOLLIN };
 	struct shm_ep *ep;
-	uint64_t one = 1;
+	uint64_t id;
+	int bell, epfd, evfd, ret;
 
 	if (!cq)
 		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
+	epfd = cq->epfd;
+	pthread_mutex_unlock(&cq->lock);
+	if (epfd >= 0)
+		return epfd;
+	bell = shm_bell_get(cq->prov, &id);
+	if (bell < 0)
+		return bell;
+	evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (evfd < 0)
+		return -errno;
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0) {
+		ret = -errno;
+		goto close_evfd;
+	}
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &ev) ||
+	    epoll_ctl(epfd, EPOLL_CTL_ADD, bell, &ev)) {
+		ret = -errno;
+		goto close_epfd;
+	}
+	pthread_mutex_lock(&cq->lock);
+	if (cq->epfd >= 0) {	/* another thread was first */
+		ret = cq->epfd;
+		pthread_mutex_unlock(&cq->lock);
+		close(epfd);
+		close(evfd);
+		return ret;
+	}
+	cq->epfd = epfd;
+	cq->evfd = evfd;
+	for (ep = cq->eps; ep; ep = ep->next)
+		if (ep->state != SHM_EP_DEAD && !ep->peer_gone)
+			watch(cq, ep, true);
+	pthread_mutex_unlock(&cq->lock);
+	shm_ncq_add(cq->prov, cq);
+	return epfd;
+
+close_epfd:
+	close(epfd);
+close_evfd:
+	close(evfd);
+	return ret;
+}
+
+/* Asks every peer to ring our process bell at its next send, consumption
+ * or staged completion; the bell's dispatch then signals this CQ. Exits
+ * and pending connects report through the epoll set by themselves. */
+int shm_cq_arm(struct sdp_cq *c)
+{
+	struct shm_cq *cq = (struct shm_cq *)c;
+	struct shm_ep *ep;
+
+	if (!cq)
+		return -EINVAL;
+	if (cq->epfd >= 0)
+		shm_bell_dispatch(cq->prov);	/* stale rings out */
+	pthread_mutex_lock(&cq->lock);
 	for (ep = cq->eps; ep; ep = ep->next)
 		if (ep->own)
 			atomic_store(&ep->own->armed, 1);
+	atomic_store(&cq->waiting, true);
 	atomic_thread_fence(memory_order_seq_cst);
 	cq->check_now = true;
-	if (cq->cnt)
-		(void)!write(cq->evfd, &one, sizeof(one));
+	if (cq->cnt && cq->evfd >= 0) {
+		atomic_store(&cq->waiting, false);
+		shm_bell_ring(cq->evfd);
+	}
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }
@@ -352,8 +481,13 @@ int shm_cq_ack(struct sdp_cq *c)
 
 	if (!cq)
 		return -EINVAL;
-	while (read(cq->evfd, &v, sizeof(v)) == sizeof(v))
-		;
+	atomic_store(&cq->waiting, false);
+	if (cq->epfd >= 0) {
+		/* rings meant for other CQs of this process go to them */
+		shm_bell_dispatch(cq->prov);
+		while (read(cq->evfd, &v, sizeof(v)) == sizeof(v))
+			;
+	}
 	pthread_mutex_lock(&cq->lock);
 	cq->check_now = true;
 	pthread_mutex_unlock(&cq->lock);

@@ -5,6 +5,7 @@
  * ring itself: single producer / single consumer, whole messages in slots.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +18,9 @@
 _Static_assert(sizeof(struct shm_hdr) <= PAGE, "header fits one page");
 _Static_assert(sizeof(struct shm_ent) == 32, "table entry is 32 bytes");
 _Static_assert(sizeof(struct shm_stage) == 32, "stage header is 32 bytes");
+_Static_assert(offsetof(struct shm_hdr, closed) == 1472,
+	      "docs/provider-shm.md gives closed at 1472");
+_Static_assert(sizeof(struct shm_hs) == 72, "handshake is 72 bytes");
 
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -160,17 +164,17 @@ void shm_region_unmap(struct shm_ep *ep)
 }
 
 /* Wakes the peer's CQ, only if the peer armed it: the common case is a
- * fence and a load, no system call. */
+ * fence and a load, no system call. The peer process's bell is rung; its
+ * dispatch finds which CQ by the cleared armed flag. */
 void shm_doorbell(struct shm_ep *ep)
 {
 	struct shm_hdr *h = ep->peer;
-	uint64_t one = 1;
 
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!atomic_load_explicit(&h->armed, memory_order_relaxed))
 		return;
-	if (atomic_exchange(&h->armed, 0) && ep->peer_evfd >= 0)
-		(void)!write(ep->peer_evfd, &one, sizeof(one));
+	if (atomic_exchange(&h->armed, 0) && ep->pe)
+		shm_bell_ring(ep->pe->bell);
 }
 
 /* Copies one message into the peer's ring: 0, or -EAGAIN when full,

@@ -1,49 +1,256 @@
 #!/usr/bin/env python3
-# idle_conns.py - N connections between two processes, each carrying one
-# exchange, then held idle; prints setup time, memory of both processes and
-# how many connections the switch carried (run both under the preload).
-#   idle_conns.py N PORT
-import os, socket, sys, time
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# idle_conns.py - N connections between two separate processes, both under
+# the switch: each connection echoes a few bytes (checked), then all are
+# held idle; reports set-up time, fds, memory mappings and RSS of both
+# processes, and what sdp-stat says each connection holds (registered
+# bytes, provider). Fails when a connection is not carried by the SAN, when
+# a process exceeds --max-fds-per-conn, or when an exchange is wrong.
+#   idle_conns.py [-n N] [--lib PATH] [--stat PATH] [--max-fds-per-conn F]
+#                 [--max-reg-per-conn BYTES] [--timeout S]
+import argparse
+import json
+import select
+import struct
+import os
+import socket
+import subprocess
+import sys
+import time
 
-n, port = int(sys.argv[1]), int(sys.argv[2])
-ls = socket.socket()
-ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind(("127.0.0.1", port))
-ls.listen(4096)
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    os.close(r)
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+
+
+def word(i, salt):
+    return ((i * 2654435761 + salt) & 0xffffffff).to_bytes(4, "little")
+
+
+def idle(conns):
+    """Sleeps in epoll over every connection until stdin has a line: the
+    switch's wrapper wakes every SDP_IDLE_MS and idle connections give
+    their buffers back. No connection may become readable meanwhile."""
+    ep = select.epoll()
+    for c in conns:
+        ep.register(c.fileno(), select.EPOLLIN)
+    ep.register(sys.stdin.fileno(), select.EPOLLIN)
+    while True:
+        evs = ep.poll(1.0)
+        fds = [fd for fd, _ in evs]
+        if sys.stdin.fileno() in fds:
+            break
+        if fds:
+            sys.exit("%d idle connections became readable" % len(fds))
+    ep.close()
+    sys.stdin.readline()
+
+
+def server(port, n):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(4096)
+    print("listening", flush=True)
+    acc = []
+    for _ in range(n):
+        s, _ = ls.accept()
+        q = b""
+        while len(q) < 8:
+            b = s.recv(8 - len(q))
+            if not b:
+                sys.exit("server: a client closed before its 8 bytes")
+            q += b
+        i = int.from_bytes(q[:4], "little")
+        if q[4:] != word(i, 1):
+            sys.exit("server: connection %d sent %r" % (i, q))
+        s.sendall(q[:4] + word(i, 2))
+        acc.append(s)
+    print("accepted %d" % len(acc), flush=True)
+    # idle until told to check every connection again, then to go
+    idle(acc)
+    for s in acc:
+        q = s.recv(8)
+        i = int.from_bytes(q[:4], "little")
+        if len(q) != 8 or q[4:] != word(i, 3):
+            sys.exit("server: second exchange on %d got %r" % (i, q))
+        s.sendall(q[:4] + word(i, 4))
+    print("rechecked", flush=True)
+    sys.stdin.readline()
+
+
+def client(port, n):
     conns = []
     for i in range(n):
         c = socket.create_connection(("127.0.0.1", port))
-        c.sendall(i.to_bytes(4, "little"))
-        assert c.recv(4) == (i ^ 0x5a5a5a5a).to_bytes(4, "little")
+        c.sendall(i.to_bytes(4, "little") + word(i, 1))
+        q = b""
+        while len(q) < 8:
+            b = c.recv(8 - len(q))
+            if not b:
+                sys.exit("client: connection %d closed early" % i)
+            q += b
+        if q != i.to_bytes(4, "little") + word(i, 2):
+            sys.exit("client: connection %d got %r" % (i, q))
         conns.append(c)
-    os.write(w, b"k")
-    time.sleep(3600)
-    sys.exit(0)
-os.close(w)
-t0 = time.time()
-acc = []
-for i in range(n):
-    s, _ = ls.accept()
-    v = int.from_bytes(s.recv(4), "little")
-    s.sendall((v ^ 0x5a5a5a5a).to_bytes(4, "little"))
-    acc.append(s)
-assert os.read(r, 1) == b"k"
-dt = time.time() - t0
+    print("connected %d" % len(conns), flush=True)
+    idle(conns)
+    for i, c in enumerate(conns):
+        c.sendall(i.to_bytes(4, "little") + word(i, 3))
+        q = c.recv(8)
+        if q != i.to_bytes(4, "little") + word(i, 4):
+            sys.exit("client: second exchange on %d got %r" % (i, q))
+    print("rechecked", flush=True)
+    sys.stdin.readline()
 
-def rss(p):
-    with open("/proc/%d/status" % p) as f:
+
+def proc_info(pid):
+    fds = len(os.listdir("/proc/%d/fd" % pid))
+    with open("/proc/%d/maps" % pid) as f:
+        maps = sum(1 for _ in f)
+    rss = 0
+    with open("/proc/%d/status" % pid) as f:
         for line in f:
             if line.startswith("VmRSS"):
-                return int(line.split()[1])
-    return 0
+                rss = int(line.split()[1])
+    return fds, maps, rss
 
-# every connection still answers after the idle period
-time.sleep(1)
-print("connections=%d setup_s=%.2f rate=%.0f/s server_rss_kib=%d client_rss_kib=%d"
-      % (n, dt, n / dt, rss(os.getpid()), rss(pid)))
-os.kill(pid, 9)
-os.waitpid(pid, 0)
+
+# struct sw_conn_stats / sw_proc_stats (switch/stats.h, version 2): the
+# JSON of sdp-stat lacks reg_bytes, so the per-connection slots are read
+# from the same file sdp-stat reads.
+CONN_SIZE, CONN_OFF = 216, 424
+
+
+def stat_of(statbin, pid):
+    if os.environ.get("SDP_STAT_OFF"):
+        return {"conns_san": None, "conns_tcp": None}, []
+    out = subprocess.run([statbin, "-p", str(pid), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode:
+        sys.exit("sdp-stat -p %d failed: %s" % (pid, out.stderr.strip()))
+    procs = json.loads(out.stdout)["processes"]
+    if len(procs) != 1:
+        sys.exit("sdp-stat -p %d: %d processes" % (pid, len(procs)))
+    d = os.environ.get("SDP_STAT_DIR", "/dev/shm")
+    with open("%s/sdp-stat.%d" % (d, pid), "rb") as f:
+        raw = f.read()
+    magic, version, fpid, nslots = struct.unpack_from("<IIiI", raw, 0)
+    if magic != 0x53445053 or version != 2 or fpid != pid:
+        sys.exit("stat file of %d: unknown layout %x/%d" % (pid, magic,
+                                                             version))
+    slots = []
+    for k in range(nslots):
+        o = CONN_OFF + k * CONN_SIZE
+        in_use, fd, state = struct.unpack_from("<IiI", raw, o)
+        if not in_use:
+            continue
+        prov = raw[o + 16:o + 32].split(b"\0")[0].decode()
+        reg, bufs = struct.unpack_from("<QI", raw, o + 200)
+        slots.append({"fd": fd, "state": state, "provider": prov,
+                      "reg_bytes": reg, "recv_bufs": bufs})
+    return procs[0], slots
+
+
+def expect(p, line, what, deadline):
+    while True:
+        if time.time() > deadline:
+            sys.exit("timed out waiting for %s" % what)
+        got = p.stdout.readline()
+        if not got:
+            sys.exit("%s exited (%s) before %s"
+                     % (p.args[-3], p.wait(), what))
+        if got.startswith(line):
+            return got.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=10000)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--lib", default=os.path.join(
+        TOP, "build/lib/libsdp_switch.so"))
+    ap.add_argument("--stat", default=os.path.join(TOP, "build/bin/sdp-stat"))
+    ap.add_argument("--max-fds-per-conn", type=float, default=1.5)
+    ap.add_argument("--max-reg-per-conn", type=int, default=65536)
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--idle", type=float, default=2.0,
+                    help="seconds idle before measuring")
+    ap.add_argument("--role", choices=["server", "client"])
+    a = ap.parse_args()
+    if a.role == "server":
+        return server(a.port, a.n)
+    if a.role == "client":
+        return client(a.port, a.n)
+
+    if not a.port:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        a.port = s.getsockname()[1]
+        s.close()
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = os.path.abspath(a.lib)
+    env.setdefault("SDP_PROVIDERS", "shm")
+    env.setdefault("SDP_IDLE_MS", "300")
+    me = [sys.executable, os.path.abspath(__file__), "-n", str(a.n),
+          "--port", str(a.port)]
+    deadline = time.time() + a.timeout
+    srv = subprocess.Popen(me + ["--role", "server"], env=env, text=True,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    cli = None
+    try:
+        expect(srv, "listening", "the server to listen", deadline)
+        t0 = time.time()
+        cli = subprocess.Popen(me + ["--role", "client"], env=env,
+                               text=True, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE)
+        expect(cli, "connected", "the client's connections", deadline)
+        expect(srv, "accepted", "the server's connections", deadline)
+        dt = time.time() - t0
+        time.sleep(a.idle)
+        res = {"connections": a.n, "setup_s": round(dt, 2),
+               "rate_per_s": round(a.n / dt)}
+        ok = True
+        for name, p in (("server", srv), ("client", cli)):
+            fds, maps, rss = proc_info(p.pid)
+            ps, slots = stat_of(a.stat, p.pid)
+            res[name] = {"fds": fds, "maps": maps, "rss_kib": rss,
+                         "san_conns": ps["conns_san"],
+                         "tcp_conns": ps["conns_tcp"]}
+            regs = [r["reg_bytes"] for r in slots if r["provider"] == "shm"]
+            if regs:
+                res[name]["reg_bytes_max"] = max(regs)
+                res[name]["reg_bytes_avg"] = sum(regs) // len(regs)
+                res[name]["reg_slots"] = len(regs)
+                if max(regs) > a.max_reg_per_conn:
+                    ok = False
+                    print("FAIL: %s: a connection holds %d registered "
+                          "bytes (limit %d)" % (name, max(regs),
+                                                a.max_reg_per_conn))
+            res[name]["fds_per_conn"] = round(fds / a.n, 3)
+            res[name]["maps_per_conn"] = round(maps / a.n, 3)
+            if ps["conns_san"] is not None and ps["conns_san"] != a.n:
+                ok = False
+                print("FAIL: %s: %d of %d connections on shm"
+                      % (name, ps["conns_san"], a.n))
+            if fds / a.n > a.max_fds_per_conn:
+                ok = False
+                print("FAIL: %s: %.2f fds per connection (limit %.2f)"
+                      % (name, fds / a.n, a.max_fds_per_conn))
+        # every idle connection still carries data
+        srv.stdin.write("\n")
+        srv.stdin.flush()
+        cli.stdin.write("\n")
+        cli.stdin.flush()
+        expect(cli, "rechecked", "the client's second exchange", deadline)
+        expect(srv, "rechecked", "the server's second exchange", deadline)
+        print(json.dumps(res))
+        return 0 if ok else 1
+    finally:
+        for p in (cli, srv):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

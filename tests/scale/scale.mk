@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# tests/scale: many idle connections between two processes under the switch
+# (issue 3). Not part of `make check`: 10,000 connections take about two
+# minutes here. `make check-scale SCALE_N=1000` is a quick run.
+
+SCALE_N ?= 10000
+
+.PHONY: check-scale
+check-scale: $(O)/lib/libsdp_switch.so $(PROVIDER_OUT)/libsdp-shm.so \
+		$(O)/bin/sdp-stat
+	SDP_PROVIDER_DIR=$(abspath $(PROVIDER_OUT)) timeout 600 \
+		python3 tests/scale/idle_conns.py -n $(SCALE_N) --idle 8 \
+		--timeout 500 --lib $(O)/lib/libsdp_switch.so \
+		--stat $(O)/bin/sdp-stat
