@@ -170,23 +170,24 @@ struct sw_proc_stats *sw_stats_proc(void)
 
 struct sw_conn_stats *sw_stats_conn_new(void)
 {
-	static struct sw_conn_stats overflow;
-	uint32_t i;
+	static uint32_t hint;	/* where the last free slot was found */
+	uint32_t i, k;
 
 	if (!proc)
 		return NULL;
 	pthread_mutex_lock(&slot_lock);
-	for (i = 0; i < SW_STATS_SLOTS; i++) {
+	for (k = 0; k < SW_STATS_SLOTS; k++) {
+		i = (hint + k) % SW_STATS_SLOTS;
 		if (!proc->conn[i].in_use) {
 			memset(&proc->conn[i], 0, sizeof(proc->conn[i]));
 			proc->conn[i].in_use = 1;
+			hint = i + 1;
 			pthread_mutex_unlock(&slot_lock);
 			return &proc->conn[i];
 		}
 	}
 	pthread_mutex_unlock(&slot_lock);
 	/* more connections than slots: count nothing per connection */
-	(void)overflow;
 	return NULL;
 }
 

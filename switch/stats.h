@@ -12,7 +12,9 @@
 
 #define SW_STATS_MAGIC 0x53445053u /* "SPDS" */
 #define SW_STATS_VERSION 2
-#define SW_STATS_SLOTS 4096
+/* 10,000 idle connections per process must each get a slot (issue 3); the
+ * file is sparse, so unused slots cost no memory */
+#define SW_STATS_SLOTS 16384
 #define SW_STATS_FB_MAX 32
 
 struct sw_conn_stats {

@@ -334,6 +334,8 @@ static void text_conn(const struct sw_conn_stats *c)
 	       "  doorbells %" PRIu64 "  reg-failures %" PRIu64 "\n",
 	       c->msgs_tx, c->msgs_rx, c->credit_stalls, c->wakeups,
 	       c->doorbells, c->reg_failures);
+	printf("      registered %" PRIu64 " bytes  receive buffers %" PRIu32
+	       "\n", c->reg_bytes, c->recv_bufs);
 }
 
 static void text_proc(const struct snapshot *sn, const struct opts *o)
@@ -417,9 +419,10 @@ static void json_conn(const struct sw_conn_stats *c)
 	printf(",\n       \"msgs_tx\": %" PRIu64 ", \"msgs_rx\": %" PRIu64
 	       ", \"credit_stalls\": %" PRIu64 ", \"wakeups\": %" PRIu64
 	       ", \"doorbells\": %" PRIu64 ", \"reg_failures\": %" PRIu64
+	       ",\n       \"reg_bytes\": %" PRIu64 ", \"recv_bufs\": %" PRIu32
 	       "}",
 	       c->msgs_tx, c->msgs_rx, c->credit_stalls, c->wakeups,
-	       c->doorbells, c->reg_failures);
+	       c->doorbells, c->reg_failures, c->reg_bytes, c->recv_bufs);
 }
 
 static void json_proc(const struct snapshot *sn, const struct opts *o)
