@@ -22,6 +22,9 @@
 #define SHM_MAX_WRITES 64		/* staged RDMA writes per endpoint */
 #define SHM_STAGE_MAX 256		/* most staging slots */
 #define SHM_MAX_RDMA (1ull << 40)	/* largest single RDMA transfer */
+#define SHM_POOL 8			/* regions kept for reuse, each kind */
+#define SHM_MEMFD_KEEP 16		/* live endpoints keeping their memfd */
+#define SHM_POOL_TTL_NS 5000000000ull	/* a pooled region's lifetime */
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -72,9 +75,12 @@ struct shm_hdr {
 	/* owner writes the result of staged chunk s at [s % stage_slots] */
 	_Alignas(SHM_CL) _Atomic int32_t stage_result[SHM_STAGE_MAX];
 	/* the peer sets it when it closes its endpoint (an orderly close;
-	 * a peer process that dies is seen through its pidfd) */
+	 * a peer process that dies is seen through its pidfd): 1, then 2
+	 * once it will touch the region no more (SHM_CLOSED_DONE) */
 	_Alignas(SHM_CL) _Atomic uint32_t closed;
 };
+
+#define SHM_CLOSED_DONE 2u
 
 struct shm_slot {		/* control ring slot */
 	uint32_t len;		/* payload bytes */
@@ -116,6 +122,19 @@ struct shm_peer {
 
 struct shm_cq;
 
+/* A region kept after its endpoint closed, for the next endpoint with the
+ * same peer process (shm_pool.c): our own (with its memfd, to pass again)
+ * or the peer's mapping (known by the memfd's inode). */
+struct shm_pooled {
+	struct shm_hdr *h;
+	struct shm_geom g;
+	int memfd;			/* own regions; -1 for peer mappings */
+	dev_t dev;			/* peer mappings: the memfd's file */
+	ino_t ino;
+	struct shm_peer *pe;		/* the peer process (a reference) */
+	uint64_t expires;		/* CLOCK_MONOTONIC ns */
+};
+
 struct shm_provider {
 	struct sdp_provider base;
 	/* the process bell, the peer table and the CQs with a notify fd
@@ -133,6 +152,14 @@ struct shm_provider {
 		__attribute__((format(printf, 2, 3)));
 	_Atomic uint64_t reg_count;
 	_Atomic uint64_t rdma_count;
+	/* shm_pool.c: regions of closed endpoints, per process; a leaf
+	 * lock but for shm_peer_put (peer_lock) */
+	pthread_mutex_t pool_lock;
+	pid_t pool_pid;			/* the process the pools belong to */
+	struct shm_pooled own_pool[SHM_POOL];
+	struct shm_pooled map_pool[SHM_POOL];
+	uint32_t n_own, n_map;
+	uint32_t memfds_kept;		/* by live endpoints */
 };
 
 struct shm_mr {
@@ -198,6 +225,15 @@ struct shm_ep {
 	struct shm_geom og;		/* private copy of its geometry */
 	struct shm_hdr *peer;		/* peer's region: I produce into it */
 	struct shm_geom pg;		/* validated copy of its geometry */
+	/* reuse (shm_pool.c): my memfd kept to pass again (-1: closed),
+	 * the peer memfd's file, the process a reused region of mine was
+	 * offered for (connect side, checked at ACCEPT), and whether the
+	 * regions may not be pooled (a failed or suspicious set-up) */
+	int memfd;
+	dev_t peer_dev;
+	ino_t peer_ino;
+	struct shm_peer *pool_pe;
+	bool retire;
 
 	uint64_t rx_cons, stage_cons;	/* my consumer cursors */
 	uint64_t tx_prod, tx_cons;	/* producer cursor + cached cons */
@@ -287,6 +323,7 @@ void shm_bell_ring(int bell);
 int shm_peer_get(struct shm_provider *p, pid_t pid, uint64_t bell_id,
 		 int bell, struct shm_peer **out);
 void shm_peer_put(struct shm_provider *p, struct shm_peer *pe);
+void shm_peer_hold(struct shm_provider *p, struct shm_peer *pe);
 bool shm_peer_gone(struct shm_peer *pe);
 void shm_ncq_add(struct shm_provider *p, struct shm_cq *cq);
 void shm_ncq_del(struct shm_provider *p, struct shm_cq *cq);
@@ -300,6 +337,14 @@ bool shm_fault_rdma(struct shm_provider *p);
 int shm_region_create(struct shm_provider *p, struct shm_ep *ep, int *memfd);
 int shm_region_map(struct shm_ep *ep, int memfd);
 void shm_region_unmap(struct shm_ep *ep);
+
+/* shm_pool.c */
+int shm_region_get(struct shm_provider *p, struct shm_ep *ep,
+		   struct shm_peer *pe, pid_t pid, int *memfd);
+void shm_region_sent(struct shm_ep *ep, int memfd);
+int shm_region_map_peer(struct shm_ep *ep, int memfd);
+void shm_region_release(struct shm_ep *ep);
+void shm_pool_free(struct shm_provider *p);
 int shm_ring_put(struct shm_ep *ep, const struct sdp_sge *sgl, int nsge,
 		 uint64_t len);
 int shm_ring_rx(struct shm_ep *ep);

@@ -237,6 +237,7 @@ static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
 	ep->prov = p;
 	ep->ep_context = ep_context;
 	ep->sock = -1;
+	ep->memfd = -1;
 	ep->owner_pid = getpid();
 	pthread_mutex_init(&ep->lock, NULL);
 	return ep;
@@ -244,8 +245,8 @@ static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
 
 static void ep_free(struct shm_ep *ep)
 {
+	shm_region_release(ep);
 	shm_rmr_free_all(ep);
-	shm_region_unmap(ep);
 	if (ep->sock >= 0)
 		close(ep->sock);
 	shm_peer_put(ep->prov, ep->pe);
@@ -437,10 +438,16 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 		ret = -ENOMEM;
 		goto free_req;
 	}
-	ret = shm_region_create(req->prov, ep, &memfd);
+	/* the client's process: -ESRCH if it is gone already */
+	ret = shm_peer_get(req->prov, req->pid, req->bell_id, req->bell,
+			   &ep->pe);
+	req->bell = -1;
 	if (ret)
 		goto free_ep;
-	ret = shm_region_map(ep, req->memfd);
+	ret = shm_region_get(req->prov, ep, ep->pe, 0, &memfd);
+	if (ret)
+		goto free_ep;
+	ret = shm_region_map_peer(ep, req->memfd);
 	if (ret) {
 		shm_log(req->prov, 3,
 			"accept: client %d sent an invalid shared region (%s)",
@@ -454,17 +461,11 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 		ret = fds[1];
 		goto close_memfd;
 	}
-	/* the client's process: -ESRCH if it is gone already */
-	ret = shm_peer_get(req->prov, req->pid, req->bell_id, req->bell,
-			   &ep->pe);
-	req->bell = -1;
-	if (ret)
-		goto close_memfd;
 	ret = hs_send(req->sock, SHM_ACCEPT, ep->cma ? SHM_F_CMA : 0, priv,
 		      privlen, fds, 2, bell_id);
 	if (ret)
 		goto close_memfd;
-	close(memfd);
+	shm_region_sent(ep, memfd);
 	/* a pidfd watches the client from now on; without one, the socket
 	 * stays as the liveness channel */
 	if (ep->pe->pidfd < 0 && req->pid != getpid()) {
@@ -482,8 +483,9 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 	return 0;
 
 close_memfd:
-	close(memfd);
+	shm_region_sent(ep, memfd);
 free_ep:
+	ep->retire = true;
 	ep_free(ep);
 free_req:
 	req_free(req);
@@ -508,6 +510,8 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	struct shm_provider *sp = shm_prov(p);
 	struct shm_cq *cq = (struct shm_cq *)c;
 	struct shm_ep *ep;
+	struct ucred cr = { 0 };
+	socklen_t crlen = sizeof(cr);
 	int memfd, fds[2], ret;
 	uint64_t bell_id;
 
@@ -520,19 +524,23 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	ret = rendezvous(dst, dstlen, &ep->sock);
 	if (ret)
 		goto free_ep;
-	ret = shm_region_create(sp, ep, &memfd);
+	/* the listener's creator: a region it had before may serve again,
+	 * if the ACCEPT comes from that same process (connect_answer) */
+	if (getsockopt(ep->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen))
+		cr.pid = 0;
+	ret = shm_region_get(sp, ep, NULL, cr.pid, &memfd);
 	if (ret)
 		goto free_ep;
 	fds[0] = memfd;
 	fds[1] = shm_bell_get(sp, &bell_id);
 	if (fds[1] < 0) {
-		close(memfd);
+		shm_region_sent(ep, memfd);
 		ret = fds[1];
 		goto free_ep;
 	}
 	ret = hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
 		      privlen, fds, 2, bell_id);
-	close(memfd);
+	shm_region_sent(ep, memfd);
 	if (ret)
 		goto free_ep;
 	ep->state = SHM_EP_CONNECTING;
@@ -541,6 +549,7 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	return SDP_PENDING;
 
 free_ep:
+	ep->retire = true;
 	ep_free(ep);
 	return ret;
 }
@@ -556,13 +565,20 @@ static void connect_answer(struct shm_ep *ep)
 	if (ret == -EAGAIN)
 		return;
 	if (!ret && hs.type == SHM_ACCEPT && pid > 0) {
-		ret = shm_region_map(ep, fds[0]);
-		close(fds[0]);
-		if (!ret) {
-			ret = shm_peer_get(ep->prov, pid, hs.bell_id, fds[1],
-					   &ep->pe);
-			fds[1] = -1;
+		ret = shm_peer_get(ep->prov, pid, hs.bell_id, fds[1], &ep->pe);
+		fds[1] = -1;
+		if (!ret && ep->pool_pe && ep->pool_pe != ep->pe) {
+			/* our region, reused for the listener's creator,
+			 * went to another process: never offered again */
+			shm_log(ep->prov, 4,
+				"connect: accepted by process %d, not by the listener's creator %d: connection refused, retry it",
+				(int)pid, (int)ep->pool_pe->pid);
+			ep->retire = true;
+			ret = -EPERM;
 		}
+		if (!ret)
+			ret = shm_region_map_peer(ep, fds[0]);
+		close(fds[0]);
 		if (!ret) {
 			/* the server's pidfd watches it from now on */
 			if (ep->pe->pidfd >= 0 || pid == getpid()) {
@@ -582,7 +598,7 @@ static void connect_answer(struct shm_ep *ep)
 		}
 		if (fds[1] >= 0)
 			close(fds[1]);
-		if (ret != -ESRCH)
+		if (ret != -ESRCH && ret != -EPERM)
 			shm_log(ep->prov, 3,
 				"connect: server %d sent an invalid shared region",
 				(int)pid);
@@ -592,6 +608,7 @@ static void connect_answer(struct shm_ep *ep)
 		if (fds[1] >= 0)
 			close(fds[1]);
 	}
+	ep->retire = true;
 	shm_cq_push(ep->cq, ep, SDP_OP_CONNECT, 0, -ECONNREFUSED, 0);
 	shm_ep_fail(ep, -ECONNREFUSED);
 }
@@ -675,6 +692,11 @@ int shm_ep_close(struct sdp_ep *e)
 	}
 	if (ep->cq)
 		shm_cq_del_ep(ep->cq, ep);
+	/* this process touches the peer's region no more: the peer may
+	 * give it to our next endpoint (shm_pool.c) */
+	if (ep->peer && ep->owner_pid == getpid())
+		atomic_store_explicit(&ep->peer->closed, SHM_CLOSED_DONE,
+				      memory_order_release);
 	ep_free(ep);
 	return 0;
 }

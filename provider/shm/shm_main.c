@@ -155,6 +155,7 @@ static int shm_query_address_list(struct sdp_provider *p,
 
 static void shm_cleanup(struct sdp_provider *p)
 {
+	shm_pool_free(shm_prov(p));
 	shm_peers_free(shm_prov(p));
 	free(shm_prov(p));
 }
@@ -284,6 +285,7 @@ sdp_provider_startup(const struct sdp_startup_args *args,
 	p->bell = -1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_init(&p->peer_lock, NULL);
+	pthread_mutex_init(&p->pool_lock, NULL);
 	if (args->size >= sizeof(struct sdp_startup_args))
 		p->log = args->log;
 	ret = env_u32("SDP_SHM_FAIL_REG_EVERY", &p->opt.fail_reg_every,
@@ -309,6 +311,7 @@ sdp_provider_startup(const struct sdp_startup_args *args,
 	return 0;
 
 free_prov:
+	pthread_mutex_destroy(&p->pool_lock);
 	pthread_mutex_destroy(&p->peer_lock);
 	pthread_mutex_destroy(&p->lock);
 	free(p);

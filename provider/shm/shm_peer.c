@@ -194,6 +194,14 @@ void shm_peer_put(struct shm_provider *p, struct shm_peer *pe)
 	free(pe);
 }
 
+/* Another reference to an entry the caller holds one of. */
+void shm_peer_hold(struct shm_provider *p, struct shm_peer *pe)
+{
+	pthread_mutex_lock(&p->peer_lock);
+	pe->refs++;
+	pthread_mutex_unlock(&p->peer_lock);
+}
+
 /* Has the peer process exited? One poll of its pidfd, remembered. */
 bool shm_peer_gone(struct shm_peer *pe)
 {
