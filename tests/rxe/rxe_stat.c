@@ -52,6 +52,17 @@ int rxe_path_of(int fd, struct rxe_path *p)
 		p->rx_san = c->rx_copy + c->rx_rdma_read + c->rx_rdma_write;
 		p->tx_tcp = c->tx_tcp;
 		p->rx_tcp = c->rx_tcp;
+		p->tx_copy = c->tx_copy;
+		p->rx_copy = c->rx_copy;
+		p->tx_read = c->tx_rdma_read;
+		p->rx_read = c->rx_rdma_read;
+		p->tx_write = c->tx_rdma_write;
+		p->rx_write = c->rx_rdma_write;
+		p->msgs_tx = c->msgs_tx;
+		p->msgs_rx = c->msgs_rx;
+		p->stalls = c->credit_stalls;
+		p->doorbells = c->doorbells;
+		p->wakeups = c->wakeups;
 		break;
 	}
 	munmap((void *)ps, sizeof(*ps));
@@ -82,6 +93,13 @@ int rxe_path_check(int fd, const char *who, const char *want)
 	       "tcp tx %llu rx %llu)\n", who, got,
 	       p.preloaded ? "loaded" : "not loaded", p.state, p.tx_san,
 	       p.rx_san, p.tx_tcp, p.rx_tcp);
+	if (p.found)
+		printf("%s: bytes copy %llu/%llu read %llu/%llu write %llu/%llu "
+		       "(tx/rx); msgs %llu/%llu; credit stalls %llu; "
+		       "doorbells sent %llu, received %llu\n", who,
+		       p.tx_copy, p.rx_copy, p.tx_read, p.rx_read,
+		       p.tx_write, p.rx_write, p.msgs_tx, p.msgs_rx,
+		       p.stalls, p.doorbells, p.wakeups);
 	if (want && strcmp(want, got)) {
 		fprintf(stderr, "%s: the connection went over %s, expected "
 			"%s\n", who, got, want);

@@ -17,6 +17,10 @@ struct rxe_path {
 	unsigned int state;	/* enum sw_state (switch/sw_internal.h) */
 	unsigned long long tx_san, rx_san, tx_tcp, rx_tcp;
 	unsigned long long conns_tcp;	/* process: conns left on TCP */
+	/* where the time went: bytes by path, messages, waits */
+	unsigned long long tx_copy, rx_copy, tx_read, rx_read;
+	unsigned long long tx_write, rx_write;
+	unsigned long long msgs_tx, msgs_rx, stalls, doorbells, wakeups;
 };
 
 int rxe_path_of(int fd, struct rxe_path *p);
