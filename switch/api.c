@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -186,6 +187,7 @@ static ssize_t ptx_append(struct sw_sock *s, const struct msghdr *msg,
 
 static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			      int flags);
+int sw_ptx_flush(struct sw_sock *s);
 
 ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 {
@@ -232,6 +234,15 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			b = *((uint8_t *)msg->msg_iov[0].iov_base);
 			one.iov_base = &b;
 			one.iov_len = 1;
+			/* the urgent byte follows the bytes sent before it,
+			 * those still waiting for credits too */
+			while (s->ptx_len && !s->ss.peer_dead &&
+			       !s->ss.error && !s->tcp_eof) {
+				if (sw_ptx_flush(s) < 0)
+					break;
+				if (s->ptx_len)
+					sw_session_wait(s, POLLOUT, 0);
+			}
 			while (!sw_credit_can_send(&s->ss, SDP_MSG_OOB) &&
 			       !s->ss.peer_dead && !s->ss.error)
 				sw_session_wait(s, POLLOUT, 0);
@@ -350,9 +361,12 @@ int sw_close(struct sw_sock *s, int fd)
 					     0);
 		} else if (!s->ss.fin_sent) {
 			/* FIN carries EOF; TCP's FIN follows anyway, so
-			 * the wait for a credit is short and bounded */
+			 * the wait for a credit is short and bounded (longer
+			 * while bytes written during the upgrade must go
+			 * first, as a TCP socket sends its buffer) */
 			s->ss.fin_pending = true;
-			deadline = sw_now_ns() + 200000000ull;
+			deadline = sw_now_ns() + (s->ptx_len ? 2000000000ull :
+						  200000000ull);
 			sw_credit_maybe_update(s);
 			while (s->ss.fin_pending && !s->ss.peer_dead &&
 			       !s->tcp_eof && sw_now_ns() < deadline)
@@ -425,7 +439,23 @@ int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 
 		s->linger0 = l->l_onoff && l->l_linger == 0;
 	}
-	(void)ret;
+	if (level == IPPROTO_TCP && name == TCP_CORK && len >= sizeof(int) &&
+	    *(const int *)val) {
+		bool san;
+
+		pthread_mutex_lock(&s->lock);
+		san = s->state != SW_TCP && s->state != SW_LISTENER;
+		pthread_mutex_unlock(&s->lock);
+		/* Carried (or about to be) by the provider, the TCP stream
+		 * holds only the switch's own bytes: a cork would hold a
+		 * one-byte doorbell for up to 200 ms while the peer sleeps
+		 * (nginx's tcp_nopush). The hint has nothing to coalesce
+		 * there; taking it off (0) still goes to the kernel. */
+		if (san) {
+			*ret = 0;
+			return 1;
+		}
+	}
 	return 0;
 }
 
@@ -443,9 +473,9 @@ static short san_revents(struct sw_sock *s, short events)
 
 	if ((events & (POLLIN | POLLRDNORM)) &&
 	    (ss->rxq || ss->fin_rcvd || ss->abort_rcvd || ss->error ||
-	     ss->peer_dead || s->tcp_eof))
+	     sw_peer_ended(s)))
 		r |= events & (POLLIN | POLLRDNORM);
-	if ((events & POLLRDHUP) && (ss->fin_rcvd || s->tcp_eof))
+	if ((events & POLLRDHUP) && (ss->fin_rcvd || sw_peer_ended(s)))
 		r |= POLLRDHUP;
 	if ((events & POLLPRI) && ss->oob_valid)
 		r |= POLLPRI;
@@ -477,8 +507,11 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 		r = san_revents(s, events);
 	} else if (pending(s)) {
 		/* handshake bytes are not the program's; writes may go
-		 * (they wait for the upgrade to settle) */
+		 * while the pending buffer has room (they wait there for
+		 * the upgrade to settle): only then is the socket usable */
 		r = kernel_revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
+		if (s->ptx_len >= SW_PTX_MAX)
+			r &= ~(POLLOUT | POLLWRNORM);
 	} else {
 		/* on TCP the kernel's reports are the events; but bytes of
 		 * ours (a marker after an upgrade or downgrade) must not make
@@ -532,6 +565,52 @@ short sw_poll_arm(struct sw_sock *s, short events)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+/*
+ * For readiness.c, while the upgrade of s is pending: the fds besides the
+ * TCP fd whose events move it on (the provider listener a client waits on
+ * for the server's connection). The CQ notify fd is not among them: a
+ * provider may make it on first use and keep it for the connection's life
+ * (docs/provider-shm.md); a client that takes the connection rings on TCP
+ * instead, and readiness bounds the sleep of a socket with no fd here.
+ * With max 0, only asks. Returns -1 when s is not pending, -2 when the
+ * upgrade moved on here (do not sleep), else the number of fds.
+ */
+int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max)
+{
+	int n = -1, i, fd;
+
+	pthread_mutex_lock(&s->lock);
+	if (!pending(s) || !max)
+		goto unlock;
+	n = 0;
+	for (i = 0; s->state == SW_HELLO_SENT && i < sw_nproviders &&
+		    n < max; i++) {
+		if (!s->plisten[i])
+			continue;
+		fd = sw_providers[i].mod.ops.listener_fd(s->plisten[i]);
+		if (fd >= 0)
+			fds[n++] = fd;
+	}
+	/* look once more before the caller sleeps */
+	settle(s, false);
+	if (!pending(s))
+		n = -2;
+unlock:
+	if (n == -1 && pending(s))
+		n = 0;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* After a sleep that watched the fds of sw_poll_upgrade_fds: moves the
+ * upgrade on. */
+void sw_poll_upgrade_woken(struct sw_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	settle(s, false);
+	pthread_mutex_unlock(&s->lock);
 }
 
 unsigned sw_poll_spin_us(void)

@@ -6,10 +6,56 @@
  * ring that is the target of the peer's RDMA writes.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "sw_internal.h"
+
+/*
+ * Message buffers of closed connections, kept for the next ones: a
+ * connection takes 17 or more at set-up, and an mmap, its page faults and
+ * its munmap cost more than the whole rest of a short connection's life
+ * in this process. Only buffers of the configured size are kept (one
+ * size per process), at most BUF_CACHE of them. Registrations are not
+ * kept: they belong to a provider and are cheap on shm.
+ */
+#define BUF_CACHE 64
+
+static void *buf_cache[BUF_CACHE];
+static unsigned int buf_cached;
+static pthread_mutex_t buf_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *buf_get(size_t len)
+{
+	void *m = NULL;
+
+	if (len == sw_cfg.msg_size) {
+		pthread_mutex_lock(&buf_cache_lock);
+		if (buf_cached)
+			m = buf_cache[--buf_cached];
+		pthread_mutex_unlock(&buf_cache_lock);
+		if (m)
+			return m;
+	}
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+static void buf_put(void *m, size_t len)
+{
+	if (len == sw_cfg.msg_size) {
+		pthread_mutex_lock(&buf_cache_lock);
+		if (buf_cached < BUF_CACHE) {
+			buf_cache[buf_cached++] = m;
+			m = NULL;
+		}
+		pthread_mutex_unlock(&buf_cache_lock);
+	}
+	if (m)
+		munmap(m, len);
+}
 
 static int slot_alloc(struct sw_sock *s, struct sw_buf_slot *sl)
 {
@@ -18,9 +64,8 @@ static int slot_alloc(struct sw_sock *s, struct sw_buf_slot *sl)
 	void *m;
 	int r = 0, tries;
 
-	m = mmap(NULL, ss->msg_size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
+	m = buf_get(ss->msg_size);
+	if (!m)
 		return -ENOMEM;
 	/* a registration that fails may succeed again (resources come
 	 * back): a few tries before the connection does without */
@@ -34,7 +79,7 @@ static int slot_alloc(struct sw_sock *s, struct sw_buf_slot *sl)
 			s->st->reg_failures++;
 	}
 	if (r) {
-		munmap(m, ss->msg_size);
+		buf_put(m, ss->msg_size);
 		return r;
 	}
 	sl->mem = m;
@@ -48,7 +93,7 @@ static void slot_release(struct sw_sock *s, struct sw_buf_slot *sl)
 	if (!sl->mem)
 		return;
 	ss->prov->mod.ext.deregister_memory(ss->prov->mod.prov, sl->mr);
-	munmap(sl->mem, ss->msg_size);
+	buf_put(sl->mem, ss->msg_size);
 	sl->mem = NULL;
 	sl->mr = NULL;
 }
@@ -83,6 +128,15 @@ int sw_send_slot_get(struct sw_sock *s, uint32_t *idx)
 	struct sw_session *ss = &s->ss;
 	uint32_t i, k, free_slot = SW_MAX_BUFS;
 
+	/* the common case: the next slot is there and idle */
+	k = ss->send_next;
+	if (ss->sslot[k].mem && !ss->send_busy[k]) {
+		ss->send_next = (k + 1) % SW_MAX_BUFS;
+		if (!ss->sslot[ss->send_next].mem)
+			ss->send_next = 0;
+		*idx = k;
+		return 0;
+	}
 	for (i = 0; i < SW_MAX_BUFS; i++) {
 		k = (ss->send_next + i) % SW_MAX_BUFS;
 		if (ss->sslot[k].mem && !ss->send_busy[k]) {

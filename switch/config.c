@@ -25,6 +25,7 @@ struct sw_config sw_cfg = {
 	.send_bufs = 16,
 	.rdma_min = 65536,
 	.staging_size = 1 << 20,
+	.coalesce_max = 0,
 	.hello_timeout_ms = 2000,
 	.upgrade_timeout_ms = 2000,
 	.path = SW_PATH_AUTO,
@@ -94,6 +95,8 @@ void sw_config_load(void)
 				 1ul << 40);
 	sw_cfg.staging_size = env_ul("SDP_STAGING_SIZE", sw_cfg.staging_size,
 				     4096, 1ul << 32);
+	sw_cfg.coalesce_max = env_ul("SDP_COALESCE", sw_cfg.coalesce_max, 0,
+				     SW_PTX_MAX);
 	sw_cfg.hello_timeout_ms = env_ul("SDP_HELLO_TIMEOUT_MS",
 					 sw_cfg.hello_timeout_ms, 1, 600000);
 	sw_cfg.upgrade_timeout_ms = env_ul("SDP_UPGRADE_TIMEOUT_MS",

@@ -48,6 +48,7 @@ uint16_t sw_credit_take_owed(struct sw_session *ss)
  * announced or the peer is short of them. */
 int sw_credit_send_releases(struct sw_sock *s);
 int sw_recv_post_new(struct sw_sock *s, uint32_t idx);
+int sw_ptx_flush(struct sw_sock *s);
 
 int sw_credit_maybe_update(struct sw_sock *s)
 {
@@ -69,6 +70,7 @@ int sw_credit_maybe_update(struct sw_sock *s)
 	}
 	if (ss->staging_freed_unsent &&
 	    (ss->staging_freed_unsent >= ss->staging_len / 4 ||
+	     ss->staging_freed_unsent >= 256 * 1024 ||
 	     !ss->rx_queued) &&
 	    sw_credit_can_send(ss, SDP_MSG_STAGING_FREE)) {
 		struct sdp_msg_ack ack = { .bytes = ss->staging_freed_unsent };
@@ -84,7 +86,15 @@ int sw_credit_maybe_update(struct sw_sock *s)
 		if (r)
 			return r;
 	}
-	if (ss->fin_pending && sw_credit_can_send(ss, SDP_MSG_FIN)) {
+	/* FIN follows every byte, those written during the upgrade or kept
+	 * back to coalesce too */
+	if (ss->fin_pending && s->ptx_len) {
+		r = sw_ptx_flush(s);
+		if (r)
+			return r;
+	}
+	if (ss->fin_pending && !s->ptx_len &&
+	    sw_credit_can_send(ss, SDP_MSG_FIN)) {
 		r = sw_send_ctrl(s, SDP_MSG_FIN, NULL, 0, NULL, 0, 0);
 		if (r)
 			return r;
@@ -101,6 +111,25 @@ int sw_credit_maybe_update(struct sw_sock *s)
 			return r;
 	}
 	return 0;
+}
+
+/*
+ * Before this side waits: the buffers it has reposted go back to the peer
+ * now rather than at half the pool, so that a peer holding bytes back to
+ * coalesce (session_tx.c) sees at once that everything it sent has been
+ * consumed. One owed buffer stays for the next message: a CREDIT costs
+ * the peer a buffer too, and two idle sides must not trade them forever.
+ */
+void sw_credit_return_owed(struct sw_sock *s);
+void sw_credit_return_owed(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (s->state != SW_SAN || !ss->peer_nrecv || !ss->ep || ss->error ||
+	    ss->peer_dead || ss->credits_owed < 2 ||
+	    !sw_credit_can_send(ss, SDP_MSG_CREDIT))
+		return;
+	sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
 }
 
 /* ---- credit deltas: buffers follow the traffic ----------------------------- */
@@ -208,6 +237,12 @@ static void shrink(struct sw_sock *s)
 void sw_credit_adapt(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
+
+	/* called before this side sleeps: bytes kept back to coalesce go
+	 * now, whatever the peer's pace, and so do owed credits */
+	if (s->ptx_len && s->state == SW_SAN)
+		sw_ptx_flush(s);
+	sw_credit_return_owed(s);
 
 	if (s->state != SW_SAN || !ss->setup_rcvd || ss->dg_sent ||
 	    ss->dg_rcvd || ss->error || ss->peer_dead || ss->release_expect ||

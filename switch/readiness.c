@@ -26,6 +26,14 @@
 static struct sw_sock *(*rd_lookup)(int fd);
 static struct rd_sys rd_sys;
 
+/* Kernel reports whose data.u64 has this bit are for an fd of the switch
+ * (a provider listener) that a sleep watched for the pending upgrade of
+ * the program's fd in the low bits. */
+#define RD_TAG (1ull << 62)
+/* The most such fds one sleep watches; beyond, the sleep is bounded. */
+#define RD_MAX_EXTRA 64
+#define RD_PENDING_NAP_NS 2000000
+
 /* ---- time --------------------------------------------------------------- */
 
 static int64_t rd_now(void)
@@ -102,6 +110,9 @@ struct rd_ent {
 	bool out_veto;		/* the switch vetoed EPOLLOUT: not asked
 				 * of the kernel, a credit doorbell wakes
 				 * us instead */
+	bool known;		/* pend looked at since the fd is managed */
+	bool pend;		/* its upgrade is pending: the kernel also
+				 * watches EPOLLIN (hello, doorbell) */
 };
 
 struct rd_ep {
@@ -290,6 +301,8 @@ static uint32_t rd_kev(const struct rd_ent *e, bool managed)
 
 	if (managed && e->out_veto)
 		ev = (ev & ~(uint32_t)EPOLLOUT) | EPOLLIN;
+	if (managed && e->pend)
+		ev |= EPOLLIN;
 	return ev;
 }
 
@@ -349,6 +362,10 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		e->events = event->events;
 		e->data = event->data;
 		e->is_ep = inner != NULL;
+		if (s) {
+			e->known = true;
+			e->pend = sw_poll_upgrade_fds(s, NULL, 0) >= 0;
+		}
 		ret = rd_kernel_ctl(epfd, op, e, rd_kev(e, s != NULL));
 		if (ret) {
 			free(e);
@@ -547,7 +564,35 @@ struct rd_out {
 	int *fds;
 	int n;
 	int max;
+	/* fds of the switch the coming sleep watches for pending upgrades,
+	 * each with the program's fd it serves */
+	int xfd[RD_MAX_EXTRA];
+	int xowner[RD_MAX_EXTRA];
+	int nx;
+	bool xfull;		/* more than fit, or an upgrade with nothing
+				 * to watch but TCP: bound the sleep */
+	bool progressed;	/* an upgrade moved on while arming */
 };
+
+/* Collects what moves the pending upgrade of e on, for the sleep. */
+static void rd_collect(struct rd_out *o, struct rd_ent *e, struct sw_sock *s)
+{
+	int fds[2], k, i;
+
+	k = sw_poll_upgrade_fds(s, fds, 2);
+	if (k == -2)
+		o->progressed = true;
+	if (k == 0)
+		o->xfull = true;	/* nothing to watch: a bounded sleep */
+	for (i = 0; i < k; i++) {
+		if (o->nx >= RD_MAX_EXTRA) {
+			o->xfull = true;
+			break;
+		}
+		o->xfd[o->nx] = fds[i];
+		o->xowner[o->nx++] = e->fd;
+	}
+}
 
 /* Adds (or merges) one report for e into the program's array. */
 static void rd_report(struct rd_out *o, struct rd_ent *e, uint32_t r)
@@ -588,6 +633,11 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		if (!s && !e->is_ep)
 			continue;
 		++*special;
+		if (s && (!e->known || e->pend)) {
+			/* rare: only until the upgrade settles */
+			e->pend = sw_poll_upgrade_fds(s, NULL, 0) >= 0;
+			e->known = true;
+		}
 		if (s && e->out_veto &&
 		    (sw_poll_revents(s, POLLOUT, POLLOUT) & POLLOUT))
 			e->out_veto = false;	/* writable again */
@@ -596,6 +646,8 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		r = arm ? rd_ent_arm(e, s, 0) : rd_ent_san(e, s, 0, true);
 		if (r)
 			rd_report(o, e, r);
+		else if (arm && s && e->pend && !e->disarmed)
+			rd_collect(o, e, s);
 		if (s)
 			sw_sock_unref(s);
 	}
@@ -613,8 +665,10 @@ static void rd_ep_merge(struct rd_ep *ep, struct rd_out *o,
 
 	pthread_mutex_lock(&ep->lock);
 	for (i = 0; i < k; i++) {
-		fd = (int)kev[i].data.u64;
-		kr = kev[i].events;
+		fd = (int)(kev[i].data.u64 & ~RD_TAG);
+		/* a switch fd of a pending upgrade: news for its socket,
+		 * nothing the kernel knows of the socket itself */
+		kr = kev[i].data.u64 & RD_TAG ? 0 : kev[i].events;
 		e = fd >= 0 && fd < ep->cap ? ep->ent[fd] : NULL;
 		if (!e || e->disarmed)
 			continue;	/* removed meanwhile, or oneshot */
@@ -675,6 +729,48 @@ static int rd_kernel_wait(int epfd, struct epoll_event *kev, int max,
 	return rd_sys.epoll_pwait(epfd, kev, max, ms, mask);
 }
 
+/* The kernel watches the switch fds of pending upgrades for one sleep.
+ * An fd another thread's sleep on this set watches already (EEXIST) is
+ * not ours to remove: the sleep is bounded instead. */
+static void rd_extra_begin(struct rd_ep *ep, struct rd_out *o)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int i;
+
+	for (i = 0; i < o->nx; i++) {
+		ev.data.u64 = RD_TAG | (uint64_t)o->xowner[i];
+		if (sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, o->xfd[i],
+				      &ev)) {
+			o->xfd[i] = -1;
+			o->xfull = true;
+		}
+	}
+}
+
+/* After the sleep: the switch fds leave the set, and every upgrade that
+ * was waited for moves on. */
+static void rd_extra_end(struct rd_ep *ep, struct rd_out *o, int k)
+{
+	struct sw_sock *s;
+	int saved = errno, i;
+
+	(void)k;
+	for (i = 0; i < o->nx; i++) {
+		if (o->xfd[i] >= 0)
+			sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, o->xfd[i],
+					  NULL);
+		if (i && o->xowner[i] == o->xowner[i - 1])
+			continue;
+		s = rd_lookup(o->xowner[i]);
+		if (s) {
+			sw_poll_upgrade_woken(s);
+			sw_sock_unref(s);
+		}
+	}
+	o->nx = 0;
+	errno = saved;
+}
+
 /*
  * One pass over the set: SAN readiness (or, when arm, "wake me" on each
  * switch socket), then the kernel, with timeout t when nothing was ready
@@ -692,22 +788,36 @@ static int rd_ep_pass(struct rd_ep *ep, struct rd_out *o,
 	int k;
 
 	o->n = 0;
+	o->nx = 0;
+	o->xfull = o->progressed = false;
 	rd_nap = false;
 	rd_ep_scan(ep, o, false, special);
 	if (!o->n && arm)
 		rd_ep_scan(ep, o, true, special);
-	if ((!kernel && !o->n) || o->n >= o->max)
+	if ((!kernel && !o->n) || o->n >= o->max) {
+		rd_extra_end(ep, o, 0);
 		return o->n;
+	}
 	if (!*special) {
 		t = t_plain;
 	} else {
-		if (rd_nap && (!t || t->tv_sec || t->tv_nsec > nap.tv_nsec))
+		if (o->progressed)
+			t = &rd_zero;
+		if (o->xfull)
+			nap.tv_nsec = RD_PENDING_NAP_NS;
+		if ((rd_nap || o->xfull) &&
+		    (!t || t->tv_sec || t->tv_nsec > nap.tv_nsec))
 			t = &nap;
 		if (t == &rd_zero)
 			mask = NULL;
 	}
-	k = rd_kernel_wait(ep->epfd, kev, o->max - o->n,
-			   o->n ? &rd_zero : t, o->n ? NULL : mask);
+	if (o->n)
+		t = &rd_zero;
+	else
+		rd_extra_begin(ep, o);
+	k = rd_kernel_wait(ep->epfd, kev, o->max - o->n, t,
+			   o->n ? NULL : mask);
+	rd_extra_end(ep, o, k);
 	if (k < 0)
 		return o->n ? o->n : -1;
 	rd_ep_merge(ep, o, kev, k);

@@ -99,6 +99,15 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents);
  * caller must not sleep) or 0 (sleep on the kernel fd is now safe).
  */
 short sw_poll_arm(struct sw_sock *s, short events);
+/*
+ * While the upgrade of s is pending: the fds besides the TCP fd whose
+ * events move it on (up to max into fds). Returns -1 when s is not
+ * pending, -2 when the upgrade moved on here (do not sleep), else their
+ * number. After a sleep that watched them, sw_poll_upgrade_woken moves the
+ * upgrade on.
+ */
+int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max);
+void sw_poll_upgrade_woken(struct sw_sock *s);
 /* Bounded busy-poll budget in microseconds before sleeping (tunable). */
 unsigned sw_poll_spin_us(void);
 /* Longest a wait over switch sockets should sleep before re-arming (so

@@ -6,6 +6,8 @@
  * field validated), doorbells on the TCP fd and the bounded wait.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -103,8 +105,19 @@ int sw_recv_repost(struct sw_sock *s, uint32_t idx)
 
 	ss->recv_held[idx] = 0;
 	r = post_recv(s, idx);
-	if (r)
-		return r;
+	if (r == -ENOBUFS || r == -EINVAL)
+		return r;	/* our accounting is wrong: an error */
+	if (r) {
+		/* the endpoint takes no more receives: the provider has
+		 * ended the connection (it hands out what arrived before,
+		 * which is already in its completion queue) */
+		if (!ss->peer_dead)
+			SW_DBG("fd %d: provider refuses receives: %s", s->fd,
+			       sdp_strerror(r));
+		ss->peer_dead = true;
+		sw_event(s);
+		return 0;
+	}
 	ss->credits_owed++;
 	return 0;
 }
@@ -141,37 +154,9 @@ int sw_session_peer_params(struct sw_sock *s, uint32_t msg_size,
 	return 0;
 }
 
-/* Sends what the program wrote while the upgrade was pending. */
-static int flush_ptx(struct sw_sock *s)
-{
-	struct iovec iov = { s->ptx, s->ptx_len };
-	size_t done = 0;
-
-	while (done < s->ptx_len) {
-		ssize_t n;
-
-		iov.iov_base = s->ptx + done;
-		iov.iov_len = s->ptx_len - done;
-		n = sw_session_send(s, &iov, 1, 0);
-		if (n < 0 && errno != EAGAIN)
-			return -errno;
-		if (n < 0) {
-			/* a non-blocking socket out of credits: these bytes
-			 * were accepted already, they must go first; the
-			 * peer returns credits as it reads */
-			if (s->ss.peer_dead || s->ss.error || s->tcp_eof)
-				return -ECONNRESET;
-			sw_session_wait(s, POLLOUT, 0);
-			continue;
-		}
-		done += n;
-	}
-	free(s->ptx);
-	s->ptx = NULL;
-	s->ptx_cap = 0;
-	s->ptx_len = 0;
-	return 0;
-}
+int sw_ptx_flush(struct sw_sock *s);
+bool sw_ptx_due(struct sw_sock *s);
+void sw_credit_return_owed(struct sw_sock *s);
 
 int sw_session_start(struct sw_sock *s)
 {
@@ -199,6 +184,16 @@ int sw_session_start(struct sw_sock *s)
 	if (r)
 		return r;
 	s->state = SW_SAN;
+	/* From here the TCP stream carries only one-byte doorbells: each
+	 * must leave at once, not wait behind an unacknowledged one for the
+	 * peer's delayed ACK (Nagle; up to 40 ms a doorbell). The program's
+	 * own TCP_NODELAY setting no longer shapes any of its bytes. */
+	{
+		int one = 1;
+
+		sdp_sys.setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one,
+				   sizeof(one));
+	}
 	if (ps)
 		ps->conns_san++;
 	if (s->st) {
@@ -212,7 +207,11 @@ int sw_session_start(struct sw_sock *s)
 	/* the peer may sleep on its TCP fd until it sees this side take the
 	 * connection: tell it now, before waiting on it for credits */
 	sw_doorbell_ring(s);
-	return s->ptx_len ? flush_ptx(s) : 0;
+	/* what the program wrote during the upgrade goes first, as far as
+	 * credits allow now; never wait here: this may run inside the
+	 * program's poll or read, and the peer may return credits only
+	 * once this side reads (sw_progress sends the rest) */
+	return sw_ptx_flush(s);
 }
 
 /* ---- sending ----------------------------------------------------------------- */
@@ -250,6 +249,15 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	if (sizeof(*h) + bodylen + paylen > ss->peer_msg_size &&
 	    type != SDP_MSG_SETUP)
 		return -EMSGSIZE;
+	if (type == SDP_MSG_DOWNGRADE && s->ptx_len) {
+		/* the program's bytes still waiting for credits go on the
+		 * SAN before the stream moves to TCP; the callers retry */
+		r = sw_ptx_flush(s);
+		if (r)
+			return r;
+		if (s->ptx_len)
+			return -EAGAIN;
+	}
 	r = send_buf_get(s, &k);
 	if (r)
 		return r;
@@ -313,6 +321,36 @@ void sw_doorbell_ring(struct sw_sock *s)
 		s->st->doorbells++;
 }
 
+static void tcp_ended(struct sw_sock *s)
+{
+	if (!s->tcp_eof)
+		s->tcp_eof_ns = sw_now_ns();
+	s->tcp_eof = true;
+}
+
+/*
+ * The peer sends its FIN message, sees it complete, then closes TCP; yet
+ * TCP's end can be seen here before the provider has handed over the
+ * messages before that FIN (they wait in its queue until polled, or until
+ * receive buffers are posted again). So TCP's end alone ends the stream
+ * only when the provider has had a grace period without handing anything
+ * over; a provider that sees the peer gone says so sooner (peer_dead).
+ */
+#define SW_EOF_GRACE_NS 1000000000ull
+
+bool sw_peer_ended(struct sw_sock *s)
+{
+	uint64_t since;
+
+	if (s->ss.peer_dead)
+		return true;
+	if (!s->tcp_eof)
+		return false;
+	since = s->tcp_eof_ns > s->ss.last_rx_ns ? s->tcp_eof_ns :
+						   s->ss.last_rx_ns;
+	return sw_now_ns() - since > SW_EOF_GRACE_NS;
+}
+
 void sw_doorbell_drain(struct sw_sock *s)
 {
 	uint8_t buf[256];
@@ -338,21 +376,21 @@ void sw_doorbell_drain(struct sw_sock *s)
 				SW_WARN("fd %d: byte 0x%02x on TCP while carried by the provider: closing",
 					s->fd, buf[i]);
 				s->ss.error = EPROTO;
-				s->tcp_eof = true;
+				tcp_ended(s);
 				sw_event(s);
 			}
 			/* a marker stays for the downgrade to read */
 			return;
 		}
 		if (n == 0) {
-			s->tcp_eof = true;
+			tcp_ended(s);
 			sw_event(s);
 			return;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			s->tcp_eof = true;
+			tcp_ended(s);
 			sw_event(s);
 		}
 		return;
@@ -705,10 +743,13 @@ int sw_progress(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 	struct sdp_completion c[16];
-	int n, i, r, total = 0;
+	int n, i, r, total = 0, err = 0;
 
 	if (!ss->cq)
 		return 0;
+	/* every completion taken from the queue is handled, whatever an
+	 * earlier one of the batch returned: a message dropped here would
+	 * be a hole in the stream */
 	do {
 		n = ss->prov->mod.ops.cq_poll(ss->cq, c, 16);
 		if (n < 0)
@@ -742,8 +783,8 @@ int sw_progress(struct sw_sock *s)
 					break;
 				r = on_recv(s, (uint32_t)c[i].context,
 					    c[i].bytes);
-				if (r < 0 && r != -EPROTO)
-					return r;
+				if (r < 0 && r != -EPROTO && !err)
+					err = r;
 				break;
 			case SDP_OP_SEND:
 				if (c[i].context >= CTX_SEND_BASE &&
@@ -763,15 +804,18 @@ int sw_progress(struct sw_sock *s)
 		total += n;
 	} while (n == 16);
 	if (s->state == SW_SAN && !ss->error && !ss->peer_dead) {
-		/* only the provider's word that the peer is gone ends the
-		 * connection; anything else is retried on the next call */
-		r = sw_credit_maybe_update(s);
-		if (r == -ECONNRESET || r == -EPIPE)
-			ss->peer_dead = true;
+		/* a send that fails here (the peer closed its endpoint) does
+		 * not end the stream: the messages it sent before still wait
+		 * for our receives, and the provider hands them out before
+		 * its receive completions say the peer is gone (peer_dead);
+		 * the program's own sends see the close through TCP */
+		sw_credit_maybe_update(s);
 		if (ss->grow_wanted)
 			sw_credit_adapt(s);
+		if (s->ptx_len && sw_ptx_due(s))
+			sw_ptx_flush(s);
 	}
-	return 0;
+	return err;
 }
 
 int sw_rdma_wait(struct sw_sock *s, uint64_t ctx)
@@ -828,13 +872,42 @@ static bool arm_wake(struct sw_sock *s)
 	return true;
 }
 
+/*
+ * A provider that reaches other hosts delivers a message some time after its
+ * sender posted it: the doorbell on TCP can overtake the message it
+ * announces (the waiter wakes, finds nothing, and sleeps again with no
+ * doorbell left to come), and our own sends and RDMA complete with no
+ * doorbell at all. Such a wait sleeps on the provider's CQ as well, armed
+ * here before the last check. A local provider's messages are in place
+ * before the doorbell goes: its CQ keeps no fd (SDP_CAP_LOCAL_ONLY).
+ * Returns the fd to add to the sleep, or -1.
+ */
+static int cq_sleep_fd(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	int fd;
+
+	if (!ss->cq || (ss->prov->mod.info.caps & SDP_CAP_LOCAL_ONLY))
+		return -1;
+	fd = ss->prov->mod.ops.cq_notify_fd(ss->cq);
+	if (fd < 0 || ss->prov->mod.ops.cq_arm(ss->cq))
+		return -1;
+	return fd;
+}
+
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 {
 	struct sw_session *ss = &s->ss;
-	uint64_t seq = atomic_load(&s->event_seq);
+	uint64_t seq;
+
+	/* bytes kept back to coalesce go before this side waits */
+	if (s->ptx_len && s->state == SW_SAN)
+		sw_ptx_flush(s);
+	sw_credit_return_owed(s);
+	seq = atomic_load(&s->event_seq);
 	uint64_t spin_end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
 	unsigned spins = 0;
-	int timeout, r;
+	int timeout, r, cfd;
 
 	/* poll first: this is where the latency is won */
 	while (sw_now_ns() < spin_end) {
@@ -860,7 +933,16 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	}
 	/* then ask to be woken, check once more, and sleep in the kernel */
 	sw_credit_adapt(s);
+	/* a sender held by its last credit (data needs two) whose wake-up
+	 * request is already out: the peer returns a single owed buffer only
+	 * to a peer it believes has none, so it may never answer (a pool
+	 * shrunk to two idle buffers hung here). The last credit goes as a
+	 * CREDIT: the peer then owes two and returns them, ringing. */
+	if ((events & POLLOUT) && ss->wake_armed && ss->credits == 1 &&
+	    s->state == SW_SAN && !ss->error && !ss->peer_dead)
+		sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
 	arm_wake(s);
+	cfd = cq_sleep_fd(s);
 	r = sw_progress(s);
 	if (r < 0)
 		return r;
@@ -884,15 +966,19 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 		timeout = sw_idle_sleep_ms();
 	pthread_mutex_unlock(&s->lock);
 	{
-		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+		struct pollfd pfd[2] = {
+			{ .fd = s->fd, .events = POLLIN },
+			{ .fd = cfd, .events = POLLIN },
+		};
 
-		r = sdp_sys.poll(&pfd, 1, timeout);
+		r = sdp_sys.poll(pfd, cfd >= 0 ? 2 : 1, timeout);
 		if (r < 0)
 			r = -errno;
 	}
 	pthread_mutex_lock(&s->lock);
+	if (cfd >= 0 && ss->cq)
+		ss->prov->mod.ops.cq_ack(ss->cq);
 	sw_doorbell_drain(s);
-	(void)events;
 	/* a signal handler ran: the program's call returns EINTR, as a
 	 * blocking socket call does when a handler interrupts it */
 	if (r == -EINTR) {

@@ -238,6 +238,8 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 				return -1;
 			}
 			got += n;
+			/* the grace of sw_peer_ended() runs from here too */
+			ss->last_rx_ns = sw_now_ns();
 			if (!peek)
 				sw_credit_maybe_update(s);
 			if (got == want || !waitall)
@@ -254,7 +256,9 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		}
 		if (ss->fin_rcvd)
 			break;
-		if (ss->peer_dead || s->tcp_eof) {
+		if (sw_peer_ended(s)) {
+			SW_DBG("fd %d: end of stream without FIN (provider: peer gone %d, TCP closed %d)",
+			       s->fd, ss->peer_dead, s->tcp_eof);
 			/* the peer is gone without a FIN: what TCP shows
 			 * for a process that died is EOF */
 			break;

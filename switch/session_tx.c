@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * session_tx.c - the sending side of the session protocol: small sends are
- * copied into control messages (DATA); large sends from a blocking socket
- * expose the program's buffer for the receiver to pull (RDATA, RdmaRead)
- * when the receiver can; otherwise large sends are RDMA-written into the
- * receiver's staging ring (WDATA). Registration failures fall back to copy.
+ * copied into control messages (DATA), optionally coalesced while the peer
+ * is behind; large sends from a blocking socket expose the program's buffer
+ * for the receiver to pull (RDATA, RdmaRead) when the receiver can; large
+ * sends from a non-blocking one are RDMA-written into the receiver's
+ * staging ring in pieces (WDATA). Registration failures fall back to copy.
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sw_internal.h"
@@ -66,6 +68,10 @@ static int iov_slice(const struct iovec *iov, int n, size_t off, size_t len,
 	}
 	return k;
 }
+
+/* WDATA piece: small enough for the receiver to copy out the previous one
+ * while this one is written, large enough that the messages cost little. */
+#define SW_WDATA_PIECE (256 * 1024)
 
 static size_t inline_max(struct sw_session *ss)
 {
@@ -136,6 +142,7 @@ static ssize_t send_wdata(struct sw_sock *s, uint8_t *p, size_t len)
 	uint64_t used = ss->peer_staging_head - ss->peer_staging_freed;
 	uint64_t off = ss->peer_staging_head % ring;
 	struct sdp_msg_wdata wd;
+	struct sdp_rdma_desc ring_desc;
 	struct sdp_sge sge;
 	struct sdp_mr *mr;
 	uint64_t ctx;
@@ -148,6 +155,10 @@ static ssize_t send_wdata(struct sw_sock *s, uint8_t *p, size_t len)
 		n = ring - used;
 	if (n > ring - off)
 		n = ring - off;
+	/* pieces the receiver can start copying out while the next one is
+	 * written */
+	if (n > SW_WDATA_PIECE)
+		n = SW_WDATA_PIECE;
 	r = pv->mod.ext.register_memory(pv->mod.prov, p, n, 0, &mr);
 	if (r) {
 		if (s->st)
@@ -158,6 +169,7 @@ static ssize_t send_wdata(struct sw_sock *s, uint8_t *p, size_t len)
 	sge.length = n;
 	sge.mr = mr;
 	ctx = sw_rdma_ctx_new(ss);
+	ring_desc = ss->peer_staging;
 	r = pv->mod.ext.rdma_write(ss->ep, &sge, 1, &ss->peer_staging, off,
 				   ctx, 0);
 	if (r == SDP_PENDING) {
@@ -168,6 +180,11 @@ static ssize_t send_wdata(struct sw_sock *s, uint8_t *p, size_t len)
 	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
 	if (r < 0)
 		return r == -EIO || r == -ENOMEM ? -ENOBUFS : r;
+	/* the wait ran progress: the peer may have taken the ring back (or
+	 * offered another) meanwhile; the bytes written there are not
+	 * announced and go by copy instead */
+	if (memcmp(&ring_desc, &ss->peer_staging, sizeof(ring_desc)))
+		return -ENOBUFS;
 	wd.offset = off;
 	wd.bytes = n;
 	r = sw_send_ctrl(s, SDP_MSG_WDATA, &wd, sizeof(wd), NULL, 0, 0);
@@ -177,6 +194,28 @@ static ssize_t send_wdata(struct sw_sock *s, uint8_t *p, size_t len)
 	if (s->st)
 		s->st->tx_rdma_write += n;
 	return n;
+}
+
+/* A non-blocking sender whose staging space ran out: the receiver usually
+ * frees a piece within microseconds, so look for STAGING_FREE for at most
+ * the spin budget, without sleeping. True when room came back. */
+static bool staging_wait(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	uint64_t end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
+
+	do {
+		if (sw_progress(s) < 0 || ss->error || ss->peer_dead ||
+		    !ss->peer_staging.length)
+			return false;
+		if (ss->peer_staging_head - ss->peer_staging_freed <
+		    ss->peer_staging.length)
+			return true;
+		if (ss->peer_wants_wake)
+			sw_doorbell_ring(s);
+		__builtin_ia32_pause();
+	} while (sw_now_ns() < end);
+	return false;
 }
 
 static int tx_error(struct sw_sock *s)
@@ -192,20 +231,180 @@ static int tx_error(struct sw_sock *s)
 	return 0;
 }
 
+static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
+			    int iovcnt, int flags, bool copy_only);
+
+/* Set while this thread sends the pending-upgrade bytes (s->ptx): the
+ * progress calls made on the way must not start the flush again. */
+static __thread bool ptx_busy;
+
+int sw_ptx_flush(struct sw_sock *s);
+/* Sends what the program wrote while the upgrade was pending (s->ptx), as
+ * far as credits allow, without waiting and without releasing the lock
+ * (copies only), so it may run from any progress call. What is left stays
+ * at the front of s->ptx. Returns 0 or < 0 (the peer is gone). */
+int sw_ptx_flush(struct sw_sock *s)
+{
+	size_t done = 0;
+	int r = 0;
+
+	if (ptx_busy || !s->ptx_len || s->state != SW_SAN)
+		return 0;
+	ptx_busy = true;
+	while (done < s->ptx_len) {
+		struct iovec iov = { s->ptx + done, s->ptx_len - done };
+		ssize_t n = session_send(s, &iov, 1, MSG_DONTWAIT, true);
+
+		if (n <= 0) {
+			if (n < 0 && errno != EAGAIN)
+				r = errno == EPIPE ? -ECONNRESET : -errno;
+			break;
+		}
+		done += n;
+	}
+	ptx_busy = false;
+	if (done == s->ptx_len) {
+		free(s->ptx);
+		s->ptx = NULL;
+		s->ptx_cap = 0;
+		s->ptx_len = 0;
+	} else if (done) {
+		memmove(s->ptx, s->ptx + done, s->ptx_len - done);
+		s->ptx_len -= done;
+	}
+	return r;
+}
+
+/* Appends the whole of iov to s->ptx (the bytes that wait for credits).
+ * Returns false when it does not fit within limit or memory is short. */
+static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
+		     size_t total, size_t limit)
+{
+	size_t done = 0;
+	int i;
+
+	if (s->ptx_len + total > limit)
+		return false;
+	if (s->ptx_len + total > s->ptx_cap) {
+		size_t cap = s->ptx_cap ? s->ptx_cap : 16384;
+		uint8_t *p;
+
+		while (cap < s->ptx_len + total)
+			cap *= 2;
+		p = realloc(s->ptx, cap);
+		if (!p)
+			return false;
+		s->ptx = p;
+		s->ptx_cap = cap;
+	}
+	for (i = 0; i < iovcnt; i++) {
+		memcpy(s->ptx + s->ptx_len + done, iov[i].iov_base,
+		       iov[i].iov_len);
+		done += iov[i].iov_len;
+	}
+	s->ptx_len += total;
+	return true;
+}
+
+/* The peer has not consumed what went before: more than one of its
+ * buffers is still out (it returns them before it waits). */
+static bool peer_behind(struct sw_session *ss)
+{
+	return ss->credits < (int32_t)ss->peer_nrecv - 1;
+}
+
+/*
+ * With SDP_COALESCE (off by default), small sends coalesce while the peer
+ * is behind: when two or more of its receive buffers are still out (it
+ * returns them before it waits, credits.c), a send that fits in one
+ * message joins the bytes waiting in s->ptx instead of taking a message of
+ * its own; progress sends them, packed into full messages, as soon as the
+ * peer has caught up, and every wait, FIN and DOWNGRADE sends them first.
+ * Nothing is delayed while the peer keeps up. The catch, and why it is off
+ * by default: kept bytes move only when this process calls into the switch
+ * again; a program that writes and then blocks elsewhere (waitpid, a pipe,
+ * another socket) leaves them waiting. Returns true when the bytes were
+ * kept.
+ */
+static bool coalesce(struct sw_sock *s, const struct iovec *iov, int iovcnt,
+		     size_t total)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!sw_cfg.coalesce_max || total >= inline_max(ss) || tx_error(s) ||
+	    ss->dg_sent || s->state != SW_SAN)
+		return false;
+	if (!s->ptx_len && !peer_behind(ss))
+		return false;
+	return ptx_keep(s, iov, iovcnt, total, sw_cfg.coalesce_max);
+}
+
+bool sw_ptx_due(struct sw_sock *s);
+/* Should progress send the kept bytes now? Yes once the peer has caught
+ * up (credits came back) or a full message is waiting; the waits, FIN and
+ * DOWNGRADE send them whatever this says. */
+bool sw_ptx_due(struct sw_sock *s)
+{
+	return !sw_cfg.coalesce_max || s->ptx_len >= inline_max(&s->ss) ||
+	       !peer_behind(&s->ss);
+}
+
 ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 			int iovcnt, int flags)
+{
+	bool nb = sw_nonblocking(s, flags);
+	size_t total = iov_total(iov, iovcnt);
+	int e, r;
+
+	if (!total)
+		return 0;
+	if (sw_cfg.coalesce_max && (s->ptx_len || peer_behind(&s->ss))) {
+		/* while bytes gather, the completion queue is looked at once
+		 * per KiB kept, not per send: that is what lets a sender of
+		 * small messages outrun a copy per message */
+		if (!s->ptx_len || s->ptx_len + total >= inline_max(&s->ss) ||
+		    (s->ptx_len >> 10) != ((s->ptx_len + total) >> 10))
+			sw_progress(s);
+		if (coalesce(s, iov, iovcnt, total))
+			return total;
+	}
+	/* bytes written during the upgrade go before these */
+	while (s->ptx_len) {
+		r = sw_ptx_flush(s);
+		if (r < 0) {
+			errno = EPIPE;
+			return -1;
+		}
+		if (!s->ptx_len)
+			break;
+		e = tx_error(s);
+		if (e || nb) {
+			errno = e ? e : EAGAIN;
+			return -1;
+		}
+		if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
+			errno = EINTR;
+			return -1;
+		}
+	}
+	return session_send(s, iov, iovcnt, flags,
+			    sw_cfg.path == SW_PATH_COPY);
+}
+
+static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
+			    int iovcnt, int flags, bool copy_only)
 {
 	struct sw_session *ss = &s->ss;
 	size_t total = iov_total(iov, iovcnt), sent = 0;
 	ssize_t n = 0;
 	bool stalled = false;
 	bool nb = sw_nonblocking(s, flags);
-	bool copy_only = sw_cfg.path == SW_PATH_COPY;
 	int e;
 
 	if (total == 0)
 		return 0;
-	sw_progress(s);
+	if (!ptx_busy)
+		sw_progress(s);
 	while (sent < total) {
 		size_t left = total - sent;
 		uint8_t *p;
@@ -235,14 +434,20 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 		iov_at(iov, iovcnt, sent, &p, &plen);
 		if (!copy_only && left >= sw_cfg.rdma_min &&
 		    plen >= sw_cfg.rdma_min) {
-			/* RDATA holds the sender until the receiver pulls:
-			 * only when the receiver is waiting for data (or
-			 * the path is forced), else it would stall a
-			 * sender TCP lets go on */
+			/*
+			 * A blocking sender lends its buffer: the receiver
+			 * pulls it (RDATA, one copy) and the call returns
+			 * once it has. A non-blocking sender cannot wait for
+			 * that: its bytes go into the receiver's staging ring
+			 * (WDATA) in pieces the receiver copies out while the
+			 * next ones are written, which keeps both CPUs busy.
+			 */
 			bool use_read = ss->peer_can_read && !nb &&
-					(ss->peer_waiting ||
-					 sw_cfg.path == SW_PATH_READ) &&
 					sw_cfg.path != SW_PATH_WRITE;
+			bool use_write = !use_read &&
+					 ss->peer_staging.length &&
+					 sw_cfg.path != SW_PATH_READ &&
+					 sw_cfg.path != SW_PATH_COPY;
 
 			if (use_read) {
 				n = send_rdata(s, p, plen);
@@ -252,28 +457,27 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 				}
 				if (n != -ENOBUFS)
 					goto fail;
-			} else if (ss->peer_staging.length &&
-				   sw_cfg.path == SW_PATH_WRITE) {
-				/* WDATA only when asked for (SDP_PATH=write):
-				 * an echo test under asyncio loses two writes
-				 * at close on this path (docs/performance.md,
-				 * known problems); copying is exact */
+			} else if (use_write) {
 				n = send_wdata(s, p, plen);
 				if (n > 0) {
 					sent += n;
 					continue;
 				}
-				if (n == 0 && !nb) {
+				if (n == 0 && (!nb || staging_wait(s))) {
 					/* staging full: wait for STAGING_FREE */
 					if (s->st && !stalled)
 						s->st->credit_stalls++;
 					stalled = true;
-					sw_session_wait(s, POLLOUT, 0);
+					if (!nb)
+						sw_session_wait(s, POLLOUT, 0);
 					continue;
 				}
-				/* non-blocking and the ring is full: what the
-				 * credits allow goes by copy (writable means
-				 * some bytes go) */
+				/* non-blocking and the ring stays full: what was
+				 * written is the answer; with nothing written,
+				 * what the credits allow goes by copy (writable
+				 * means some bytes go) */
+				if (n == 0 && sent)
+					break;
 				if (n == 0)
 					goto copy;
 				if (n != -ENOBUFS)

@@ -43,6 +43,7 @@ struct sw_config {
 	unsigned send_bufs;	/* send buffers per connection */
 	size_t rdma_min;	/* smallest send moved by RDMA instead of copy */
 	size_t staging_size;	/* WDATA staging ring per connection */
+	size_t coalesce_max;	/* small sends kept while the peer is behind */
 	unsigned hello_timeout_ms;  /* server waits this long for a hello */
 	unsigned upgrade_timeout_ms; /* an I/O waits this long for an upgrade */
 	enum sw_path_force path;
@@ -200,6 +201,7 @@ struct sw_sock {
 	bool is_client;
 	bool closed;
 	bool tcp_eof;		/* TCP gave EOF or an error (peer gone) */
+	uint64_t tcp_eof_ns;	/* when tcp_eof was first seen */
 	bool marker_check;	/* TCP: the peer's next bytes may be a marker */
 	bool dg_marker;		/* TCP: doorbells, then the peer's downgrade
 				 * marker, precede its data */
@@ -287,6 +289,10 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		 size_t paylen);
 /* Reads doorbells from the TCP fd; notes EOF. */
 void sw_doorbell_drain(struct sw_sock *s);
+/* True once the peer's stream has ended without more to come from the
+ * provider: the provider reported the peer gone, or TCP ended and the
+ * provider handed over nothing more for SW_EOF_GRACE_NS. */
+bool sw_peer_ended(struct sw_sock *s);
 void sw_doorbell_ring(struct sw_sock *s);
 /* Waits (lock released) until progress may have happened: spins, then arms
  * wake-me and sleeps on the TCP fd. events: POLLIN or POLLOUT interest. */

@@ -577,14 +577,116 @@ static int pid_holds_socket(int pid, unsigned long inode)
 }
 
 /*
- * Same host: a provider listener answers at addr; does it belong to the
- * process that owns the TCP listener the connection goes to? Another
- * process that took the provider's name first (squatting) must not make
- * this switch send its hello to a program that runs no switch. Providers
- * that cannot tell (across hosts) are trusted.
+ * Does a child of pid hold the socket with this inode? A pre-forking
+ * server listens, forks the processes that accept, and often closes its
+ * own copy of the TCP listener: the provider listener (made by the
+ * parent, inherited by the children) still speaks for the same program.
+ * -1: cannot tell.
  */
-static bool listener_is_genuine(struct sw_provider *p,
-				const struct sockaddr *addr, socklen_t len)
+static int pid_child_holds_socket(int pid, unsigned long inode)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int found = 0, any = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while (!found && (e = readdir(d))) {
+		char cpath[320];
+		FILE *f;
+		int kid;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(cpath, sizeof(cpath), "/proc/%d/task/%s/children",
+			 pid, e->d_name);
+		f = fopen(cpath, "re");
+		if (!f)
+			continue;
+		any = 1;
+		while (!found && fscanf(f, "%d", &kid) == 1)
+			found = pid_holds_socket(kid, inode) == 1;
+		fclose(f);
+	}
+	closedir(d);
+	return found ? 1 : (any ? 0 : -1);
+}
+
+/*
+ * Listeners proven genuine (below), remembered for a short time by the
+ * identity the kernel gives for the provider listener (its creator's pid and
+ * uid) and the port, so that a client making many connections to one server
+ * reads /proc once, not once per connection. Only proofs are remembered: a
+ * refusal is checked again every time. Within the lifetime the only way to a
+ * different answer is a new process with the same pid holding the provider
+ * listener while another holds the TCP listener, which takes a pid wrap.
+ * The lock is only tried: a busy (or, after fork, orphaned) lock means a
+ * miss, and the full check.
+ */
+#define GENUINE_SLOTS 16
+#define GENUINE_TTL_NS 1000000000ull
+
+struct genuine_entry {
+	uint64_t expires;	/* sw_now_ns() after which it is stale */
+	int32_t pid;		/* creator of the provider listener */
+	uint32_t uid;
+	uint16_t port;		/* TCP and provider port */
+	uint8_t prov;		/* index in sw_providers */
+};
+
+static struct genuine_entry genuine_cache[GENUINE_SLOTS];
+static unsigned int genuine_next;
+static pthread_mutex_t genuine_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool genuine_cached(int prov, uint16_t port,
+			   const struct sdp_listener_owner *o)
+{
+	uint64_t now = sw_now_ns();
+	bool hit = false;
+	int i;
+
+	if (pthread_mutex_trylock(&genuine_lock))
+		return false;
+	for (i = 0; i < GENUINE_SLOTS && !hit; i++) {
+		struct genuine_entry *e = &genuine_cache[i];
+
+		hit = e->expires > now && e->pid == o->pid &&
+		      e->uid == o->uid && e->port == port && e->prov == prov;
+	}
+	pthread_mutex_unlock(&genuine_lock);
+	return hit;
+}
+
+static void genuine_remember(int prov, uint16_t port,
+			     const struct sdp_listener_owner *o)
+{
+	struct genuine_entry *e;
+
+	if (pthread_mutex_trylock(&genuine_lock))
+		return;
+	e = &genuine_cache[genuine_next++ % GENUINE_SLOTS];
+	e->expires = sw_now_ns() + GENUINE_TTL_NS;
+	e->pid = o->pid;
+	e->uid = o->uid;
+	e->port = port;
+	e->prov = (uint8_t)prov;
+	pthread_mutex_unlock(&genuine_lock);
+}
+
+/*
+ * Discovery through provider p: does a switch listen at addr? Same host: a
+ * provider listener answers at addr; does it belong to the process that
+ * owns the TCP listener the connection goes to? Another process that took
+ * the provider's name first (squatting) must not make this switch send its
+ * hello to a program that runs no switch. The owner query reaches the
+ * listener exactly as a probe does, so it is the probe; providers that
+ * cannot tell the owner (across hosts) are probed and trusted.
+ */
+static bool switch_listens_at(struct sw_provider *p,
+			      const struct sockaddr *addr, socklen_t len)
 {
 	struct sdp_listener_owner o;
 	unsigned long uid, inode;
@@ -594,21 +696,27 @@ static bool listener_is_genuine(struct sw_provider *p,
 	r = p->mod.ops.ioctl(p->mod.prov, SDP_IOCTL_LISTENER_OWNER, addr, len,
 			     &o, sizeof(o));
 	if (r == -EOPNOTSUPP)
-		return true;
+		return !p->mod.ops.probe(p->mod.prov, addr, len);
 	if (r)
-		return false;
+		return false;	/* nothing listens there */
 	addr_port((const struct sockaddr_storage *)addr, &port);
+	if (genuine_cached(p->index, port, &o))
+		return true;
 	if (tcp_listener(port, &uid, &inode) || uid != o.uid) {
 		SW_WARN("provider %s: the listener for port %u is not the TCP listener's (uid %u): not upgrading",
 			p->mod.name, port, o.uid);
 		return false;
 	}
 	r = pid_holds_socket(o.pid, inode);
+	if (r == 0)
+		r = pid_child_holds_socket(o.pid, inode);
 	if (r == 0) {
 		SW_WARN("provider %s: the listener for port %u belongs to pid %d, which does not hold the TCP listener: not upgrading",
 			p->mod.name, port, o.pid);
 		return false;
 	}
+	if (r > 0)
+		genuine_remember(p->index, port, &o);
 	return true;	/* same user, and either proven or not visible */
 }
 
@@ -641,9 +749,7 @@ int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
 	for (i = 0; i < sw_nproviders; i++) {
 		if (!sw_providers[i].usable)
 			continue;
-		if (!sw_providers[i].mod.ops.probe(sw_providers[i].mod.prov,
-						   addr, len) &&
-		    listener_is_genuine(&sw_providers[i], addr, len)) {
+		if (switch_listens_at(&sw_providers[i], addr, len)) {
 			cand[i] = true;
 			ncand++;
 		}
@@ -779,6 +885,7 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
 	struct sw_provider *p;
 	char name[SDP_PROVIDER_NAME_LEN + 1] = { 0 };
+	bool bell;
 	int r;
 
 	while (s->hello_got < sizeof(struct sdp_hello)) {
@@ -890,13 +997,20 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 			sw_fallback(s, SDP_FB_PROVIDER_CONNECT, sdp_strerror(r));
 			return 0;
 		}
-		/* the server may have given up: its marker is on TCP */
+		/* the server may have given up: its marker is on TCP. A
+		 * doorbell is not one: a server whose provider connect
+		 * completed rings, and on a provider whose connection
+		 * requests travel apart from TCP (verbs) the ring can
+		 * overtake the request; it stays for the session. */
+		bell = false;
 		{
 			uint8_t b;
 			ssize_t n = sdp_sys.recv(s->fd, &b, 1,
 						 MSG_PEEK | MSG_DONTWAIT);
 
-			if (n > 0 || n == 0) {
+			if (n > 0 && b == SDP_DOORBELL) {
+				bell = true;
+			} else if (n > 0 || n == 0) {
 				s->marker_check = true;
 				sw_fallback(s, SDP_FB_PEER_ABANDONED, NULL);
 				return 0;
@@ -918,9 +1032,19 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 				  .events = POLLIN },
 				{ .fd = s->fd, .events = POLLIN },
 			};
-			sdp_sys.poll(pf, pf[0].fd >= 0 ? 2 : 1,
-				     ms_left(s->deadline_ns) < 10 ?
-					     ms_left(s->deadline_ns) : 10);
+			int nfd = pf[0].fd >= 0 ? 2 : 1;
+
+			/* a doorbell keeps TCP readable: watch the listener
+			 * alone (or sleep briefly when it has no fd) */
+			if (bell) {
+				nfd = pf[0].fd >= 0 ? 1 : 0;
+				if (!nfd)
+					pf[0].fd = -1;
+			}
+			sdp_sys.poll(pf, nfd ? (nfds_t)nfd : 1,
+				     ms_left(s->deadline_ns) < (bell ? 1 : 10) ?
+					     ms_left(s->deadline_ns) :
+					     (bell ? 1 : 10));
 		}
 	}
 	sw_listeners_close(s);
@@ -990,25 +1114,18 @@ static int server_upgrading(struct sw_sock *s, bool wait)
 		}
 		if (!wait)
 			return -EAGAIN;
+		/* Sleep on the TCP fd only: the client rings a doorbell on
+		 * it as soon as it takes the provider connection, and the
+		 * 5 ms cap covers a client that does not. The CQ's notify
+		 * fd is not used: a provider may make it on first use, and
+		 * with one CQ per connection that would cost fds for the
+		 * life of every connection (docs/provider-shm.md). */
 		{
-			struct pollfd pf[2] = {
-				{ .fd = s->fd, .events = POLLIN },
-				{ .fd = -1, .events = POLLIN },
-			};
-			int cfd = s->ss.prov->mod.ops.cq_notify_fd(s->ss.cq);
+			struct pollfd pf = { .fd = s->fd, .events = POLLIN };
 
-			if (cfd >= 0 && !s->ss.prov->mod.ops.cq_arm(s->ss.cq)) {
-				pf[1].fd = cfd;
-				/* re-check after arming */
-				sw_progress(s);
-				if (s->state != SW_UPGRADING)
-					return 0;
-			}
-			sdp_sys.poll(pf, 2, ms_left(s->deadline_ns) < 5 ?
-						    ms_left(s->deadline_ns) :
-						    5);
-			if (pf[1].fd >= 0)
-				s->ss.prov->mod.ops.cq_ack(s->ss.cq);
+			sdp_sys.poll(&pf, 1, ms_left(s->deadline_ns) < 5 ?
+						     ms_left(s->deadline_ns) :
+						     5);
 		}
 	}
 }

@@ -4,7 +4,8 @@
 # starts them, with the ASan runtime first when SANITIZE=1.
 
 ITEST_PROGS := epoll_et epoll_oneshot epoll_two_sets epoll_nested \
-	poll_mixed dup2_sock fork_conn threads_conn prefork
+	poll_mixed dup2_sock fork_conn threads_conn prefork epoll_upgrade \
+	stream_close upgrade_flush
 ITEST_BINS := $(ITEST_PROGS:%=$(O)/tests/integration/%)
 
 $(O)/tests/integration/%: $(O)/obj/tests/integration/progs/%.o

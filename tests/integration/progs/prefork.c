@@ -37,21 +37,7 @@ int main(int argc, char **argv)
 	pid_t kids[CHILDREN];
 
 	tp_start("prefork", 60);
-	/* A pair only to get a bound listener of the right family. */
-	memset(&ss, 0, sizeof(ss));
-	ss.ss_family = (sa_family_t)family;
-	if (family == AF_INET6)
-		((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
-	else
-		((struct sockaddr_in *)&ss)->sin_addr.s_addr =
-			htonl(INADDR_LOOPBACK);
-	l = socket(family, SOCK_STREAM, 0);
-	TP_CHECK(l >= 0, "socket");
-	TP_CHECK(!bind(l, (struct sockaddr *)&ss,
-		       family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-		       sizeof(struct sockaddr_in)), "bind");
-	TP_CHECK(!listen(l, 16), "listen");
-	TP_CHECK(!getsockname(l, (struct sockaddr *)&ss, &len), "getsockname");
+	l = tp_listener(family, 16, &ss, &len);
 	for (i = 0; i < CHILDREN; i++) {
 		kids[i] = fork();
 		TP_CHECK(kids[i] >= 0, "fork");

@@ -116,32 +116,43 @@ static inline void tp_recv(int fd, unsigned int id, size_t off, size_t n)
 	}
 }
 
+/* A listening loopback TCP socket of family (AF_INET or AF_INET6) on a
+ * port the kernel picks; *ss and *len receive its address. */
+static inline int tp_listener(int family, int backlog,
+			      struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	int l, one = 1;
+
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET6) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_loopback;
+		*len = sizeof(*in6);
+	} else {
+		in4->sin_family = AF_INET;
+		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		*len = sizeof(*in4);
+	}
+	l = socket(family, SOCK_STREAM, 0);
+	TP_CHECK(l >= 0, "socket");
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	TP_CHECK(!bind(l, (struct sockaddr *)ss, *len), "bind loopback");
+	TP_CHECK(!listen(l, backlog), "listen");
+	TP_CHECK(!getsockname(l, (struct sockaddr *)ss, len), "getsockname");
+	return l;
+}
+
 /* A connected loopback TCP pair: *c the connecting end, *s the accepted
  * one. family AF_INET or AF_INET6. */
 static inline void tp_pair(int family, int *c, int *s)
 {
 	struct sockaddr_storage ss;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
 	socklen_t len;
 	int l, one = 1;
 
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET6) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_addr = in6addr_loopback;
-		len = sizeof(*in6);
-	} else {
-		in4->sin_family = AF_INET;
-		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		len = sizeof(*in4);
-	}
-	l = socket(family, SOCK_STREAM, 0);
-	TP_CHECK(l >= 0, "socket");
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	TP_CHECK(!bind(l, (struct sockaddr *)&ss, len), "bind loopback");
-	TP_CHECK(!listen(l, 16), "listen");
-	TP_CHECK(!getsockname(l, (struct sockaddr *)&ss, &len), "getsockname");
+	l = tp_listener(family, 16, &ss, &len);
 	*c = socket(family, SOCK_STREAM, 0);
 	TP_CHECK(*c >= 0, "socket");
 	TP_CHECK(!connect(*c, (struct sockaddr *)&ss, len), "connect");

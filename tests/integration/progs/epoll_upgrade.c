@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * epoll_upgrade.c - a connection whose upgrade is still pending is waited
+ * on only through epoll, at both ends: a non-blocking connect and a
+ * non-blocking accept, each fd in an epoll set, no other call on it until
+ * epoll reports it. The upgrade must move on while both sleep in
+ * epoll_wait, EPOLLOUT must mean "usable", and every byte is checked.
+ * The client first writes more than the switch keeps for a pending upgrade
+ * (edge-triggered, EPOLLOUT only, registered once) while the server's
+ * program has not accepted yet: only the upgrade's progress inside
+ * epoll_wait can report it writable again.
+ */
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include "tprog.h"
+
+#define EU_BYTES 3000
+#define EU_FIRST (6u << 20)	/* more than the pending buffer (4 MiB) */
+#define EU_ACCEPT_DELAY_US 300000
+#define EU_ROUNDS 20
+/* No wait may take this long: the peer is running and waiting too. */
+#define EU_WAIT_MS 1500
+
+/* Waits for events on fd (the only fd in ep, edge-triggered); fails on a
+ * stall. events 0: the registration stays as it is. */
+static uint32_t eu_wait(int ep, int fd, uint32_t events, const char *what)
+{
+	struct epoll_event ev = { .events = events | EPOLLET, .data.fd = fd };
+	long t0 = tp_ms();
+	int n;
+
+	TP_CHECK(!events || !epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev),
+		 "epoll_ctl MOD");
+	do
+		n = epoll_wait(ep, &ev, 1, EU_WAIT_MS);
+	while (n < 0 && errno == EINTR);
+	TP_CHECK(n >= 0, "epoll_wait");
+	TP_CHECK(n == 1, "%s: no report in %ld ms (the upgrade stalled "
+		 "while the program slept in epoll_wait)", what,
+		 tp_ms() - t0);
+	TP_CHECK(ev.data.fd == fd, "report for fd %d, not %d", ev.data.fd, fd);
+	return ev.events;
+}
+
+/* Sends n bytes of stream id from off through ep (non-blocking fd). */
+static void eu_send(int ep, int fd, unsigned int id, size_t off, size_t n)
+{
+	char buf[EU_BYTES];
+	size_t done = 0;
+	ssize_t r;
+
+	tp_fill(id, off, buf, n);
+	while (done < n) {
+		r = send(fd, buf + done, n - done, MSG_NOSIGNAL);
+		if (r > 0) {
+			done += (size_t)r;
+			continue;
+		}
+		TP_CHECK(r < 0 && errno == EAGAIN, "send on fd %d", fd);
+		eu_wait(ep, fd, EPOLLOUT, "send waits for EPOLLOUT");
+	}
+}
+
+/* Receives exactly n bytes of stream id at off through ep, checking. */
+static void eu_recv(int ep, int fd, unsigned int id, size_t off, size_t n)
+{
+	char buf[65536];
+	size_t done = 0;
+	ssize_t r;
+
+	while (done < n) {
+		eu_wait(ep, fd, EPOLLIN, "recv waits for EPOLLIN");
+		for (;;) {
+			r = recv(fd, buf, n - done < sizeof(buf) ?
+				 n - done : sizeof(buf), 0);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			TP_CHECK(r > 0, "recv on fd %d after %zu of %zu bytes "
+				 "(%zd)", fd, done, n, r);
+			tp_verify(id, off + done, buf, (size_t)r);
+			done += (size_t)r;
+			if (done == n)
+				break;
+		}
+	}
+}
+
+/* The server: non-blocking listener and connection, epoll only. Echoes
+ * each round back as stream 2. */
+static void eu_server(int l)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep, s, i;
+
+	/* the client's upgrade stays pending meanwhile */
+	usleep(EU_ACCEPT_DELAY_US);
+	ep = epoll_create1(0);
+	TP_CHECK(ep >= 0, "epoll_create1");
+	ev.data.fd = l;
+	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev), "epoll_ctl ADD l");
+	eu_wait(ep, l, EPOLLIN, "listener");
+	s = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+	TP_CHECK(s >= 0, "accept4");
+	ev.events = EPOLLIN;
+	ev.data.fd = s;
+	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev), "epoll_ctl ADD s");
+	eu_recv(ep, s, 3, 0, EU_FIRST);
+	for (i = 0; i < EU_ROUNDS; i++) {
+		eu_recv(ep, s, 1, (size_t)i * EU_BYTES, EU_BYTES);
+		eu_send(ep, s, 2, (size_t)i * EU_BYTES, EU_BYTES);
+	}
+	close(s);
+	close(ep);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLET };
+	int family = argc > 1 ? AF_INET6 : AF_INET;
+	int l, c, ep, err, st, i, pp[2];
+	size_t sent = 0;
+	char *big;
+	socklen_t len, elen = sizeof(err);
+	uint32_t r;
+	pid_t pid;
+	char b;
+
+	tp_start("epoll_upgrade", 40);
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET6) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_loopback;
+		len = sizeof(*in6);
+	} else {
+		in4->sin_family = AF_INET;
+		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*in4);
+	}
+	/* The server makes its own listener (a listener inherited across
+	 * fork is another test's subject) and tells the port. */
+	TP_CHECK(!pipe(pp), "pipe");
+	pid = fork();
+	TP_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		tp_name = "epoll_upgrade server";
+		close(pp[0]);
+		l = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		TP_CHECK(l >= 0, "socket");
+		TP_CHECK(!bind(l, (struct sockaddr *)&ss, len), "bind");
+		TP_CHECK(!listen(l, 4), "listen");
+		TP_CHECK(!getsockname(l, (struct sockaddr *)&ss, &len),
+			 "getsockname");
+		TP_CHECK(write(pp[1], &ss, sizeof(ss)) == sizeof(ss),
+			 "write the address");
+		close(pp[1]);
+		eu_server(l);
+		_exit(0);
+	}
+	close(pp[1]);
+	TP_CHECK(read(pp[0], &ss, sizeof(ss)) == sizeof(ss),
+		 "the server's address");
+	close(pp[0]);
+
+	/* The client: a non-blocking connect, then epoll only. */
+	c = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	TP_CHECK(c >= 0, "socket");
+	TP_CHECK(connect(c, (struct sockaddr *)&ss, len) == 0 ||
+		 errno == EINPROGRESS, "non-blocking connect");
+	ep = epoll_create1(0);
+	TP_CHECK(ep >= 0, "epoll_create1");
+	ev.data.fd = c;
+	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), "epoll_ctl ADD c");
+	r = eu_wait(ep, c, EPOLLOUT, "connect waits for EPOLLOUT");
+	TP_CHECK(r & EPOLLOUT, "connect: events 0x%x without EPOLLOUT", r);
+	TP_CHECK(!getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen) && !err,
+		 "SO_ERROR after EPOLLOUT is %d", err);
+	/* Write until EAGAIN, then wait for EPOLLOUT, as registered. */
+	big = malloc(EU_FIRST);
+	TP_CHECK(big != NULL, "malloc");
+	tp_fill(3, 0, big, EU_FIRST);
+	while (sent < EU_FIRST) {
+		ssize_t k = send(c, big + sent, EU_FIRST - sent, MSG_NOSIGNAL);
+
+		if (k > 0) {
+			sent += (size_t)k;
+			continue;
+		}
+		TP_CHECK(k < 0 && errno == EAGAIN, "send of the first part");
+		r = eu_wait(ep, c, 0, "the first part waits for EPOLLOUT");
+		TP_CHECK(r & EPOLLOUT, "events 0x%x without EPOLLOUT", r);
+	}
+	free(big);
+	/* Request and answer, in rounds: each waits on the other end. */
+	for (i = 0; i < EU_ROUNDS; i++) {
+		eu_send(ep, c, 1, (size_t)i * EU_BYTES, EU_BYTES);
+		eu_recv(ep, c, 2, (size_t)i * EU_BYTES, EU_BYTES);
+	}
+	/* The server closed after its last answer: EOF, nothing more. */
+	eu_wait(ep, c, EPOLLIN, "EOF");
+	TP_CHECK(recv(c, &b, 1, 0) == 0, "no EOF after the last round");
+	TP_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		 "the server failed (status 0x%x)", st);
+	close(c);
+	close(ep);
+	tp_pass();
+}
