@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import errno
 import hashlib
+import http.client
 import json
 import os
 import random
@@ -19,6 +20,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 
 HOST = '127.0.0.1'
 CHUNK = 65536
@@ -348,6 +350,27 @@ def cmd_side(a):
 	return 0
 
 
+def cmd_http_get(a):
+	"""GETs url into a file, as curl -o would (used where curl cannot run:
+	under ASan's runtime it hangs in setlocale, with or without the
+	switch)."""
+	u = urllib.parse.urlsplit(a.url)
+	c = http.client.HTTPConnection(u.hostname, u.port, timeout=a.timeout)
+	c.request('GET', u.path or '/')
+	r = c.getresponse()
+	if r.status != 200:
+		print('http-get: status %d' % r.status, file=sys.stderr)
+		return 22
+	with open(a.output, 'wb') as f:
+		while True:
+			d = r.read(1 << 20)
+			if not d:
+				break
+			f.write(d)
+	c.close()
+	return 0
+
+
 def main():
 	p = argparse.ArgumentParser(description=__doc__)
 	sub = p.add_subparsers(dest='cmd', required=True)
@@ -380,9 +403,14 @@ def main():
 	s.add_argument('result')
 	s.add_argument('--tx', help='a FIFO to write instead of stdout')
 	s.add_argument('--rx', help='a FIFO to read instead of stdin')
+	s = sub.add_parser('http-get')
+	s.add_argument('url')
+	s.add_argument('output')
+	s.add_argument('--timeout', type=float, default=60)
 	a = p.parse_args()
 	fn = {'echo-server': cmd_echo_server, 'echo-client': cmd_echo_client,
-	      'send': cmd_send, 'sink': cmd_sink, 'side': cmd_side}[a.cmd]
+	      'send': cmd_send, 'sink': cmd_sink, 'side': cmd_side,
+	      'http-get': cmd_http_get}[a.cmd]
 	try:
 		return fn(a)
 	except KeyboardInterrupt:
