@@ -1085,6 +1085,11 @@ def main():
 	# still run and report, as SKIP with the reason, and do not fail the
 	# run. Remove an entry when its cause is fixed.
 	known = {
+		'qperf-tcp': 'intermittent, mostly under ASan: after qperf '
+			     'forks (its control connection goes back to '
+			     'TCP) the client now and then cannot connect to '
+			     'the data port or misses the synchronization '
+			     'after the test (investigating)',
 		'socat-bigwrites': 'two blocking writes larger than the '
 				   'receive window, one at each end, wait for '
 				   'credits forever while neither program '
