@@ -26,6 +26,9 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# free ports and "is it listening yet" are the benchmark suite's helpers
+sys.path.insert(0, os.path.join(HERE, '..', '..', 'scripts', 'bench'))
+from benchlib import free_port, listening  # noqa: E402
 PEERS = os.path.join(HERE, 'peers.py')
 PY = sys.executable or 'python3'
 MIB = 1 << 20
@@ -75,31 +78,6 @@ def make_random_file(path, nbytes):
 			d = os.urandom(min(left, 4 * MIB))
 			f.write(d)
 			left -= len(d)
-
-
-def free_port():
-	s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-	s.bind(('127.0.0.1', 0))
-	port = s.getsockname()[1]
-	s.close()
-	return port
-
-
-def listening(port):
-	"""True when some socket listens on port (read from /proc, so that
-	waiting makes no connection the server would count)."""
-	for f in ('/proc/net/tcp', '/proc/net/tcp6'):
-		try:
-			with open(f) as fh:
-				next(fh)
-				for line in fh:
-					x = line.split()
-					if x[3] == '0A' and \
-					   int(x[1].rsplit(':', 1)[1], 16) == port:
-						return True
-		except OSError:
-			pass
-	return False
 
 
 class StatKeeper:
