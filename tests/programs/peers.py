@@ -42,6 +42,22 @@ def chunks(nbytes, seed):
 		left -= n
 
 
+def drain(read, each=None):
+	"""Reads with READ until it returns no bytes (EOF), hashing what came
+	and handing each piece to EACH; returns (byte count, sha256 hex)."""
+	h = hashlib.sha256()
+	n = 0
+	while True:
+		d = read(CHUNK)
+		if not d:
+			break
+		h.update(d)
+		n += len(d)
+		if each:
+			each(d)
+	return n, h.hexdigest()
+
+
 def listener(port):
 	s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 	s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -52,18 +68,10 @@ def listener(port):
 
 def echo_conn(c):
 	"""Echoes until EOF, half-closes, reports what passed through."""
-	h = hashlib.sha256()
-	n = 0
-	while True:
-		d = c.recv(CHUNK)
-		if not d:
-			break
-		h.update(d)
-		n += len(d)
-		c.sendall(d)
+	n, sha = drain(c.recv, c.sendall)
 	c.shutdown(socket.SHUT_WR)
 	c.close()
-	out({'pid': os.getpid(), 'echoed': n, 'sha': h.hexdigest()})
+	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
 
 
 def serve_threads(ls):
@@ -159,18 +167,10 @@ def tclient(port, i, nbytes, results):
 		s.shutdown(socket.SHUT_WR)
 	th = threading.Thread(target=sender)
 	th.start()
-	rh = hashlib.sha256()
-	got = 0
-	while True:
-		d = s.recv(CHUNK)
-		if not d:
-			break
-		rh.update(d)
-		got += len(d)
+	got, rsha = drain(s.recv)
 	th.join()
 	s.close()
-	results[i] = client_result(i, sh.hexdigest(), sent[0], rh.hexdigest(),
-				   got, t0)
+	results[i] = client_result(i, sh.hexdigest(), sent[0], rsha, got, t0)
 
 
 async def aclient(port, i, nbytes):
@@ -252,16 +252,9 @@ def cmd_send(a):
 		out({'sent': n, 'sha': h.hexdigest(), 'end': end,
 		     't': time.time()})
 		return 3
-	rh = hashlib.sha256()
-	got = 0
-	while True:
-		d = s.recv(CHUNK)
-		if not d:
-			break
-		rh.update(d)
-		got += len(d)
+	got, rsha = drain(s.recv)
 	out({'sent': n, 'sha': h.hexdigest(), 'end': end, 'got': got,
-	     'sha_got': rh.hexdigest(), 't': time.time()})
+	     'sha_got': rsha, 't': time.time()})
 	return 0
 
 
@@ -292,18 +285,18 @@ def cmd_sink(a):
 		c.shutdown(socket.SHUT_WR)
 		out({'sent': sent, 'sha_sent': sh.hexdigest()})
 	h = hashlib.sha256()
-	n = 0
+	n = [0]
+
+	def count(d):
+		h.update(d)
+		n[0] += len(d)
 	end = 'eof'
-	try:
-		while True:
-			d = c.recv(CHUNK)
-			if not d:
-				break
-			h.update(d)
-			n += len(d)
+	try:	# counted as it comes: an error keeps what arrived before it
+		drain(c.recv, count)
 	except OSError as e:
 		end = 'error:' + errno.errorcode.get(e.errno, str(e))
-	out({'bytes': n, 'sha': h.hexdigest(), 'end': end, 't': time.time()})
+	out({'bytes': n[0], 'sha': h.hexdigest(), 'end': end,
+	     't': time.time()})
 	c.close()
 	return 0
 
@@ -334,18 +327,11 @@ def cmd_side(a):
 		os.close(wfd)
 	th = threading.Thread(target=writer)
 	th.start()
-	rh = hashlib.sha256()
-	got = 0
-	while True:
-		d = os.read(rfd, 1 << 20)
-		if not d:
-			break
-		rh.update(d)
-		got += len(d)
+	got, rsha = drain(lambda n: os.read(rfd, n))
 	th.join()
 	with open(a.result + '.tmp', 'w') as f:
 		json.dump({'sent': sent[0], 'sha_sent': sh.hexdigest(),
-			   'got': got, 'sha_got': rh.hexdigest()}, f)
+			   'got': got, 'sha_got': rsha}, f)
 	os.rename(a.result + '.tmp', a.result)
 	return 0
 
