@@ -130,26 +130,19 @@ def sockperf(ctx):
 				'_msgs': n, '_bytes': n * size}
 		return p
 
-	for label in pp:
-		size = sp_size(label)
+	for mode, name, labels, parse in (('pp', 'pingpong', pp, parse_pp),
+					   ('tp', 'throughput', tp, parse_tp)):
+		for label in labels:
+			size = sp_size(label)
 
-		def cmds(port, size=size):
-			return (['sockperf', 'sr', '--tcp', '-i', '127.0.0.1',
-				 '-p', str(port)],
-				['sockperf', 'pp', '--tcp', '-i', '127.0.0.1',
-				 '-p', str(port), '-m', str(size), '-t', str(t)])
-		ctx.pair('sockperf', 'pingpong', label, nbytes(label), cmds,
-			 parse_pp(size), t + 1)
-	for label in tp:
-		size = sp_size(label)
-
-		def cmds(port, size=size):
-			return (['sockperf', 'sr', '--tcp', '-i', '127.0.0.1',
-				 '-p', str(port)],
-				['sockperf', 'tp', '--tcp', '-i', '127.0.0.1',
-				 '-p', str(port), '-m', str(size), '-t', str(t)])
-		ctx.pair('sockperf', 'throughput', label, nbytes(label), cmds,
-			 parse_tp(size), t + 1)
+			def cmds(port, size=size, mode=mode):
+				return (['sockperf', 'sr', '--tcp', '-i',
+					 '127.0.0.1', '-p', str(port)],
+					['sockperf', mode, '--tcp', '-i',
+					 '127.0.0.1', '-p', str(port), '-m',
+					 str(size), '-t', str(t)])
+			ctx.pair('sockperf', name, label, nbytes(label), cmds,
+				 parse(size), t + 1)
 
 
 # -- qperf ---------------------------------------------------------------
