@@ -373,6 +373,8 @@ int sw_credit_on_delta(struct sw_sock *s, const struct sdp_msg_delta *d);
 int sw_credit_on_release(struct sw_sock *s, uint32_t idx,
 			 const struct sdp_msg_release *rl);
 uint16_t sw_credit_take_owed(struct sw_session *ss);
+/* Before this side sleeps: returns the buffers it owes (two or more). */
+void sw_credit_return_owed(struct sw_sock *s);
 
 /* ---- session_tx.c / session_rx.c ------------------------------------------------- */
 
