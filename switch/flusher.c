@@ -112,15 +112,16 @@ static void reg_remove(struct sw_sock *s)
 	}
 }
 
-/* Handles every socket that is due; returns with reg_lock held. */
-static void flush_due(uint64_t now)
+/* Handles every socket that is due; returns with reg_lock held, false
+ * when memory was short (nothing was done). */
+static bool flush_due(uint64_t now)
 {
 	struct sw_sock **v;
 	int n = reg_n, i, k = 0;
 
 	v = malloc(n * sizeof(*v));
 	if (!v)
-		return;
+		return false;
 	for (i = 0; i < n; i++)
 		if (due_ns(reg[i]) <= now)
 			v[k++] = reg[i];
@@ -141,6 +142,7 @@ static void flush_due(uint64_t now)
 			sw_sock_unref(v[i]);
 	pthread_mutex_lock(&reg_lock);
 	free(v);
+	return true;
 }
 
 static void *flusher_main(void *arg)
@@ -165,8 +167,10 @@ static void *flusher_main(void *arg)
 		}
 		now = sw_now_ns();
 		if (next <= now) {
-			flush_due(now);
-			continue;
+			if (flush_due(now))
+				continue;
+			/* memory short: try again a bound later */
+			next = now + bound_ns();
 		}
 		/* a socket added meanwhile is due a whole bound from now,
 		 * never before next */
