@@ -550,6 +550,13 @@ short sw_poll_arm(struct sw_sock *s, short events)
 	settle(s, false);
 	if (s->state == SW_SAN) {
 		sw_progress(s);
+		/* the program is about to sleep: bytes kept back to coalesce
+		 * go now, and owed buffers return, so that the peer does not
+		 * keep its own bytes back for a reader that has caught up
+		 * (as in sw_session_wait) */
+		if (s->ptx_len)
+			sw_ptx_flush(s);
+		sw_credit_return_owed(s);
 		r = san_revents(s, events);
 		if (!r) {
 			sw_credit_adapt(s);

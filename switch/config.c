@@ -25,7 +25,8 @@ struct sw_config sw_cfg = {
 	.send_bufs = 16,
 	.rdma_min = 65536,
 	.staging_size = 1 << 20,
-	.coalesce_max = 0,
+	.coalesce_max = 65536,
+	.coalesce_us = 200,
 	.hello_timeout_ms = 2000,
 	.upgrade_timeout_ms = 2000,
 	.path = SW_PATH_AUTO,
@@ -97,6 +98,11 @@ void sw_config_load(void)
 				     4096, 1ul << 32);
 	sw_cfg.coalesce_max = env_ul("SDP_COALESCE", sw_cfg.coalesce_max, 0,
 				     SW_PTX_MAX);
+	/* 1 means on, with the default amount */
+	if (sw_cfg.coalesce_max == 1)
+		sw_cfg.coalesce_max = 65536;
+	sw_cfg.coalesce_us = env_ul("SDP_COALESCE_US", sw_cfg.coalesce_us, 1,
+				    1000000);
 	sw_cfg.hello_timeout_ms = env_ul("SDP_HELLO_TIMEOUT_MS",
 					 sw_cfg.hello_timeout_ms, 1, 600000);
 	sw_cfg.upgrade_timeout_ms = env_ul("SDP_UPGRADE_TIMEOUT_MS",

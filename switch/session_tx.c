@@ -218,13 +218,19 @@ static bool staging_wait(struct sw_sock *s)
 	return false;
 }
 
+/* Set while this thread sends the pending-upgrade bytes (s->ptx): the
+ * progress calls made on the way must not start the flush again. */
+static __thread bool ptx_busy;
+
 static int tx_error(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 
 	if (ss->abort_rcvd || ss->error)
 		return ECONNRESET;
-	if (ss->fin_sent || ss->fin_pending)
+	/* a FIN waiting to go waits for the bytes kept in s->ptx: they were
+	 * written before the close or shutdown, and go first */
+	if (ss->fin_sent || (ss->fin_pending && !ptx_busy))
 		return EPIPE;
 	if (ss->peer_dead || s->tcp_eof)
 		return EPIPE;
@@ -234,11 +240,6 @@ static int tx_error(struct sw_sock *s)
 static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			    int iovcnt, int flags, bool copy_only);
 
-/* Set while this thread sends the pending-upgrade bytes (s->ptx): the
- * progress calls made on the way must not start the flush again. */
-static __thread bool ptx_busy;
-
-int sw_ptx_flush(struct sw_sock *s);
 /* Sends what the program wrote while the upgrade was pending (s->ptx), as
  * far as credits allow, without waiting and without releasing the lock
  * (copies only), so it may run from any progress call. What is left stays
@@ -268,6 +269,8 @@ int sw_ptx_flush(struct sw_sock *s)
 		s->ptx = NULL;
 		s->ptx_cap = 0;
 		s->ptx_len = 0;
+		atomic_store_explicit(&s->ptx_since_ns, 0,
+				      memory_order_relaxed);
 	} else if (done) {
 		memmove(s->ptx, s->ptx + done, s->ptx_len - done);
 		s->ptx_len -= done;
@@ -314,17 +317,16 @@ static bool peer_behind(struct sw_session *ss)
 }
 
 /*
- * With SDP_COALESCE (off by default), small sends coalesce while the peer
- * is behind: when two or more of its receive buffers are still out (it
+ * Small sends coalesce while the peer is behind (SDP_COALESCE, on by
+ * default): when two or more of its receive buffers are still out (it
  * returns them before it waits, credits.c), a send that fits in one
  * message joins the bytes waiting in s->ptx instead of taking a message of
  * its own; progress sends them, packed into full messages, as soon as the
  * peer has caught up, and every wait, FIN and DOWNGRADE sends them first.
- * Nothing is delayed while the peer keeps up. The catch, and why it is off
- * by default: kept bytes move only when this process calls into the switch
- * again; a program that writes and then blocks elsewhere (waitpid, a pipe,
- * another socket) leaves them waiting. Returns true when the bytes were
- * kept.
+ * Nothing is delayed while the peer keeps up. A program that writes and
+ * then blocks elsewhere (waitpid, a pipe, another socket) calls none of
+ * those: the flusher thread (flusher.c) sends what has been kept for
+ * SDP_COALESCE_US. Returns true when the bytes were kept.
  */
 static bool coalesce(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 		     size_t total)
@@ -336,7 +338,14 @@ static bool coalesce(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 		return false;
 	if (!s->ptx_len && !peer_behind(ss))
 		return false;
-	return ptx_keep(s, iov, iovcnt, total, sw_cfg.coalesce_max);
+	if (sw_flusher_watch(s))
+		return false;
+	if (!ptx_keep(s, iov, iovcnt, total, sw_cfg.coalesce_max))
+		return false;
+	if (!atomic_load_explicit(&s->ptx_since_ns, memory_order_relaxed))
+		atomic_store_explicit(&s->ptx_since_ns, sw_now_ns(),
+				      memory_order_relaxed);
+	return true;
 }
 
 bool sw_ptx_due(struct sw_sock *s);

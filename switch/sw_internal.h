@@ -44,6 +44,7 @@ struct sw_config {
 	size_t rdma_min;	/* smallest send moved by RDMA instead of copy */
 	size_t staging_size;	/* WDATA staging ring per connection */
 	size_t coalesce_max;	/* small sends kept while the peer is behind */
+	unsigned coalesce_us;	/* kept bytes leave within this (flusher) */
 	unsigned hello_timeout_ms;  /* server waits this long for a hello */
 	unsigned upgrade_timeout_ms; /* an I/O waits this long for an upgrade */
 	enum sw_path_force path;
@@ -234,6 +235,12 @@ struct sw_sock {
 	 * first, on whichever path the connection settles on */
 	uint8_t *ptx;
 	size_t ptx_len, ptx_cap;
+	/* coalescing (session_tx.c, flusher.c): when the oldest byte kept
+	 * back was kept (0: none is), whether the flusher watches s (under
+	 * lock), and when the flusher looks again at bytes it could not send */
+	_Atomic uint64_t ptx_since_ns;
+	bool flush_listed;
+	_Atomic uint64_t flush_retry_ns;
 
 	_Atomic uint64_t event_seq;
 	/* threads inside a data call on s: with more than one, a thread
@@ -254,6 +261,13 @@ int sw_wait_fd(int fd, short events, int timeout_ms);
 /* Writes all of buf on a TCP fd (blocking as needed). */
 int sw_tcp_write_all(int fd, const void *buf, size_t len);
 #define SW_PTX_MAX (4 * 1024 * 1024)
+
+/* ---- flusher.c ---------------------------------------------------------------- */
+
+/* Has the flusher watch s, whose bytes are about to be kept back (called
+ * with s->lock held; starts the thread the first time). Returns 0, or < 0
+ * when no flusher can run: the bytes must not be kept. */
+int sw_flusher_watch(struct sw_sock *s);
 
 /* ---- fallback.c --------------------------------------------------------------- */
 
@@ -359,6 +373,8 @@ int sw_credit_on_delta(struct sw_sock *s, const struct sdp_msg_delta *d);
 int sw_credit_on_release(struct sw_sock *s, uint32_t idx,
 			 const struct sdp_msg_release *rl);
 uint16_t sw_credit_take_owed(struct sw_session *ss);
+/* Before this side sleeps: returns the buffers it owes (two or more). */
+void sw_credit_return_owed(struct sw_sock *s);
 
 /* ---- session_tx.c / session_rx.c ------------------------------------------------- */
 
@@ -366,6 +382,8 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 			int flags);
 ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			int flags);
+/* Sends the bytes kept in s->ptx as far as credits allow, never waiting. */
+int sw_ptx_flush(struct sw_sock *s);
 
 static inline bool sw_nonblocking(struct sw_sock *s, int flags)
 {

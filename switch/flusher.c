@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * flusher.c - the per-process thread that sends bytes kept back to coalesce
+ * (session_tx.c) when the program does not call into the switch again
+ * within the bound (SDP_COALESCE_US): the registry of sockets with kept
+ * bytes, the thread's life (started lazily, again after fork), and the
+ * exit hook that sends what is still kept before the process ends.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sw_internal.h"
+
+/*
+ * Locks: a program thread adds a socket while it holds the socket's lock,
+ * then reg_lock (order: socket, then registry). The flusher takes a socket
+ * lock only with trylock: a socket whose lock is held is inside a call of
+ * the program, which sends the kept bytes itself, so the flusher tries
+ * again one bound later. work_lock is held while the flusher handles
+ * sockets, so fork and exit can keep it away from them.
+ */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reg_cond;
+static struct sw_sock **reg;	/* each holds a reference */
+static int reg_n, reg_cap;
+static bool running;		/* the thread exists in this process */
+static bool hooks_done;		/* atfork and atexit registered */
+static bool start_failed;	/* no thread: coalescing stays off */
+
+static uint64_t bound_ns(void)
+{
+	return (uint64_t)sw_cfg.coalesce_us * 1000;
+}
+
+static void cond_setup(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&reg_cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* When s is due for a look: its oldest kept byte has waited the bound, or
+ * a look that could not finish asked to be repeated. 0 means now. */
+static uint64_t due_ns(struct sw_sock *s)
+{
+	uint64_t since = atomic_load_explicit(&s->ptx_since_ns,
+					      memory_order_relaxed);
+	uint64_t due = since ? since + bound_ns() : 0;
+
+	uint64_t retry = atomic_load_explicit(&s->flush_retry_ns,
+					      memory_order_relaxed);
+
+	return due > retry ? due : retry;
+}
+
+/*
+ * Looks at one socket whose kept bytes are due. Sends them as far as the
+ * credits allow (progress first: the credits the peer has returned since
+ * the program's last call are in the completion queue). Returns true when
+ * s leaves the registry: nothing is kept any more, or the socket closed or
+ * left the SAN (close and DOWNGRADE send kept bytes themselves).
+ */
+static bool flush_one(struct sw_sock *s, uint64_t now)
+{
+	bool done;
+
+	if (pthread_mutex_trylock(&s->lock)) {
+		/* the program is inside a call on s: it sends them */
+		atomic_store_explicit(&s->flush_retry_ns, now + bound_ns(),
+				      memory_order_relaxed);
+		return false;
+	}
+	if (s->ptx_len && !s->closed && s->state == SW_SAN && s->ss.cq &&
+	    now >= due_ns(s)) {
+		SW_DBG("fd %d: flusher sends %zu kept bytes (credits %d)",
+		       s->fd, s->ptx_len, s->ss.credits);
+		sw_progress(s);
+		if (s->ptx_len && s->state == SW_SAN && s->ss.cq &&
+		    !s->ss.error && !s->ss.peer_dead)
+			sw_ptx_flush(s);
+	}
+	done = !s->ptx_len || s->closed || s->state != SW_SAN || !s->ss.cq ||
+	       s->ss.error || s->ss.peer_dead;
+	if (done)
+		s->flush_listed = false;
+	else
+		/* credits short (the peer has not read): look again */
+		atomic_store_explicit(&s->flush_retry_ns, now + bound_ns(),
+				      memory_order_relaxed);
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
+static void reg_remove(struct sw_sock *s)
+{
+	int i;
+
+	for (i = 0; i < reg_n; i++) {
+		if (reg[i] == s) {
+			reg[i] = reg[--reg_n];
+			return;
+		}
+	}
+}
+
+/* Handles every socket that is due; returns with reg_lock held, false
+ * when memory was short (nothing was done). */
+static bool flush_due(uint64_t now)
+{
+	struct sw_sock **v;
+	int n = reg_n, i, k = 0;
+
+	v = malloc(n * sizeof(*v));
+	if (!v)
+		return false;
+	for (i = 0; i < n; i++)
+		if (due_ns(reg[i]) <= now)
+			v[k++] = reg[i];
+	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_lock(&work_lock);
+	for (i = 0; i < k; i++)
+		if (!flush_one(v[i], now))
+			v[i] = NULL;
+	pthread_mutex_unlock(&work_lock);
+	pthread_mutex_lock(&reg_lock);
+	for (i = 0; i < k; i++)
+		if (v[i])
+			reg_remove(v[i]);
+	/* references are dropped without reg_lock: the last one frees */
+	pthread_mutex_unlock(&reg_lock);
+	for (i = 0; i < k; i++)
+		if (v[i])
+			sw_sock_unref(v[i]);
+	pthread_mutex_lock(&reg_lock);
+	free(v);
+	return true;
+}
+
+static void *flusher_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&reg_lock);
+	for (;;) {
+		uint64_t next = UINT64_MAX, now;
+		struct timespec ts;
+		int i;
+
+		if (!reg_n) {
+			/* a socket added to an empty registry signals */
+			pthread_cond_wait(&reg_cond, &reg_lock);
+			continue;
+		}
+		for (i = 0; i < reg_n; i++) {
+			uint64_t d = due_ns(reg[i]);
+
+			if (d < next)
+				next = d;
+		}
+		now = sw_now_ns();
+		if (next <= now) {
+			if (flush_due(now))
+				continue;
+			/* memory short: try again a bound later */
+			next = now + bound_ns();
+		}
+		/* a socket added meanwhile is due a whole bound from now,
+		 * never before next */
+		ts.tv_sec = next / 1000000000ull;
+		ts.tv_nsec = next % 1000000000ull;
+		pthread_cond_timedwait(&reg_cond, &reg_lock, &ts);
+	}
+	return NULL;
+}
+
+/* fork: the child has no flusher thread; its first kept byte starts one.
+ * The flusher must not hold a socket's lock across the fork (the child's
+ * copy would stay locked), hence work_lock. */
+static void flusher_prepare(void)
+{
+	pthread_mutex_lock(&work_lock);
+}
+
+static void flusher_parent(void)
+{
+	pthread_mutex_unlock(&work_lock);
+}
+
+static void flusher_child(void)
+{
+	pthread_mutex_init(&work_lock, NULL);
+	pthread_mutex_init(&reg_lock, NULL);
+	cond_setup();
+	running = false;
+}
+
+/*
+ * exit: kept bytes leave before the process ends, as a TCP socket's
+ * buffer does (bounded: a peer that reads nothing more cannot hold the
+ * exit for long). The flusher thread stays away from the sockets from
+ * here on.
+ */
+#define SW_EXIT_FLUSH_NS 1000000000ull
+
+static void flusher_exit(void)
+{
+	uint64_t deadline = sw_now_ns() + SW_EXIT_FLUSH_NS;
+	struct sw_sock **v;
+	int n, i;
+
+	pthread_mutex_lock(&work_lock);
+	pthread_mutex_lock(&reg_lock);
+	n = reg_n;
+	v = n ? malloc(n * sizeof(*v)) : NULL;
+	if (v)
+		memcpy(v, reg, n * sizeof(*v));
+	pthread_mutex_unlock(&reg_lock);
+	for (i = 0; v && i < n; i++) {
+		struct sw_sock *s = v[i];
+
+		/* a thread of the program may still be inside a call on s
+		 * (exit does not stop the others): wait for it, bounded */
+		while (pthread_mutex_trylock(&s->lock)) {
+			if (sw_now_ns() > deadline)
+				goto next;
+			sw_wait_fd(-1, 0, 1);
+		}
+		while (s->ptx_len && !s->closed && s->state == SW_SAN &&
+		       s->ss.cq && !s->ss.error && !s->ss.peer_dead &&
+		       !s->tcp_eof && sw_now_ns() < deadline) {
+			if (sw_ptx_flush(s) < 0 || !s->ptx_len)
+				break;
+			sw_session_wait(s, POLLOUT, deadline);
+		}
+		/* the messages must leave the provider before it goes */
+		while (!s->closed && s->state == SW_SAN && s->ss.cq &&
+		       sw_sends_pending(&s->ss) && !s->ss.peer_dead &&
+		       !s->tcp_eof && sw_now_ns() < deadline)
+			sw_session_wait(s, POLLOUT, deadline);
+		pthread_mutex_unlock(&s->lock);
+next:;
+	}
+	free(v);
+	/* work_lock stays held: the flusher thread must not touch a socket
+	 * while the process tears down */
+}
+
+static int flusher_start(void)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	if (!hooks_done) {
+		cond_setup();
+		pthread_atfork(flusher_prepare, flusher_parent, flusher_child);
+		atexit(flusher_exit);
+		hooks_done = true;
+	}
+	/* signals are the program's: none is delivered to this thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &attr, flusher_main, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		SW_WARN("cannot start the flusher thread (%s): small sends are not coalesced",
+			strerror(r));
+		start_failed = true;
+		return -r;
+	}
+	running = true;
+	return 0;
+}
+
+int sw_flusher_watch(struct sw_sock *s)
+{
+	int r = 0;
+
+	if (s->flush_listed)
+		return 0;
+	pthread_mutex_lock(&reg_lock);
+	if (start_failed) {
+		r = -EAGAIN;
+		goto unlock;
+	}
+	if (!running) {
+		r = flusher_start();
+		if (r)
+			goto unlock;
+	}
+	if (reg_n == reg_cap) {
+		int cap = reg_cap ? reg_cap * 2 : 16;
+		struct sw_sock **nv = realloc(reg, cap * sizeof(*nv));
+
+		if (!nv) {
+			r = -ENOMEM;
+			goto unlock;
+		}
+		reg = nv;
+		reg_cap = cap;
+	}
+	sw_sock_ref(s);
+	reg[reg_n++] = s;
+	s->flush_listed = true;
+	atomic_store_explicit(&s->flush_retry_ns, 0, memory_order_relaxed);
+	if (reg_n == 1)
+		pthread_cond_signal(&reg_cond);
+unlock:
+	pthread_mutex_unlock(&reg_lock);
+	return r;
+}
