@@ -192,7 +192,15 @@ int sw_staging_create(struct sw_sock *s)
 		munmap(m, len);
 		if (s->st)
 			s->st->reg_failures++;
-		return r;
+		if (len <= sw_cfg.staging_size)
+			return r;
+		/* a larger ring than the plain one (a provider that crosses
+		 * a wire) may pass the locked-memory limit (ulimit -l, 8 MiB
+		 * by default): the plain size still lets the peer write */
+		SW_INFO("fd %d: a %zu-byte staging ring cannot be registered (%s); trying %zu bytes",
+			s->fd, len, sdp_strerror(r), sw_cfg.staging_size);
+		ss->staging_size = sw_cfg.staging_size;
+		return sw_staging_create(s);
 	}
 	ss->staging = m;
 	ss->staging_len = len;
