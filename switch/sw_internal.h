@@ -44,6 +44,7 @@ struct sw_config {
 	size_t rdma_min;	/* smallest send moved by RDMA instead of copy */
 	size_t staging_size;	/* WDATA staging ring per connection */
 	size_t staging_size_wire; /* the same, provider not local-only */
+	size_t wdata_piece;	/* WDATA piece; 0: chosen per connection */
 	size_t coalesce_max;	/* small sends kept while the peer is behind */
 	unsigned hello_timeout_ms;  /* server waits this long for a hello */
 	unsigned upgrade_timeout_ms; /* an I/O waits this long for an upgrade */
@@ -166,6 +167,7 @@ struct sw_session {
 	bool can_read;		/* our provider offers RdmaRead */
 	bool offer_read;	/* SETUP invites the peer's RDATA */
 	size_t staging_size;	/* our staging ring's size when offered */
+	size_t wdata_piece;	/* largest RDMA write into the peer's ring */
 
 	/* wake-ups */
 	bool peer_waiting;	/* peer sleeps waiting for data: RDATA pays */
