@@ -103,6 +103,8 @@ void sw_config_load(void)
 					     1ul << 32);
 		sw_cfg.staging_size_wire = sw_cfg.staging_size;
 	}
+	sw_cfg.wdata_piece = env_ul("SDP_WDATA_PIECE", sw_cfg.wdata_piece, 0,
+				    1ul << 32);
 	sw_cfg.coalesce_max = env_ul("SDP_COALESCE", sw_cfg.coalesce_max, 0,
 				     SW_PTX_MAX);
 	sw_cfg.hello_timeout_ms = env_ul("SDP_HELLO_TIMEOUT_MS",

@@ -47,6 +47,11 @@ static void session_choose_path(struct sw_session *ss)
 			 (!wire || sw_cfg.path == SW_PATH_READ);
 	ss->staging_size = wire ? sw_cfg.staging_size_wire :
 				  sw_cfg.staging_size;
+	/* each piece costs a registration, a completion wait, a WDATA and
+	 * often a doorbell: across a wire, a quarter of the ring (four
+	 * pieces in flight for the receiver to copy out) */
+	ss->wdata_piece = sw_cfg.wdata_piece ? sw_cfg.wdata_piece :
+			  wire ? ss->staging_size / 4 : 0;
 }
 
 int sw_session_prepare(struct sw_sock *s, struct sw_provider *p)
