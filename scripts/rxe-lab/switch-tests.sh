@@ -61,9 +61,11 @@ memlocked()
 {
 	# the devices are root's only without udev's rules
 	chmod 666 /dev/infiniband/* 2>/dev/null
-	(ulimit -l 4096 && LD_PRELOAD=$SW SDP_PROVIDERS=verbs SDP_LOG=info \
-		timeout 300 setpriv --reuid=65534 --regid=65534 --clear-groups \
-		--inh-caps=-all "$@")
+	# the switch is preloaded after setpriv: a root process of the same
+	# pid would leave a stats file the program cannot write
+	(ulimit -l 4096 && timeout 300 setpriv --reuid=65534 --regid=65534 \
+		--clear-groups --inh-caps=-all env LD_PRELOAD=$SW \
+		SDP_PROVIDERS=verbs SDP_LOG=info "$@")
 }
 
 # Server end of step N (runs in the background; result in $log/srv.N).
