@@ -174,27 +174,36 @@ int sw_staging_create(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *p = ss->prov;
+	size_t len = ss->staging_size ? ss->staging_size : sw_cfg.staging_size;
 	void *m;
 	int r;
 
 	if (ss->staging)
 		return 0;
-	m = mmap(NULL, sw_cfg.staging_size, PROT_READ | PROT_WRITE,
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return -ENOMEM;
-	r = p->mod.ext.register_rdma_memory(ss->ep, m, sw_cfg.staging_size,
+	r = p->mod.ext.register_rdma_memory(ss->ep, m, len,
 					    SDP_ACCESS_REMOTE_WRITE,
 					    &ss->staging_desc,
 					    &ss->staging_rmr);
 	if (r) {
-		munmap(m, sw_cfg.staging_size);
+		munmap(m, len);
 		if (s->st)
 			s->st->reg_failures++;
-		return r;
+		if (len <= sw_cfg.staging_size)
+			return r;
+		/* a larger ring than the plain one (a provider that crosses
+		 * a wire) may pass the locked-memory limit (ulimit -l, 8 MiB
+		 * by default): the plain size still lets the peer write */
+		SW_INFO("fd %d: a %zu-byte staging ring cannot be registered (%s); trying %zu bytes",
+			s->fd, len, sdp_strerror(r), sw_cfg.staging_size);
+		ss->staging_size = sw_cfg.staging_size;
+		return sw_staging_create(s);
 	}
 	ss->staging = m;
-	ss->staging_len = sw_cfg.staging_size;
+	ss->staging_len = len;
 	ss->staging_recv_head = 0;
 	ss->staging_consumed = 0;
 	ss->staging_freed_unsent = 0;

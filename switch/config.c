@@ -25,6 +25,7 @@ struct sw_config sw_cfg = {
 	.send_bufs = 16,
 	.rdma_min = 65536,
 	.staging_size = 1 << 20,
+	.staging_size_wire = 8 << 20,
 	.coalesce_max = 65536,
 	.coalesce_us = 200,
 	.hello_timeout_ms = 2000,
@@ -94,8 +95,17 @@ void sw_config_load(void)
 				  SW_MAX_BUFS);
 	sw_cfg.rdma_min = env_ul("SDP_RDMA_MIN", sw_cfg.rdma_min, 1,
 				 1ul << 40);
-	sw_cfg.staging_size = env_ul("SDP_STAGING_SIZE", sw_cfg.staging_size,
-				     4096, 1ul << 32);
+	v = getenv("SDP_STAGING_SIZE");
+	if (v && *v) {
+		/* set by hand: the same ring on every provider (a bad value
+		 * gives the local default, as the message says) */
+		sw_cfg.staging_size = env_ul("SDP_STAGING_SIZE",
+					     sw_cfg.staging_size, 4096,
+					     1ul << 32);
+		sw_cfg.staging_size_wire = sw_cfg.staging_size;
+	}
+	sw_cfg.wdata_piece = env_ul("SDP_WDATA_PIECE", sw_cfg.wdata_piece, 0,
+				    1ul << 32);
 	sw_cfg.coalesce_max = env_ul("SDP_COALESCE", sw_cfg.coalesce_max, 0,
 				     SW_PTX_MAX);
 	/* 1 means on, with the default amount */

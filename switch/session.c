@@ -28,6 +28,32 @@ uint8_t *sw_buf(struct sw_session *ss, uint32_t idx)
 	return ss->rslot[idx].mem;
 }
 
+/*
+ * What this connection offers its peer as receiver, chosen once from the
+ * provider's caps. A local-only provider (shm) keeps the plain settings:
+ * large blocking sends are pulled by this side (RDATA) and a small staging
+ * ring serves non-blocking senders. On a provider that crosses a wire
+ * (verbs) each pull costs the blocking writer a round trip during which
+ * nothing else moves, so this side offers no RdmaRead and a larger ring:
+ * the sender writes ahead into it (WDATA) while this side copies out.
+ * SDP_PATH and SDP_STAGING_SIZE, when set, apply to every provider.
+ */
+static void session_choose_path(struct sw_session *ss)
+{
+	bool wire = !(ss->prov->mod.info.caps & SDP_CAP_LOCAL_ONLY);
+
+	ss->offer_read = ss->can_read && sw_cfg.path != SW_PATH_WRITE &&
+			 sw_cfg.path != SW_PATH_COPY &&
+			 (!wire || sw_cfg.path == SW_PATH_READ);
+	ss->staging_size = wire ? sw_cfg.staging_size_wire :
+				  sw_cfg.staging_size;
+	/* each piece costs a registration, a completion wait, a WDATA and
+	 * often a doorbell: across a wire, a quarter of the ring (four
+	 * pieces in flight for the receiver to copy out) */
+	ss->wdata_piece = sw_cfg.wdata_piece ? sw_cfg.wdata_piece :
+			  wire ? ss->staging_size / 4 : 0;
+}
+
 int sw_session_prepare(struct sw_sock *s, struct sw_provider *p)
 {
 	struct sw_session *ss = &s->ss;
@@ -37,6 +63,7 @@ int sw_session_prepare(struct sw_sock *s, struct sw_provider *p)
 	ss->prov = p;
 	ss->msg_size = sw_cfg.msg_size;
 	ss->can_read = p->mod.ext.rdma_read != NULL;
+	session_choose_path(ss);
 	r = p->mod.ops.cq_create(p->mod.prov, 2 * SW_MAX_BUFS + 16, &ss->cq);
 	if (r) {
 		ss->cq = NULL;
@@ -169,8 +196,7 @@ int sw_session_start(struct sw_sock *s)
 	memset(&setup, 0, sizeof(setup));
 	setup.msg_size = ss->msg_size;
 	setup.recv_credits = ss->nrecv;
-	if (ss->can_read && sw_cfg.path != SW_PATH_WRITE &&
-	    sw_cfg.path != SW_PATH_COPY)
+	if (ss->offer_read)
 		setup.flags |= SDP_SETUP_F_RDMA_READ;
 	/* the staging ring: target of the peer's RDMA writes */
 	if (sw_cfg.path != SW_PATH_COPY && sw_cfg.path != SW_PATH_READ) {

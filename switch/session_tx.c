@@ -157,8 +157,8 @@ static ssize_t send_wdata(struct sw_sock *s, uint8_t *p, size_t len)
 		n = ring - off;
 	/* pieces the receiver can start copying out while the next one is
 	 * written */
-	if (n > SW_WDATA_PIECE)
-		n = SW_WDATA_PIECE;
+	if (n > (ss->wdata_piece ? ss->wdata_piece : SW_WDATA_PIECE))
+		n = ss->wdata_piece ? ss->wdata_piece : SW_WDATA_PIECE;
 	r = pv->mod.ext.register_memory(pv->mod.prov, p, n, 0, &mr);
 	if (r) {
 		if (s->st)

@@ -43,6 +43,8 @@ struct sw_config {
 	unsigned send_bufs;	/* send buffers per connection */
 	size_t rdma_min;	/* smallest send moved by RDMA instead of copy */
 	size_t staging_size;	/* WDATA staging ring per connection */
+	size_t staging_size_wire; /* the same, provider not local-only */
+	size_t wdata_piece;	/* WDATA piece; 0: chosen per connection */
 	size_t coalesce_max;	/* small sends kept while the peer is behind */
 	unsigned coalesce_us;	/* kept bytes leave within this (flusher) */
 	unsigned hello_timeout_ms;  /* server waits this long for a hello */
@@ -164,6 +166,9 @@ struct sw_session {
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
 	bool can_read;		/* our provider offers RdmaRead */
+	bool offer_read;	/* SETUP invites the peer's RDATA */
+	size_t staging_size;	/* our staging ring's size when offered */
+	size_t wdata_piece;	/* largest RDMA write into the peer's ring */
 
 	/* wake-ups */
 	bool peer_waiting;	/* peer sleeps waiting for data: RDATA pays */

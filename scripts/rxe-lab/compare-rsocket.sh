@@ -7,18 +7,21 @@
 #   scripts/rxe-lab/compare-rsocket.sh [BYTES]     (host: boots the VM)
 # In the guest it runs itself with --guest. Under TCG the absolute figures
 # are far below real hardware; compare the ratios within one run.
-# SDP_TUNED="VAR=VALUE ..." adds a row: the switch with those settings
-# (default: the RDMA-write path into an 8 MiB staging ring, which keeps the
-# sender going while the receiver checks; "" leaves the row out).
+# SDP_TUNED="VAR=VALUE ...[;VAR=VALUE ...]" adds rows: the switch with those
+# settings, one row per ';'-separated group ("" or unset: no extra row).
+# ROUNDS=N repeats the whole sequence N times, interleaved (TCP, rsocket,
+# switch, tuned..., TCP, rsocket, ...), and prints every round's figures
+# and a table of the medians.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" != --guest ]; then
 	. "$here/common.sh"
 	lab_image_ready || "$here/build-image.sh" || exit 2
-	exec env LAB_TIMEOUT=${LAB_TIMEOUT:-900} "$here/run.sh" -c \
-		"SDP_TUNED='${SDP_TUNED-SDP_PATH=write SDP_STAGING_SIZE=8388608}' bash scripts/rxe-lab/compare-rsocket.sh --guest ${1:-268435456}"
+	exec env LAB_TIMEOUT=${LAB_TIMEOUT:-1500} "$here/run.sh" -c \
+		"ROUNDS=${ROUNDS:-1} SDP_TUNED='${SDP_TUNED:-}' bash scripts/rxe-lab/compare-rsocket.sh --guest ${1:-268435456}"
 fi
-tuned=${SDP_TUNED-SDP_PATH=write SDP_STAGING_SIZE=8388608}
+tuned=${SDP_TUNED:-}
+rounds=${ROUNDS:-1}
 
 bytes=${2:-268435456}
 O=build-lab
@@ -57,21 +60,48 @@ one()
 	sed -n 's/^RESULT receiver .*MBps=\([0-9.]*\).*/\1/p' "$out/$name.r"
 }
 
-echo "hashed transfer of $bytes bytes, one VM (TCG, 2 vCPUs), $ip, $(date -u +%F)"
-tcp=$(one tcp "" X=1)
-rs=$(one rsocket "" LD_PRELOAD=$RS)
-sw=$(one switch verbs LD_PRELOAD=$PWD/$O/lib/libsdp_switch.so SDP_PROVIDERS=verbs)
-tu=""
-[ -z "$tuned" ] || tu=$(one tuned verbs LD_PRELOAD=$PWD/$O/lib/libsdp_switch.so \
-	SDP_PROVIDERS=verbs $tuned)
+SW="LD_PRELOAD=$PWD/$O/lib/libsdp_switch.so SDP_PROVIDERS=verbs"
+labels=("kernel TCP" "rsocket preload (librspreload.so)"
+	"sdp-switch on verbs (defaults)")
+envs=("X=1" "LD_PRELOAD=$RS" "$SW")
+expects=("" "" verbs)
+IFS=';' read -ra groups <<< "$tuned"
+for g in "${groups[@]}"; do
+	[ -n "${g// /}" ] || continue
+	labels+=("sdp-switch on verbs, $g")
+	envs+=("$SW $g")
+	expects+=(verbs)
+done
+n=${#labels[@]}
+declare -A res
+failed=0
+
+echo "hashed transfer of $bytes bytes, one VM (TCG, 2 vCPUs), $ip, $(date -u +%F), $rounds round(s)"
+for ((r = 1; r <= rounds; r++)); do
+	for ((i = 0; i < n; i++)); do
+		# shellcheck disable=SC2086
+		v=$(one "r$r.$i" "${expects[$i]}" ${envs[$i]})
+		[ "$v" != FAIL ] || failed=1
+		res[$i]="${res[$i]:-} $v"
+		echo "round $r: ${labels[$i]}: $v MB/s"
+	done
+done
+
+# median of the numbers given (FAIL entries ignored)
+median()
+{
+	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+		awk '{ v[NR] = $1 } END { if (!NR) print "FAIL"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "-" }'; }
+for ((i = 0; i < n; i++)); do
+	# shellcheck disable=SC2086
+	med[$i]=$(median ${res[$i]})
+done
 echo
-echo "| path | MB/s | vs TCP | vs rsocket |"
-echo "|---|---|---|---|"
-echo "| kernel TCP | $tcp | 1.00 | $(ratio "$tcp" "$rs") |"
-echo "| rsocket preload (librspreload.so) | $rs | $(ratio "$rs" "$tcp") | 1.00 |"
-echo "| sdp-switch on verbs | $sw | $(ratio "$sw" "$tcp") | $(ratio "$sw" "$rs") |"
-[ -z "$tuned" ] ||
-	echo "| sdp-switch on verbs, $tuned | $tu | $(ratio "$tu" "$tcp") | $(ratio "$tu" "$rs") |"
-case "$tcp$rs$sw$tu" in *FAIL*) exit 1 ;; esac
-exit 0
+echo "| path | MB/s (median) | each round | vs TCP | vs rsocket |"
+echo "|---|---|---|---|---|"
+for ((i = 0; i < n; i++)); do
+	echo "| ${labels[$i]} | ${med[$i]} |${res[$i]} | $(ratio "${med[$i]}" "${med[0]}") | $(ratio "${med[$i]}" "${med[1]}") |"
+done
+exit $failed

@@ -3,8 +3,10 @@
 # Runs in a lab guest: the switch over verbs between two processes, on one
 # VM or across two. iperf3, a 256 MiB hashed transfer each way (sdp-xfer), an
 # epoll echo server (sdp-echo), and the fallbacks: a plain peer either way
-# and a peer whose provider set is disjoint. Every step checks the bytes and
-# the path the switch chose (its sdp-stat file, or its debug log for iperf3).
+# and a peer whose provider set is disjoint; then both ends unprivileged under
+# a 4 MiB locked-memory limit (the verbs staging ring must shrink to fit, not
+# vanish). Every step checks the bytes and the path the switch chose (its
+# sdp-stat file, or its debug log for iperf3).
 #   switch-tests.sh local [PORT]                 both ends here, on $LAB_IP
 #   switch-tests.sh server MY_IP PORT SYNC_DIR   one end each; the client
 #   switch-tests.sh client SERVER_IP PORT SYNC_DIR  waits for SYNC_DIR/ready.N
@@ -15,7 +17,7 @@ O=build-lab
 SW=$PWD/$O/lib/libsdp_switch.so
 BYTES=${SWT_BYTES:-268435456}
 SMALL=33554432
-STEPS=${SWT_STEPS:-"iperf3 xfer_up xfer_down echo plain_client plain_server disjoint"}
+STEPS=${SWT_STEPS:-"iperf3 xfer_up xfer_down echo plain_client plain_server disjoint memlock"}
 case $mode in
 local) ip=${LAB_IP:?}; port=${2:-$((20000 + RANDOM % 20000))}; sync="" ;;
 server|client) ip=$2; port=$3; sync=$4 ;;
@@ -52,6 +54,20 @@ run_with()
 	fi
 }
 
+# memlocked CMD...: one end on verbs as user nobody, without CAP_IPC_LOCK and
+# with a locked-memory limit of 4 MiB (ulimit -l 4096): less than the
+# default verbs staging ring, the default for such users is 8 MiB.
+memlocked()
+{
+	# the devices are root's only without udev's rules
+	chmod 666 /dev/infiniband/* 2>/dev/null
+	# the switch is preloaded after setpriv: a root process of the same
+	# pid would leave a stats file the program cannot write
+	(ulimit -l 4096 && timeout 300 setpriv --reuid=65534 --regid=65534 \
+		--clear-groups --inh-caps=-all env LD_PRELOAD=$SW \
+		SDP_PROVIDERS=verbs SDP_LOG=info "$@")
+}
+
 # Server end of step N (runs in the background; result in $log/srv.N).
 server_step()
 {
@@ -66,6 +82,7 @@ server_step()
 	plain_client) run_with verbs $O/tests/sdp-xfer listen $p recv $SMALL tcp ;;
 	plain_server) run_with plain $O/tests/sdp-xfer listen $p send $SMALL tcp ;;
 	disjoint) run_with shm $O/tests/sdp-xfer listen $p recv $SMALL tcp ;;
+	memlock) memlocked $O/tests/sdp-xfer listen $p recv $SMALL verbs ;;
 	esac
 }
 
@@ -85,6 +102,17 @@ client_step()
 	plain_client) run_with plain $O/tests/sdp-xfer connect $ip $p send $SMALL tcp ;;
 	plain_server) run_with verbs $O/tests/sdp-xfer connect $ip $p recv $SMALL tcp ;;
 	disjoint) run_with verbs $O/tests/sdp-xfer connect $ip $p send $SMALL tcp ;;
+	memlock)
+		# the bytes must go by RDMA write into the smaller ring
+		memlocked $O/tests/sdp-xfer connect $ip $p send $SMALL verbs \
+			> $log/memlock.out 2>&1
+		c=$?
+		cat $log/memlock.out
+		[ $c = 0 ] || return 1
+		grep -q "^sender: bytes .* write [1-9]" $log/memlock.out || {
+			echo "memlock: no bytes by RDMA write (no staging ring?)"
+			return 1
+		} ;;
 	esac
 }
 
