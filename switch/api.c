@@ -470,9 +470,12 @@ static short san_revents(struct sw_sock *s, short events)
 {
 	struct sw_session *ss = &s->ss;
 	short r = 0;
+	/* the peer's DOWNGRADE alone is no byte for the program: what
+	 * follows it comes on TCP, where the kernel reports it */
+	bool data = ss->rxq && ss->rxq->kind != RX_DOWNGRADE;
 
 	if ((events & (POLLIN | POLLRDNORM)) &&
-	    (ss->rxq || ss->fin_rcvd || ss->abort_rcvd || ss->error ||
+	    (data || ss->fin_rcvd || ss->abort_rcvd || ss->error ||
 	     sw_peer_ended(s)))
 		r |= events & (POLLIN | POLLRDNORM);
 	if ((events & POLLRDHUP) && (ss->fin_rcvd || sw_peer_ended(s)))

@@ -556,16 +556,15 @@ static bool rd_ep_arm(struct rd_ep *ep, int depth)
 	return ready;
 }
 
-/* ---- epoll_wait --------------------------------------------------------- */
+/* ---- pending upgrades in a sleep ---------------------------------------- */
 
-/* The reports of one epoll_wait call, with the fd behind each. */
-struct rd_out {
-	struct epoll_event *evs;
-	int *fds;
-	int n;
-	int max;
-	/* fds of the switch the coming sleep watches for pending upgrades,
-	 * each with the program's fd it serves */
+/*
+ * What the coming sleep of epoll_wait, poll or select watches besides the
+ * program's fds so that pending upgrades move on while the program sleeps:
+ * the switch's fds (sw_poll_upgrade_fds), each with the program's fd it
+ * serves.
+ */
+struct rd_extra {
 	int xfd[RD_MAX_EXTRA];
 	int xowner[RD_MAX_EXTRA];
 	int nx;
@@ -574,25 +573,81 @@ struct rd_out {
 	bool progressed;	/* an upgrade moved on while arming */
 };
 
-/* Collects what moves the pending upgrade of e on, for the sleep. */
-static void rd_collect(struct rd_out *o, struct rd_ent *e, struct sw_sock *s)
+static void rd_extra_reset(struct rd_extra *x)
+{
+	x->nx = 0;
+	x->xfull = x->progressed = false;
+}
+
+/* Collects what moves the pending upgrade of s (the program's fd owner)
+ * on. Returns false when s has no pending upgrade. */
+static bool rd_extra_collect(struct rd_extra *x, struct sw_sock *s,
+			     int owner)
 {
 	int fds[2], k, i;
 
 	k = sw_poll_upgrade_fds(s, fds, 2);
+	if (k == -1)
+		return false;
 	if (k == -2)
-		o->progressed = true;
+		x->progressed = true;
 	if (k == 0)
-		o->xfull = true;	/* nothing to watch: a bounded sleep */
+		x->xfull = true;	/* nothing to watch: a bounded sleep */
 	for (i = 0; i < k; i++) {
-		if (o->nx >= RD_MAX_EXTRA) {
-			o->xfull = true;
+		if (x->nx >= RD_MAX_EXTRA) {
+			x->xfull = true;
 			break;
 		}
-		o->xfd[o->nx] = fds[i];
-		o->xowner[o->nx++] = e->fd;
+		x->xfd[x->nx] = fds[i];
+		x->xowner[x->nx++] = owner;
 	}
+	return true;
 }
+
+/* The sleep's bound for what was collected: none when an upgrade moved
+ * on, a short nap when one has nothing to watch. */
+static const struct timespec *rd_extra_bound(const struct rd_extra *x,
+					     const struct timespec *t,
+					     struct timespec *nap)
+{
+	if (x->progressed)
+		return &rd_zero;
+	if (x->xfull && (!t || t->tv_sec || t->tv_nsec > RD_PENDING_NAP_NS)) {
+		nap->tv_sec = 0;
+		nap->tv_nsec = RD_PENDING_NAP_NS;
+		return nap;
+	}
+	return t;
+}
+
+/* After the sleep: every upgrade that was waited for moves on. */
+static void rd_extra_woken(struct rd_extra *x)
+{
+	struct sw_sock *s;
+	int i;
+
+	for (i = 0; i < x->nx; i++) {
+		if (i && x->xowner[i] == x->xowner[i - 1])
+			continue;
+		s = rd_lookup(x->xowner[i]);
+		if (s) {
+			sw_poll_upgrade_woken(s);
+			sw_sock_unref(s);
+		}
+	}
+	x->nx = 0;
+}
+
+/* ---- epoll_wait --------------------------------------------------------- */
+
+/* The reports of one epoll_wait call, with the fd behind each. */
+struct rd_out {
+	struct epoll_event *evs;
+	int *fds;
+	int n;
+	int max;
+	struct rd_extra x;	/* for pending upgrades */
+};
 
 /* Adds (or merges) one report for e into the program's array. */
 static void rd_report(struct rd_out *o, struct rd_ent *e, uint32_t r)
@@ -647,7 +702,7 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		if (r)
 			rd_report(o, e, r);
 		else if (arm && s && e->pend && !e->disarmed)
-			rd_collect(o, e, s);
+			rd_extra_collect(&o->x, s, e->fd);
 		if (s)
 			sw_sock_unref(s);
 	}
@@ -734,15 +789,16 @@ static int rd_kernel_wait(int epfd, struct epoll_event *kev, int max,
  * not ours to remove: the sleep is bounded instead. */
 static void rd_extra_begin(struct rd_ep *ep, struct rd_out *o)
 {
+	struct rd_extra *x = &o->x;
 	struct epoll_event ev = { .events = EPOLLIN };
 	int i;
 
-	for (i = 0; i < o->nx; i++) {
-		ev.data.u64 = RD_TAG | (uint64_t)o->xowner[i];
-		if (sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, o->xfd[i],
+	for (i = 0; i < x->nx; i++) {
+		ev.data.u64 = RD_TAG | (uint64_t)x->xowner[i];
+		if (sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, x->xfd[i],
 				      &ev)) {
-			o->xfd[i] = -1;
-			o->xfull = true;
+			x->xfd[i] = -1;
+			x->xfull = true;
 		}
 	}
 }
@@ -751,23 +807,15 @@ static void rd_extra_begin(struct rd_ep *ep, struct rd_out *o)
  * was waited for moves on. */
 static void rd_extra_end(struct rd_ep *ep, struct rd_out *o, int k)
 {
-	struct sw_sock *s;
+	struct rd_extra *x = &o->x;
 	int saved = errno, i;
 
 	(void)k;
-	for (i = 0; i < o->nx; i++) {
-		if (o->xfd[i] >= 0)
-			sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, o->xfd[i],
+	for (i = 0; i < x->nx; i++)
+		if (x->xfd[i] >= 0)
+			sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, x->xfd[i],
 					  NULL);
-		if (i && o->xowner[i] == o->xowner[i - 1])
-			continue;
-		s = rd_lookup(o->xowner[i]);
-		if (s) {
-			sw_poll_upgrade_woken(s);
-			sw_sock_unref(s);
-		}
-	}
-	o->nx = 0;
+	rd_extra_woken(x);
 	errno = saved;
 }
 
@@ -788,8 +836,7 @@ static int rd_ep_pass(struct rd_ep *ep, struct rd_out *o,
 	int k;
 
 	o->n = 0;
-	o->nx = 0;
-	o->xfull = o->progressed = false;
+	rd_extra_reset(&o->x);
 	rd_nap = false;
 	rd_ep_scan(ep, o, false, special);
 	if (!o->n && arm)
@@ -801,12 +848,8 @@ static int rd_ep_pass(struct rd_ep *ep, struct rd_out *o,
 	if (!*special) {
 		t = t_plain;
 	} else {
-		if (o->progressed)
-			t = &rd_zero;
-		if (o->xfull)
-			nap.tv_nsec = RD_PENDING_NAP_NS;
-		if ((rd_nap || o->xfull) &&
-		    (!t || t->tv_sec || t->tv_nsec > nap.tv_nsec))
+		t = rd_extra_bound(&o->x, t, &nap);
+		if (rd_nap && (!t || t->tv_sec || t->tv_nsec > nap.tv_nsec))
 			t = &nap;
 		if (t == &rd_zero)
 			mask = NULL;
@@ -907,6 +950,8 @@ struct rd_pollset {
 	struct rd_ep **eps;
 	short *san;		/* SAN revents found this pass */
 	bool *veto;		/* POLLOUT vetoed by the switch */
+	bool *pend;		/* its upgrade is pending (found arming) */
+	struct rd_extra x;	/* kfds has room for these after nfds */
 };
 
 static bool rd_ps_special(const struct rd_pollset *ps, nfds_t i)
@@ -914,6 +959,8 @@ static bool rd_ps_special(const struct rd_pollset *ps, nfds_t i)
 	return ps->socks[i] || ps->eps[i];
 }
 
+/* SAN readiness of each fd (or, when arm, "wake me" on each switch socket,
+ * and what the sleep must watch for pending upgrades, as epoll does). */
 static int rd_ps_scan(struct rd_pollset *ps, bool arm)
 {
 	struct pollfd *p;
@@ -933,6 +980,9 @@ static int rd_ps_scan(struct rd_pollset *ps, bool arm)
 		r &= rd_mask(p->events);
 		ps->san[i] = r;
 		n += r != 0;
+		if (arm && !r && ps->socks[i])
+			ps->pend[i] = rd_extra_collect(&ps->x, ps->socks[i],
+						       p->fd);
 	}
 	return n;
 }
@@ -941,10 +991,14 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 		      const struct timespec *t, const sigset_t *mask)
 {
 	struct pollfd *p, *kp;
-	int n, k, count = 0;
+	struct timespec nap;
+	int n, k, count = 0, j;
 	nfds_t i;
 	short r;
 
+	rd_extra_reset(&ps->x);
+	for (i = 0; i < ps->nfds; i++)
+		ps->pend[i] = false;
 	n = rd_ps_scan(ps, false);
 	if (!n && arm)
 		n = rd_ps_scan(ps, true);
@@ -962,9 +1016,35 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 			kp->events &= ~POLLOUT;
 			kp->events |= POLLIN;
 		}
+		/* a pending upgrade moves on with bytes on TCP (hello,
+		 * doorbell), whatever the program asked */
+		if (ps->pend[i])
+			kp->events |= POLLIN;
 	}
-	k = rd_sys.ppoll(ps->kfds, ps->nfds, n ? &rd_zero : t,
-			 n ? NULL : mask);
+	if (n) {
+		t = &rd_zero;
+		ps->x.nx = 0;	/* no sleep: nothing more to watch */
+	} else {
+		t = rd_extra_bound(&ps->x, t, &nap);
+	}
+	for (j = 0; j < ps->x.nx; j++) {
+		kp = &ps->kfds[ps->nfds + (nfds_t)j];
+		kp->fd = ps->x.xfd[j];
+		kp->events = POLLIN;
+		kp->revents = 0;
+	}
+	k = rd_sys.ppoll(ps->kfds, ps->nfds + (nfds_t)ps->x.nx, t,
+			 n || t == &rd_zero ? NULL : mask);
+	if (ps->x.nx) {
+		int saved = errno;
+
+		/* the switch's own fds are not reported */
+		for (j = 0; k > 0 && j < ps->x.nx; j++)
+			if (ps->kfds[ps->nfds + (nfds_t)j].revents)
+				k--;
+		rd_extra_woken(&ps->x);
+		errno = saved;
+	}
 	if (k < 0 && !n)
 		return -1;
 	for (i = 0; i < ps->nfds; i++) {
@@ -1047,18 +1127,20 @@ static void rd_ps_release(struct rd_pollset *ps)
 
 /* One allocation for the per-call arrays (on the stack for small sets). */
 struct rd_ps_mem {
-	struct pollfd kfds[RD_STACK_FDS];
+	struct pollfd kfds[RD_STACK_FDS + RD_MAX_EXTRA];
 	struct sw_sock *socks[RD_STACK_FDS];
 	struct rd_ep *eps[RD_STACK_FDS];
 	short san[RD_STACK_FDS];
 	bool veto[RD_STACK_FDS];
+	bool pend[RD_STACK_FDS];
 };
 
 static int rd_ps_init(struct rd_pollset *ps, struct rd_ps_mem *m,
 		      struct pollfd *fds, nfds_t nfds)
 {
 	size_t each = sizeof(struct pollfd) + sizeof(void *) * 2 +
-		sizeof(short) + sizeof(bool);
+		sizeof(short) + sizeof(bool) * 2;
+	size_t extra = sizeof(struct pollfd) * RD_MAX_EXTRA;
 	char *p;
 
 	ps->fds = fds;
@@ -1069,13 +1151,14 @@ static int rd_ps_init(struct rd_pollset *ps, struct rd_ps_mem *m,
 		ps->eps = m->eps;
 		ps->san = m->san;
 		ps->veto = m->veto;
+		ps->pend = m->pend;
 		return 0;
 	}
-	if (nfds > SIZE_MAX / each) {
+	if (nfds > (SIZE_MAX - extra) / each) {
 		errno = EINVAL;
 		return -1;
 	}
-	p = malloc(nfds * each);
+	p = malloc(nfds * each + extra);
 	if (!p) {
 		errno = ENOMEM;
 		return -1;
@@ -1084,8 +1167,10 @@ static int rd_ps_init(struct rd_pollset *ps, struct rd_ps_mem *m,
 	ps->socks = (struct sw_sock **)p;
 	ps->eps = (struct rd_ep **)(p + nfds * sizeof(void *));
 	ps->kfds = (struct pollfd *)(p + nfds * sizeof(void *) * 2);
-	ps->san = (short *)((char *)ps->kfds + nfds * sizeof(struct pollfd));
+	ps->san = (short *)((char *)ps->kfds + nfds * sizeof(struct pollfd) +
+			    extra);
 	ps->veto = (bool *)((char *)ps->san + nfds * sizeof(short));
+	ps->pend = ps->veto + nfds;
 	return 0;
 }
 

@@ -342,6 +342,11 @@ void sw_doorbell_ring(struct sw_sock *s)
 	uint8_t b = SDP_DOORBELL;
 
 	s->ss.peer_wants_wake = false;
+	/* after our DOWNGRADE marker, TCP carries the program's bytes: a
+	 * doorbell there would reach the peer's program as data (the marker
+	 * itself wakes the peer) */
+	if (s->ss.dg_sent)
+		return;
 	if (sdp_sys.send(s->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 &&
 	    s->st)
 		s->st->doorbells++;

@@ -477,8 +477,16 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					if (s->st && !stalled)
 						s->st->credit_stalls++;
 					stalled = true;
-					if (!nb)
-						sw_session_wait(s, POLLOUT, 0);
+					/* a signal handler ran: return what
+					 * went, or EINTR, as a blocked TCP
+					 * send does */
+					if (!nb && sw_session_wait(s, POLLOUT,
+							0) == -EINTR) {
+						if (sent)
+							break;
+						errno = EINTR;
+						return -1;
+					}
 					continue;
 				}
 				/* non-blocking and the ring stays full: what was

@@ -5,7 +5,8 @@
 # arrived and the sdp-stat files, and prints PASS/FAIL/SKIP per test.
 #   run.py --lib build/lib/libsdp_switch.so --statdump STATDUMP [TEST...]
 # A TEST argument selects the tests whose name starts with it. Environment:
-# SDP_TEST_BIG=1 streams 1 GiB in the socat test; SDP_TEST_KEEP=1 keeps the
+# SDP_TEST_BIG=1 streams 4 GiB (not 1 GiB) each way in the socat-stream test
+# (16 GiB of scratch files); SDP_TEST_KEEP=1 keeps the
 # temporary directories (logs, kept stats files) of failed tests;
 # SDP_TEST_PLAIN=1 preloads nothing (checks the tests themselves).
 import argparse
@@ -777,7 +778,7 @@ def socat_stream(ctx, n, block, secs=60):
 	t0 = time.monotonic()
 	cli = ctx.run('socat-client', ['socat', '-t', '60'] + opt + [
 		both % (f['cli_in'], f['cli_out']),
-		'TCP:127.0.0.1:%d' % port], 180 if n > 256 * MIB else secs)
+		'TCP:127.0.0.1:%d' % port], max(secs, 180 * (n >> 30)))
 	srv.wait(30)
 	secs = time.monotonic() - t0
 	for a, b in (('cli_in', 'srv_out'), ('srv_in', 'cli_out')):
@@ -800,8 +801,10 @@ def socat_stream(ctx, n, block, secs=60):
 
 @test('socat-stream')
 def t_socat(ctx):
-	n = (1 << 30) if os.environ.get('SDP_TEST_BIG') == '1' else 256 * MIB
-	return socat_stream(ctx, n, None)
+	"""Issue 3's stream: 1 GiB of random data each way, half-closed
+	(about 15 s here, 4 GiB of scratch files)."""
+	big = os.environ.get('SDP_TEST_BIG') == '1'
+	return socat_stream(ctx, (4 if big else 1) << 30, None)
 
 
 @test('socat-bigwrites')
@@ -1063,11 +1066,14 @@ def main():
 	# still run and report, as SKIP with the reason, and do not fail the
 	# run. Remove an entry when its cause is fixed.
 	known = {
-		'qperf-tcp': 'intermittent, mostly under ASan: after qperf '
-			     'forks (its control connection goes back to '
-			     'TCP) the client now and then cannot connect to '
-			     'the data port or misses the synchronization '
-			     'after the test (investigating)',
+		'qperf-tcp': 'intermittent (about 1 run in 4): tcp_bw ends '
+			     'from a SIGALRM while the server has stopped '
+			     'reading; the client\'s blocking 64 KiB write '
+			     'lent its buffer (RDATA) and waits for XFER_DONE, '
+			     'which no signal may end (session_tx.c '
+			     'send_rdata), so it misses the synchronization '
+			     'after the test. Needs a way to take a loan '
+			     'back (protocol)',
 		'socat-bigwrites': 'two blocking writes larger than the '
 				   'receive window, one at each end, wait for '
 				   'credits forever while neither program '

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * poll_upgrade.c - epoll_upgrade's case for poll and for select: a
+ * connection whose upgrade is still pending is waited on only through
+ * poll (then, on a second connection, select), at both ends. The client
+ * writes more than the switch keeps for a pending upgrade while the
+ * server's program has not accepted yet: only the upgrade's progress inside
+ * poll or select can make it writable again. Every byte is checked.
+ */
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include "tprog.h"
+
+#define PU_BYTES 3000
+#define PU_FIRST (6u << 20)	/* more than the pending buffer (4 MiB) */
+#define PU_ACCEPT_DELAY_US 300000
+#define PU_ROUNDS 20
+/* No wait may take this long: the peer is running and waiting too. */
+#define PU_WAIT_MS 1500
+
+static bool pu_select;	/* select, not poll */
+
+/* Waits until fd has one of events (POLLIN or POLLOUT); fails on a stall. */
+static void pu_wait(int fd, short events, const char *what)
+{
+	long t0 = tp_ms();
+	int n;
+
+	TP_CHECK(fd < FD_SETSIZE, "fd %d too large for select", fd);
+	for (;;) {
+		if (pu_select) {
+			struct timeval tv = { .tv_usec = PU_WAIT_MS * 1000 };
+			fd_set r, w;
+
+			FD_ZERO(&r);
+			FD_ZERO(&w);
+			if (events & POLLIN)
+				FD_SET(fd, &r);
+			if (events & POLLOUT)
+				FD_SET(fd, &w);
+			tv.tv_sec = tv.tv_usec / 1000000;
+			tv.tv_usec %= 1000000;
+			n = select(fd + 1, &r, &w, NULL, &tv);
+			TP_CHECK(n <= 0 || FD_ISSET(fd, &r) ||
+				 FD_ISSET(fd, &w), "select: %d without fd",
+				 n);
+		} else {
+			struct pollfd p = { .fd = fd, .events = events };
+
+			n = poll(&p, 1, PU_WAIT_MS);
+			TP_CHECK(n <= 0 || (p.revents & (events | POLLERR |
+							  POLLHUP)),
+				 "poll: revents 0x%x for 0x%x", p.revents,
+				 events);
+		}
+		if (n >= 0 || errno != EINTR)
+			break;
+	}
+	TP_CHECK(n >= 0, "%s", pu_select ? "select" : "poll");
+	TP_CHECK(n == 1, "%s: no report in %ld ms (the upgrade stalled "
+		 "while the program slept in %s)", what, tp_ms() - t0,
+		 pu_select ? "select" : "poll");
+}
+
+/* Sends n bytes of stream id from off (non-blocking fd). */
+static void pu_send(int fd, unsigned int id, size_t off, size_t n)
+{
+	char buf[PU_BYTES];
+	size_t done = 0;
+	ssize_t r;
+
+	tp_fill(id, off, buf, n);
+	while (done < n) {
+		r = send(fd, buf + done, n - done, MSG_NOSIGNAL);
+		if (r > 0) {
+			done += (size_t)r;
+			continue;
+		}
+		TP_CHECK(r < 0 && errno == EAGAIN, "send on fd %d", fd);
+		pu_wait(fd, POLLOUT, "send waits for POLLOUT");
+	}
+}
+
+/* Receives exactly n bytes of stream id at off, checking. */
+static void pu_recv(int fd, unsigned int id, size_t off, size_t n)
+{
+	char buf[65536];
+	size_t done = 0;
+	ssize_t r;
+
+	while (done < n) {
+		pu_wait(fd, POLLIN, "recv waits for POLLIN");
+		for (;;) {
+			r = recv(fd, buf, n - done < sizeof(buf) ?
+				 n - done : sizeof(buf), 0);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			TP_CHECK(r > 0, "recv on fd %d after %zu of %zu bytes "
+				 "(%zd)", fd, done, n, r);
+			tp_verify(id, off + done, buf, (size_t)r);
+			done += (size_t)r;
+			if (done == n)
+				break;
+		}
+	}
+}
+
+/* The server: non-blocking listener and connection. Echoes each round
+ * back as stream 2. */
+static void pu_server(int l)
+{
+	int s, i;
+
+	/* the client's upgrade stays pending meanwhile */
+	usleep(PU_ACCEPT_DELAY_US);
+	pu_wait(l, POLLIN, "listener");
+	s = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+	TP_CHECK(s >= 0, "accept4");
+	pu_recv(s, 3, 0, PU_FIRST);
+	for (i = 0; i < PU_ROUNDS; i++) {
+		pu_recv(s, 1, (size_t)i * PU_BYTES, PU_BYTES);
+		pu_send(s, 2, (size_t)i * PU_BYTES, PU_BYTES);
+	}
+	close(s);
+}
+
+static void pu_run(int family)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	int l, c, err, st, i, pp[2];
+	size_t sent = 0;
+	char *big, b;
+	socklen_t len, elen = sizeof(err);
+	pid_t pid;
+
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET6) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_loopback;
+		len = sizeof(*in6);
+	} else {
+		in4->sin_family = AF_INET;
+		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*in4);
+	}
+	/* The server makes its own listener and tells the port. */
+	TP_CHECK(!pipe(pp), "pipe");
+	pid = fork();
+	TP_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		tp_name = pu_select ? "poll_upgrade server (select)" :
+				      "poll_upgrade server (poll)";
+		close(pp[0]);
+		l = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		TP_CHECK(l >= 0, "socket");
+		TP_CHECK(!bind(l, (struct sockaddr *)&ss, len), "bind");
+		TP_CHECK(!listen(l, 4), "listen");
+		TP_CHECK(!getsockname(l, (struct sockaddr *)&ss, &len),
+			 "getsockname");
+		TP_CHECK(write(pp[1], &ss, sizeof(ss)) == sizeof(ss),
+			 "write the address");
+		close(pp[1]);
+		pu_server(l);
+		_exit(0);
+	}
+	close(pp[1]);
+	TP_CHECK(read(pp[0], &ss, sizeof(ss)) == sizeof(ss),
+		 "the server's address");
+	close(pp[0]);
+
+	/* The client: a non-blocking connect, then poll or select only. */
+	c = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	TP_CHECK(c >= 0, "socket");
+	TP_CHECK(connect(c, (struct sockaddr *)&ss, len) == 0 ||
+		 errno == EINPROGRESS, "non-blocking connect");
+	pu_wait(c, POLLOUT, "connect waits for POLLOUT");
+	TP_CHECK(!getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen) && !err,
+		 "SO_ERROR after POLLOUT is %d", err);
+	/* Write until EAGAIN, then wait for POLLOUT. */
+	big = malloc(PU_FIRST);
+	TP_CHECK(big != NULL, "malloc");
+	tp_fill(3, 0, big, PU_FIRST);
+	while (sent < PU_FIRST) {
+		ssize_t k = send(c, big + sent, PU_FIRST - sent, MSG_NOSIGNAL);
+
+		if (k > 0) {
+			sent += (size_t)k;
+			continue;
+		}
+		TP_CHECK(k < 0 && errno == EAGAIN, "send of the first part");
+		pu_wait(c, POLLOUT, "the first part waits for POLLOUT");
+	}
+	free(big);
+	/* Request and answer, in rounds: each waits on the other end. */
+	for (i = 0; i < PU_ROUNDS; i++) {
+		pu_send(c, 1, (size_t)i * PU_BYTES, PU_BYTES);
+		pu_recv(c, 2, (size_t)i * PU_BYTES, PU_BYTES);
+	}
+	/* The server closed after its last answer: EOF, nothing more. */
+	pu_wait(c, POLLIN, "EOF");
+	TP_CHECK(recv(c, &b, 1, 0) == 0, "no EOF after the last round");
+	TP_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		 "the server failed (status 0x%x)", st);
+	close(c);
+}
+
+int main(int argc, char **argv)
+{
+	int family = argc > 1 ? AF_INET6 : AF_INET;
+
+	tp_start("poll_upgrade", 40);
+	pu_select = false;
+	pu_run(family);
+	pu_select = true;
+	tp_name = "poll_upgrade (select)";
+	pu_run(family);
+	tp_name = "poll_upgrade";
+	tp_pass();
+}
