@@ -26,6 +26,10 @@ struct sw_config sw_cfg = {
 	.rdma_min = 65536,
 	.staging_size = 1 << 20,
 	.coalesce_max = 0,
+	.xslot = 1,
+	.xslot_nb_us = 100,
+	.xslot_block_us = 2000,
+	.xslot_split = 128 * 1024,
 	.hello_timeout_ms = 2000,
 	.upgrade_timeout_ms = 2000,
 	.path = SW_PATH_AUTO,
@@ -97,6 +101,13 @@ void sw_config_load(void)
 				     4096, 1ul << 32);
 	sw_cfg.coalesce_max = env_ul("SDP_COALESCE", sw_cfg.coalesce_max, 0,
 				     SW_PTX_MAX);
+	sw_cfg.xslot = env_ul("SDP_XSLOT", sw_cfg.xslot, 0, 1);
+	sw_cfg.xslot_nb_us = env_ul("SDP_XSLOT_NB_US", sw_cfg.xslot_nb_us, 0,
+				    1000000);
+	sw_cfg.xslot_block_us = env_ul("SDP_XSLOT_BLOCK_US",
+				       sw_cfg.xslot_block_us, 0, 10000000);
+	sw_cfg.xslot_split = env_ul("SDP_XSLOT_SPLIT", sw_cfg.xslot_split,
+				    4096, 1ul << 40);
 	sw_cfg.hello_timeout_ms = env_ul("SDP_HELLO_TIMEOUT_MS",
 					 sw_cfg.hello_timeout_ms, 1, 600000);
 	sw_cfg.upgrade_timeout_ms = env_ul("SDP_UPGRADE_TIMEOUT_MS",
