@@ -240,12 +240,19 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 				deadline = now + bound;
 			}
 			if (now >= deadline || tx_error(s)) {
-				if (atomic_compare_exchange_strong(
+				if (!atomic_compare_exchange_strong(
 					    &xs->state, &w,
 					    SDP_XS_WORD(seq,
 							SDP_XS_CANCELLED)))
-					break;
-				continue;
+					continue;
+				/* a claim may have come and gone since the
+				 * count was read (the state word is the
+				 * same again): read it once more, now that
+				 * no claim can change it */
+				got = atomic_load(&xs->consumed);
+				if (got > len)
+					got = len;
+				break;
 			}
 		} else if (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)) {
 			if (atomic_load_explicit(&xs->push,
