@@ -53,6 +53,11 @@ static int pull_remote(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	return r;
 }
 
+/* A read that found its offer taken back waits this long at most for the
+ * bytes the sender sends instead at once: only a descheduled sender (a busy
+ * machine) takes more than microseconds. */
+#define SW_XSLOT_REFILL_NS (50 * 1000000ull)
+
 /* Waits for the sender to finish the push asked for in the slot. Returns
  * 0 when it wrote the bytes, 1 when this side must pull them itself (the
  * sender failed, or did not start within the spin budget and the request
@@ -172,6 +177,7 @@ static void xslot_drop(struct sw_session *ss, struct rx_item *it,
 	if (!*pp)
 		return;
 	*pp = it->next;
+	ss->xs_dropped = true;
 	if (ss->rxq_tail == it)
 		ss->rxq_tail = prev;
 	ss->rx_queued -= it->len;
@@ -386,8 +392,23 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 				errno = -n == ECONNRESET ? ECONNRESET : EIO;
 				return -1;
 			}
+			if (n == 0 && ss->xs_dropped) {
+				/* offers ended: the sender sends the rest at
+				 * once; the program was told there was data,
+				 * so wait for it a little */
+				uint64_t end = sw_now_ns() + SW_XSLOT_REFILL_NS;
+
+				ss->xs_dropped = false;
+				while (!ss->rxq && !ss->peer_dead &&
+				       !ss->error && !ss->abort_rcvd &&
+				       sw_now_ns() < end) {
+					sw_progress(s);
+					__builtin_ia32_pause();
+				}
+				continue;
+			}
 			if (n == 0)
-				continue;	/* offers ended: queue empty */
+				continue;
 			got += n;
 			/* the grace of sw_peer_ended() runs from here too */
 			ss->last_rx_ns = sw_now_ns();

@@ -239,7 +239,13 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 				last = got;
 				deadline = now + bound;
 			}
-			if (now >= deadline || tx_error(s)) {
+			/* a receiver told its data is readable must find
+			 * bytes when it reads: take the offer back only
+			 * when a DATA message can follow at once (or,
+			 * without credits, after ten bounds) */
+			if ((now >= deadline &&
+			     (sw_credit_can_send(ss, SDP_MSG_DATA) ||
+			      now >= deadline + 9 * bound)) || tx_error(s)) {
 				if (!atomic_compare_exchange_strong(
 					    &xs->state, &w,
 					    SDP_XS_WORD(seq,
@@ -570,6 +576,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 	bool stalled = false;
 	bool nb = sw_nonblocking(s, flags);
 	bool xslot = !copy_only && s->ss.peer_xslot;
+	bool force_copy = false;
 	int e;
 
 	if (total == 0)
@@ -602,6 +609,10 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			}
 			continue;
 		}
+		if (force_copy) {
+			force_copy = false;
+			goto copy;
+		}
 		iov_at(iov, iovcnt, sent, &p, &plen);
 		if (xslot && plen >= sw_cfg.rdma_min) {
 			n = send_xoffer(s, p, plen, nb);
@@ -612,10 +623,12 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			if (n < 0 && n != -ENOBUFS)
 				goto fail;
 			/* taken back: the receiver is not reading now; the
-			 * rest of this call goes like TCP's send buffer */
+			 * rest of this call goes like TCP's send buffer, and
+			 * a DATA message goes first: the receiver may have
+			 * been told the offer was readable */
 			xslot = false;
-			if (n > 0)
-				continue;
+			force_copy = true;
+			continue;
 		}
 		if (!copy_only && left >= sw_cfg.rdma_min &&
 		    plen >= sw_cfg.rdma_min) {

@@ -171,6 +171,7 @@ struct sw_session {
 	struct sdp_xslot *xs_peer;	/* the peer's: we claim in it */
 	bool peer_xslot;		/* the peer takes XOFFER */
 	uint32_t xs_seq;		/* our last offer */
+	bool xs_dropped;		/* an offer ended unread (session_rx.c) */
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
 	bool can_read;		/* our provider offers RdmaRead */
