@@ -135,6 +135,11 @@ static ssize_t send_rdata(struct sw_sock *s, uint8_t *p, size_t len)
 int sw_proto_error(struct sw_sock *s, const char *why);
 static int tx_error(struct sw_sock *s);
 
+/* Offers the receiver took in pieces smaller than this on average make the
+ * next SW_XSLOT_BACKOFF large sends use the other paths. */
+#define SW_XSLOT_SMALL_READ (64 * 1024)
+#define SW_XSLOT_BACKOFF 32
+
 /* The receiver asked for a push: write [push_off, push_off + push_len) of
  * the offer into its sink. Everything read from the slot is the peer's:
  * the range must lie inside the offer; the sink is only ever used through
@@ -198,7 +203,7 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 	struct sdp_rdma_desc desc;
 	struct sdp_rmr *rmr;
 	struct sdp_mr *mr;
-	unsigned spins = 0;
+	unsigned spins = 0, steps = 0;
 	uint32_t seq;
 	int r;
 
@@ -237,6 +242,7 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 			now = sw_now_ns();
 			if (got != last) {
 				last = got;
+				steps++;
 				deadline = now + bound;
 			}
 			/* a receiver told its data is readable must find
@@ -288,6 +294,11 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 	}
 	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_IDLE),
 			      memory_order_release);
+	/* a program that reads in small pieces pays a system call per piece
+	 * here, and this side spins meanwhile: its staging ring serves it
+	 * better (one memcpy per piece), for the next sends */
+	if (steps && got / steps < SW_XSLOT_SMALL_READ)
+		ss->xs_backoff = SW_XSLOT_BACKOFF;
 	if (s->st) {
 		s->st->tx_rdma_write += pushed;
 		s->st->tx_rdma_read += got - (pushed < got ? pushed : got);
@@ -575,12 +586,14 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 	ssize_t n = 0;
 	bool stalled = false;
 	bool nb = sw_nonblocking(s, flags);
-	bool xslot = !copy_only && s->ss.peer_xslot;
+	bool xslot = !copy_only && s->ss.peer_xslot && !s->ss.xs_backoff;
 	bool force_copy = false;
 	int e;
 
 	if (total == 0)
 		return 0;
+	if (!xslot && s->ss.xs_backoff && total >= sw_cfg.rdma_min)
+		s->ss.xs_backoff--;
 	if (!ptx_busy)
 		sw_progress(s);
 	while (sent < total) {

@@ -172,6 +172,7 @@ struct sw_session {
 	bool peer_xslot;		/* the peer takes XOFFER */
 	uint32_t xs_seq;		/* our last offer */
 	bool xs_dropped;		/* an offer ended unread (session_rx.c) */
+	uint32_t xs_backoff;		/* large sends left without offers */
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
 	bool can_read;		/* our provider offers RdmaRead */
