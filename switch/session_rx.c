@@ -407,8 +407,6 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 				}
 				continue;
 			}
-			if (n == 0)
-				continue;
 			got += n;
 			/* the grace of sw_peer_ended() runs from here too */
 			ss->last_rx_ns = sw_now_ns();

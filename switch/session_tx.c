@@ -627,7 +627,11 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			goto copy;
 		}
 		iov_at(iov, iovcnt, sent, &p, &plen);
-		if (xslot && plen >= sw_cfg.rdma_min) {
+		/* the offer spins with the socket's lock held: another
+		 * thread in a call on this socket (a reader, which the peer
+		 * may be waiting for) would wait for the whole offer */
+		if (xslot && plen >= sw_cfg.rdma_min &&
+		    atomic_load(&s->users) <= 1) {
 			n = send_xoffer(s, p, plen, nb);
 			if (n > 0)
 				sent += n;
