@@ -405,13 +405,19 @@ static bool staging_wait(struct sw_sock *s)
 	return false;
 }
 
+/* Set while this thread sends the pending-upgrade bytes (s->ptx): the
+ * progress calls made on the way must not start the flush again. */
+static __thread bool ptx_busy;
+
 static int tx_error(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 
 	if (ss->abort_rcvd || ss->error)
 		return ECONNRESET;
-	if (ss->fin_sent || ss->fin_pending)
+	/* a FIN that waits (shutdown or close) waits for the bytes in
+	 * s->ptx: they were written before it and still go */
+	if (ss->fin_sent || (ss->fin_pending && !ptx_busy))
 		return EPIPE;
 	if (ss->peer_dead || s->tcp_eof)
 		return EPIPE;
@@ -420,10 +426,6 @@ static int tx_error(struct sw_sock *s)
 
 static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			    int iovcnt, int flags, bool copy_only);
-
-/* Set while this thread sends the pending-upgrade bytes (s->ptx): the
- * progress calls made on the way must not start the flush again. */
-static __thread bool ptx_busy;
 
 int sw_ptx_flush(struct sw_sock *s);
 /* Sends what the program wrote while the upgrade was pending (s->ptx), as
