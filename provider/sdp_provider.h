@@ -279,8 +279,21 @@ typedef int (*sdp_rdma_read_fn)(struct sdp_ep *ep, const struct sdp_sge *sgl,
 typedef int (*sdp_mr_cache_callback_fn)(struct sdp_provider *p, void *addr,
 					size_t len);
 
-/* The GUIDs. Mandatory: the first five. Optional: RdmaRead and
- * MemoryRegistrationCacheCallback (a provider answers -EOPNOTSUPP). */
+/* SharedArea (optional): a small area of memory that both ends of a
+ * connected ep map. *mine is this side's area, *peers the peer's area as
+ * mapped here; each is *len bytes (>= 128), cache-line aligned, readable
+ * and writable here, coherent with the peer's view (atomic compare-and-
+ * swap works across the two processes). Both start zeroed for a new
+ * connection. The pointers stay valid until ep_close. Only a provider
+ * whose two ends share memory (same host) can offer it; the peer may
+ * write anything into either area at any time. */
+typedef int (*sdp_shared_area_fn)(struct sdp_ep *ep, void **mine,
+				  void **peers, size_t *len);
+
+/* The GUIDs. Mandatory: the first five. Optional: RdmaRead,
+ * MemoryRegistrationCacheCallback and SharedArea (a provider answers
+ * -EOPNOTSUPP). The loader fetches the first seven; SharedArea is fetched
+ * by whoever uses it. */
 #define SDP_GUID_REGISTER_MEMORY \
 	{ 0x6f97b1be, 0x3e70, 0x4972, { 0xa4, 0x1d, 0xc8, 0xea, 0xdf, 0x00, 0xd0, 0xf3 } }
 #define SDP_GUID_DEREGISTER_MEMORY \
@@ -295,6 +308,8 @@ typedef int (*sdp_mr_cache_callback_fn)(struct sdp_provider *p, void *addr,
 	{ 0xbd3abfeb, 0x754c, 0x410e, { 0xb0, 0x29, 0x08, 0x48, 0xf9, 0x70, 0x83, 0xc1 } }
 #define SDP_GUID_MR_CACHE_CALLBACK \
 	{ 0xca72bf27, 0xc8e9, 0x44b8, { 0xb7, 0x7f, 0xa2, 0xea, 0x8f, 0xe1, 0x1c, 0x1e } }
+#define SDP_GUID_SHARED_AREA \
+	{ 0x7b964fba, 0x2878, 0x49b6, { 0x8e, 0x7f, 0x2a, 0x91, 0xed, 0x00, 0x12, 0xc1 } }
 
 /* ---- the entry point ---------------------------------------------------- */
 

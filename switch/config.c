@@ -28,6 +28,10 @@ struct sw_config sw_cfg = {
 	.staging_size_wire = 8 << 20,
 	.coalesce_max = 65536,
 	.coalesce_us = 200,
+	.xslot = 1,
+	.xslot_nb_us = 100,
+	.xslot_block_us = 2000,
+	.xslot_split = 128 * 1024,
 	.hello_timeout_ms = 2000,
 	.upgrade_timeout_ms = 2000,
 	.path = SW_PATH_AUTO,
@@ -113,6 +117,13 @@ void sw_config_load(void)
 		sw_cfg.coalesce_max = 65536;
 	sw_cfg.coalesce_us = env_ul("SDP_COALESCE_US", sw_cfg.coalesce_us, 1,
 				    1000000);
+	sw_cfg.xslot = env_ul("SDP_XSLOT", sw_cfg.xslot, 0, 1);
+	sw_cfg.xslot_nb_us = env_ul("SDP_XSLOT_NB_US", sw_cfg.xslot_nb_us, 0,
+				    1000000);
+	sw_cfg.xslot_block_us = env_ul("SDP_XSLOT_BLOCK_US",
+				       sw_cfg.xslot_block_us, 0, 10000000);
+	sw_cfg.xslot_split = env_ul("SDP_XSLOT_SPLIT", sw_cfg.xslot_split,
+				    4096, 1ul << 40);
 	sw_cfg.hello_timeout_ms = env_ul("SDP_HELLO_TIMEOUT_MS",
 					 sw_cfg.hello_timeout_ms, 1, 600000);
 	sw_cfg.upgrade_timeout_ms = env_ul("SDP_UPGRADE_TIMEOUT_MS",

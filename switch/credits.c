@@ -18,7 +18,8 @@ bool sw_credit_can_send(struct sw_session *ss, uint8_t type)
 	 * for messages that only return credits, acknowledge or ask for a
 	 * wake-up, so a side can always tell the other what it needs */
 	int32_t need = (type == SDP_MSG_DATA || type == SDP_MSG_RDATA ||
-			type == SDP_MSG_WDATA || type == SDP_MSG_OOB) ?
+			type == SDP_MSG_WDATA || type == SDP_MSG_OOB ||
+			type == SDP_MSG_XOFFER) ?
 			       2 : 1;
 
 	return ss->peer_nrecv && ss->credits >= need;

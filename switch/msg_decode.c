@@ -20,6 +20,7 @@ static const uint16_t body_len[SDP_MSG_TYPE_MAX] = {
 	[SDP_MSG_WAKE_ME] = sizeof(struct sdp_msg_wake),
 	[SDP_MSG_CREDIT_DELTA] = sizeof(struct sdp_msg_delta),
 	[SDP_MSG_CREDIT_RELEASE] = sizeof(struct sdp_msg_release),
+	[SDP_MSG_XOFFER] = sizeof(struct sdp_msg_rdata),
 };
 
 static int bad(char *why, size_t whylen, const char *fmt, ...)
@@ -72,6 +73,20 @@ int sdp_msg_decode(const uint8_t *buf, size_t len, struct sdp_msg_view *v,
 				   "OOB carries %u bytes, not one",
 				   h->len);
 		break;
+	case SDP_MSG_XOFFER: {
+		struct sdp_msg_rdata rd;
+
+		memcpy(&rd, v->body, sizeof(rd));
+		if (h->len || !rd.xfer_id || rd.reserved || !rd.total ||
+		    rd.total > rd.region.length ||
+		    !(rd.region.access & SDP_ACCESS_REMOTE_READ))
+			return bad(why, whylen,
+				   "malformed XOFFER (payload %u, offer %u, %llu bytes, access 0x%x)",
+				   h->len, rd.xfer_id,
+				   (unsigned long long)rd.total,
+				   rd.region.access);
+		break;
+	}
 	case SDP_MSG_RDATA: {
 		struct sdp_msg_rdata rd;
 
@@ -115,7 +130,7 @@ int sdp_msg_decode(const uint8_t *buf, size_t len, struct sdp_msg_view *v,
 
 		memcpy(&su, v->body, sizeof(su));
 		if (h->len || su.reserved ||
-		    (su.flags & ~SDP_SETUP_F_RDMA_READ))
+		    (su.flags & ~(SDP_SETUP_F_RDMA_READ | SDP_SETUP_F_XSLOT)))
 			return bad(why, whylen,
 				   "malformed SETUP (payload %u, flags 0x%x)",
 				   h->len, su.flags);

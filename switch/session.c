@@ -185,6 +185,37 @@ int sw_ptx_flush(struct sw_sock *s);
 bool sw_ptx_due(struct sw_sock *s);
 void sw_credit_return_owed(struct sw_sock *s);
 
+/* The transfer slots live in the provider's shared area, when it has one
+ * (SharedArea extension, fetched by GUID: only a provider whose two ends
+ * share memory offers it). Without one, no XOFFER either way. */
+static void xslot_attach(struct sw_sock *s)
+{
+	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *p = ss->prov;
+	sdp_shared_area_fn fn = NULL;
+	void *mine, *peers;
+	size_t len;
+
+	ss->xs_mine = ss->xs_peer = NULL;
+	if (!sw_cfg.xslot || sw_cfg.path != SW_PATH_AUTO || !ss->can_read)
+		return;
+	if (p->mod.ops.ioctl(p->mod.prov,
+			     SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER, &g,
+			     sizeof(g), &fn, sizeof(fn)) || !fn)
+		return;
+	if (fn(ss->ep, &mine, &peers, &len) ||
+	    len < sizeof(struct sdp_xslot) || ((uintptr_t)mine & 63) ||
+	    ((uintptr_t)peers & 63))
+		return;
+	ss->xs_mine = mine;
+	ss->xs_peer = peers;
+	/* ours starts idle: no claim of an old offer can match */
+	atomic_store(&ss->xs_mine->push, 0);
+	atomic_store(&ss->xs_mine->consumed, 0);
+	atomic_store(&ss->xs_mine->state, 0);
+}
+
 int sw_session_start(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
@@ -193,11 +224,14 @@ int sw_session_start(struct sw_sock *s)
 	struct sw_proc_stats *ps = sw_stats_proc();
 	int r;
 
+	xslot_attach(s);
 	memset(&setup, 0, sizeof(setup));
 	setup.msg_size = ss->msg_size;
 	setup.recv_credits = ss->nrecv;
 	if (ss->offer_read)
 		setup.flags |= SDP_SETUP_F_RDMA_READ;
+	if (ss->xs_mine)
+		setup.flags |= SDP_SETUP_F_XSLOT;
 	/* the staging ring: target of the peer's RDMA writes */
 	if (sw_cfg.path != SW_PATH_COPY && sw_cfg.path != SW_PATH_READ) {
 		if (sw_staging_create(s) == 0)
@@ -323,7 +357,8 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	ss->tx_seq++;
 	sw_credit_consume(ss);
 	if (type == SDP_MSG_DATA || type == SDP_MSG_RDATA ||
-	    type == SDP_MSG_WDATA || type == SDP_MSG_FIN)
+	    type == SDP_MSG_WDATA || type == SDP_MSG_FIN ||
+	    type == SDP_MSG_XOFFER)
 		ss->peer_waiting = false;
 	if (s->st)
 		s->st->msgs_tx++;
@@ -498,6 +533,9 @@ static int on_setup(struct sw_sock *s, uint32_t idx,
 	ss->setup_rcvd = true;
 	ss->peer_staging = su.staging;
 	ss->peer_can_read = (su.flags & SDP_SETUP_F_RDMA_READ) != 0;
+	/* offers need our slot, and the peer's RdmaRead to take them */
+	ss->peer_xslot = (su.flags & SDP_SETUP_F_XSLOT) && ss->xs_mine &&
+			 ss->peer_can_read;
 	return sw_recv_repost(s, idx);
 }
 
@@ -562,6 +600,36 @@ static int on_rdata(struct sw_sock *s, uint32_t idx,
 	it->len = rd.total;
 	rxq_push(ss, it);
 	return h->len ? 0 : sw_recv_repost(s, idx);
+}
+
+/* XOFFER: bytes wait in the peer's transfer slot; queued in stream
+ * order, claimed when the program reads them (session_rx.c). */
+static int on_xoffer(struct sw_sock *s, uint32_t idx,
+		     const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_rdata rd;
+	struct rx_item *it;
+
+	memcpy(&rd, body, sizeof(rd));
+	if (!ss->xs_peer || !ss->can_read)
+		return proto_error(s, "XOFFER but no transfer slot was offered");
+	if (h->len || !rd.xfer_id || !rd.total ||
+	    rd.total > rd.region.length ||
+	    !(rd.region.access & SDP_ACCESS_REMOTE_READ))
+		return proto_error(s, "malformed XOFFER");
+	if (ss->fin_rcvd || ss->dg_rcvd)
+		return proto_error(s, "XOFFER after FIN or DOWNGRADE");
+	it = sw_rx_item_new(ss);
+	if (!it)
+		return -ENOMEM;
+	it->kind = RX_XSLOT;
+	it->desc = rd.region;
+	it->xfer_id = rd.xfer_id;
+	it->off = 0;
+	it->len = rd.total;
+	rxq_push(ss, it);
+	return sw_recv_repost(s, idx);
 }
 
 static int on_wdata(struct sw_sock *s, uint32_t idx,
@@ -718,6 +786,7 @@ static const msg_handler handlers[SDP_MSG_TYPE_MAX] = {
 	[SDP_MSG_DOWNGRADE] = on_control,
 	[SDP_MSG_CREDIT_DELTA] = on_delta,
 	[SDP_MSG_CREDIT_RELEASE] = on_release,
+	[SDP_MSG_XOFFER] = on_xoffer,
 };
 
 static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
@@ -751,7 +820,8 @@ static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
 	/* what a waiter can see changes with data, end of stream, and a
 	 * starved sender getting credits back: those are the events */
 	if (h.type == SDP_MSG_DATA || h.type == SDP_MSG_RDATA ||
-	    h.type == SDP_MSG_WDATA || h.type == SDP_MSG_OOB) {
+	    h.type == SDP_MSG_WDATA || h.type == SDP_MSG_OOB ||
+	    h.type == SDP_MSG_XOFFER) {
 		ss->last_rx_ns = sw_now_ns();
 		if (ss->peer_credits <= 2 && ss->nrecv < sw_cfg.recv_bufs)
 			ss->grow_wanted = true;

@@ -3,8 +3,10 @@
  * session_rx.c - the receiving side of the session protocol: delivers the
  * queued pieces of the byte stream to the program in order (inline data
  * from receive buffers, WDATA from the staging ring, RDATA pulled straight
- * into the program's buffer by RdmaRead), honouring MSG_PEEK, MSG_WAITALL
- * and MSG_DONTWAIT, and reports EOF only after every byte before it.
+ * into the program's buffer by RdmaRead, XOFFER taken from the sender's
+ * transfer slot with the sender writing half of a large read), honouring
+ * MSG_PEEK, MSG_WAITALL and MSG_DONTWAIT, and reports EOF only after every
+ * byte before it.
  */
 #include <errno.h>
 #include <poll.h>
@@ -51,6 +53,141 @@ static int pull_remote(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	return r;
 }
 
+/* A read that found its offer taken back waits this long at most for the
+ * bytes the sender sends instead at once: only a descheduled sender (a busy
+ * machine) takes more than microseconds. */
+#define SW_XSLOT_REFILL_NS (50 * 1000000ull)
+
+/* Waits for the sender to finish the push asked for in the slot. Returns
+ * 0 when it wrote the bytes, 1 when this side must pull them itself (the
+ * sender failed, or did not start within the spin budget and the request
+ * was taken back), < 0 when the sender is gone or broke the protocol. The
+ * sink stays registered until this returns: while the push is STARTED the
+ * sender may be writing into it. */
+static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
+			   uint32_t seq)
+{
+	struct sw_session *ss = &s->ss;
+	uint64_t end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
+	unsigned spins = 0;
+	uint64_t w;
+
+	for (;;) {
+		w = atomic_load_explicit(&xs->push, memory_order_acquire);
+		if (w == SDP_XS_WORD(seq, SDP_XP_DONE))
+			return 0;
+		if (w == SDP_XS_WORD(seq, SDP_XP_FAILED))
+			return 1;
+		if (w == SDP_XS_WORD(seq, SDP_XP_REQ)) {
+			if (sw_now_ns() >= end &&
+			    atomic_compare_exchange_strong(
+				    &xs->push, &w,
+				    SDP_XS_WORD(seq, SDP_XP_NONE)))
+				return 1;
+		} else if (w != SDP_XS_WORD(seq, SDP_XP_STARTED)) {
+			return -EPROTO;
+		}
+		if (!(++spins & 63)) {
+			sw_progress(s);
+			if (ss->peer_dead || ss->abort_rcvd)
+				return -ECONNRESET;
+			if (ss->peer_wants_wake)
+				sw_doorbell_ring(s);
+		}
+		__builtin_ia32_pause();
+	}
+}
+
+/* Takes len bytes at offset skip of an XSLOT item into dst: claims the
+ * offer, copies (a large read: the first half by RdmaRead here while the
+ * sender writes the second half into dst), and hands the claim back with
+ * the new count (none for MSG_PEEK). Returns len, -EAGAIN when the offer
+ * is over (taken back by the sender: the item ends here), or < 0. */
+static ssize_t xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
+			  size_t len, uint64_t skip, bool consume)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	struct sdp_xslot *xs = ss->xs_peer;
+	uint32_t seq = it->xfer_id;
+	uint64_t w = SDP_XS_WORD(seq, SDP_XS_OFFERED);
+	uint64_t base = it->off + skip;
+	struct sdp_rmr *sink_rmr = NULL;
+	struct rx_item tmp = *it;
+	size_t half = len;
+	int r, pw;
+
+	if (!atomic_compare_exchange_strong(&xs->state, &w,
+					    SDP_XS_WORD(seq, SDP_XS_CLAIMED)))
+		return -EAGAIN;
+	if (consume && len >= sw_cfg.xslot_split) {
+		struct sdp_rdma_desc sink;
+
+		half = (len / 2) & ~(size_t)63;
+		if (!pv->mod.ext.register_rdma_memory(ss->ep, dst + half,
+						      len - half,
+						      SDP_ACCESS_REMOTE_WRITE,
+						      &sink, &sink_rmr)) {
+			memcpy(&xs->sink, &sink, sizeof(sink));
+			xs->push_off = base + half;
+			xs->push_len = len - half;
+			atomic_store_explicit(&xs->push,
+					      SDP_XS_WORD(seq, SDP_XP_REQ),
+					      memory_order_release);
+		} else {
+			sink_rmr = NULL;
+			half = len;
+		}
+	}
+	tmp.off = base;
+	r = pull_remote(s, &tmp, dst, half);
+	if (sink_rmr) {
+		pw = xslot_push_wait(s, xs, seq);
+		if (pw == 1 && !r) {
+			tmp.off = base + half;
+			r = pull_remote(s, &tmp, dst + half, len - half);
+		} else if (pw < 0) {
+			r = pw;
+		} else if (pw == 0 && s->st) {
+			s->st->rx_rdma_write += len - half;
+		}
+		pv->mod.ext.deregister_rdma_memory(ss->ep, sink_rmr);
+	}
+	if (!r && consume)
+		atomic_store_explicit(&xs->consumed, base + len,
+				      memory_order_relaxed);
+	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_OFFERED),
+			      memory_order_release);
+	if (r == -EPROTO)
+		sw_proto_error(s, "transfer slot push in a state the sender may not set");
+	return r ? r : (ssize_t)len;
+}
+
+/* An offer that ended before the program read all of it: the sender took
+ * the rest back and sends it again after this point of the stream. */
+static void xslot_drop(struct sw_session *ss, struct rx_item *it,
+		       struct rx_item **peek_it, uint64_t *peek_off)
+{
+	struct rx_item **pp = &ss->rxq, *prev = NULL;
+
+	while (*pp && *pp != it) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	if (!*pp)
+		return;
+	*pp = it->next;
+	ss->xs_dropped = true;
+	if (ss->rxq_tail == it)
+		ss->rxq_tail = prev;
+	ss->rx_queued -= it->len;
+	if (peek_it && *peek_it == it) {
+		*peek_it = it->next;
+		*peek_off = 0;
+	}
+	sw_rx_item_free(ss, it);
+}
+
 /* Copies up to len bytes from the head of the queue into dst. consume:
  * advance the queue (not for MSG_PEEK). Returns bytes or < 0. */
 static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
@@ -94,6 +231,22 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 		}
 		if (r < 0)
 			return r;
+		break;
+	}
+	case RX_XSLOT: {
+		ssize_t m = xslot_take(s, it, dst, n, skip, consume);
+
+		if (m == -EAGAIN) {
+			xslot_drop(ss, it, consume ? NULL : peek_it, peek_off);
+			return -EAGAIN;
+		}
+		if (m == -SDP_EBADKEY || m == -SDP_EBOUNDS ||
+		    m == -SDP_ERIGHTS) {
+			sw_proto_error(s, "XOFFER region refused by the provider");
+			return -ECONNRESET;
+		}
+		if (m < 0)
+			return m;
 		break;
 	}
 	case RX_DOWNGRADE:
@@ -161,6 +314,8 @@ static ssize_t rx_deliver(struct sw_sock *s, struct iovec *iov, int iovcnt,
 				return got;
 			n = rx_copy(s, (uint8_t *)iov[i].iov_base + done, room,
 				    !peek, &pit, &poff);
+			if (n == -EAGAIN)
+				continue;	/* an offer ended: the next */
 			if (n < 0)
 				return got ? (ssize_t)got : n;
 			if (n == 0)
@@ -236,6 +391,21 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 					break;
 				errno = -n == ECONNRESET ? ECONNRESET : EIO;
 				return -1;
+			}
+			if (n == 0 && ss->xs_dropped) {
+				/* offers ended: the sender sends the rest at
+				 * once; the program was told there was data,
+				 * so wait for it a little */
+				uint64_t end = sw_now_ns() + SW_XSLOT_REFILL_NS;
+
+				ss->xs_dropped = false;
+				while (!ss->rxq && !ss->peer_dead &&
+				       !ss->error && !ss->abort_rcvd &&
+				       sw_now_ns() < end) {
+					sw_progress(s);
+					__builtin_ia32_pause();
+				}
+				continue;
 			}
 			got += n;
 			/* the grace of sw_peer_ended() runs from here too */

@@ -132,6 +132,193 @@ static ssize_t send_rdata(struct sw_sock *s, uint8_t *p, size_t len)
 	return len;
 }
 
+int sw_proto_error(struct sw_sock *s, const char *why);
+static int tx_error(struct sw_sock *s);
+
+/* Offers the receiver took in pieces smaller than this on average make the
+ * next SW_XSLOT_BACKOFF large sends use the other paths. */
+#define SW_XSLOT_SMALL_READ (64 * 1024)
+#define SW_XSLOT_BACKOFF 32
+
+/* The receiver asked for a push: write [push_off, push_off + push_len) of
+ * the offer into its sink. Everything read from the slot is the peer's:
+ * the range must lie inside the offer; the sink is only ever used through
+ * rdma_write, which the provider checks against the peer's registration. */
+static void xslot_push(struct sw_sock *s, struct sdp_xslot *xs, uint32_t seq,
+		       uint8_t *p, size_t len, struct sdp_mr *mr,
+		       uint64_t *pushed)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	uint64_t req = SDP_XS_WORD(seq, SDP_XP_REQ);
+	uint64_t off, n, ctx;
+	struct sdp_rdma_desc sink;
+	struct sdp_sge sge;
+	int r;
+
+	if (!atomic_compare_exchange_strong(&xs->push, &req,
+					    SDP_XS_WORD(seq, SDP_XP_STARTED)))
+		return;	/* taken back */
+	off = xs->push_off;
+	n = xs->push_len;
+	memcpy(&sink, &xs->sink, sizeof(sink));
+	r = -EINVAL;
+	if (off <= len && n && n <= len - off && n <= sink.length) {
+		sge.addr = p + off;
+		sge.length = n;
+		sge.mr = mr;
+		ctx = sw_rdma_ctx_new(ss);
+		r = pv->mod.ext.rdma_write(ss->ep, &sge, 1, &sink, 0, ctx, 0);
+		if (r == SDP_PENDING)
+			r = sw_rdma_wait(s, ctx);
+	}
+	if (!r)
+		*pushed += n;
+	atomic_store_explicit(&xs->push,
+			      SDP_XS_WORD(seq, r ? SDP_XP_FAILED : SDP_XP_DONE),
+			      memory_order_release);
+}
+
+/*
+ * XOFFER: offers [p, p+len) in our transfer slot and works with the
+ * receiver until it has taken all of it: it claims the offer when its
+ * program reads, copies a part itself (RdmaRead) and may ask this side to
+ * write another part into its buffer (push). An offer nobody claims within
+ * the bound (nb: SDP_XSLOT_NB_US, else SDP_XSLOT_BLOCK_US, counted from
+ * the last sign of progress) is taken back by CAS; a claim in progress is
+ * a bounded copy and is waited for. Returns the bytes the receiver took
+ * (0: none; the caller sends them another way) or < 0 (-ENOBUFS:
+ * registration failed, nothing offered).
+ */
+static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
+			   bool nb)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	struct sdp_xslot *xs = ss->xs_mine;
+	uint64_t bound = (uint64_t)(nb ? sw_cfg.xslot_nb_us :
+				    sw_cfg.xslot_block_us) * 1000;
+	uint64_t got = 0, last = 0, pushed = 0, now, deadline, w;
+	struct sdp_msg_rdata rd;
+	struct sdp_rdma_desc desc;
+	struct sdp_rmr *rmr;
+	struct sdp_mr *mr;
+	unsigned spins = 0, steps = 0;
+	uint32_t seq;
+	int r;
+
+	r = pv->mod.ext.register_memory(pv->mod.prov, p, len, 0, &mr);
+	if (r)
+		goto reg_failed;
+	r = pv->mod.ext.register_rdma_memory(ss->ep, p, len,
+					     SDP_ACCESS_REMOTE_READ, &desc,
+					     &rmr);
+	if (r)
+		goto dereg_mr;
+	seq = ++ss->xs_seq ? ss->xs_seq : ++ss->xs_seq;
+	atomic_store_explicit(&xs->consumed, 0, memory_order_relaxed);
+	atomic_store_explicit(&xs->push, 0, memory_order_relaxed);
+	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_OFFERED),
+			      memory_order_release);
+	memset(&rd, 0, sizeof(rd));
+	rd.xfer_id = seq;
+	rd.total = len;
+	rd.region = desc;
+	r = sw_send_ctrl(s, SDP_MSG_XOFFER, &rd, sizeof(rd), NULL, 0, 0);
+	if (r) {
+		atomic_store(&xs->state, 0);
+		goto dereg_rmr;
+	}
+	deadline = sw_now_ns() + bound;
+	for (;;) {
+		w = atomic_load_explicit(&xs->state, memory_order_acquire);
+		if (w == SDP_XS_WORD(seq, SDP_XS_OFFERED)) {
+			got = atomic_load_explicit(&xs->consumed,
+						   memory_order_relaxed);
+			if (got > len)
+				got = len;
+			if (got == len)
+				break;
+			now = sw_now_ns();
+			if (got != last) {
+				last = got;
+				steps++;
+				deadline = now + bound;
+			}
+			/* a receiver told its data is readable must find
+			 * bytes when it reads: take the offer back only
+			 * when a DATA message can follow at once (or,
+			 * without credits, after ten bounds) */
+			if ((now >= deadline &&
+			     (sw_credit_can_send(ss, SDP_MSG_DATA) ||
+			      now >= deadline + 9 * bound)) || tx_error(s)) {
+				if (!atomic_compare_exchange_strong(
+					    &xs->state, &w,
+					    SDP_XS_WORD(seq,
+							SDP_XS_CANCELLED)))
+					continue;
+				/* a claim may have come and gone since the
+				 * count was read (the state word is the
+				 * same again): read it once more, now that
+				 * no claim can change it */
+				got = atomic_load(&xs->consumed);
+				if (got > len)
+					got = len;
+				break;
+			}
+		} else if (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)) {
+			if (atomic_load_explicit(&xs->push,
+						 memory_order_acquire) ==
+			    SDP_XS_WORD(seq, SDP_XP_REQ))
+				xslot_push(s, xs, seq, p, len, mr, &pushed);
+			/* a claim is a bounded copy, but not across the
+			 * peer's death */
+			if (ss->peer_dead || ss->error || ss->abort_rcvd) {
+				got = last;
+				break;
+			}
+			deadline = sw_now_ns() + bound;
+		} else {
+			/* only the receiver writes something else here */
+			sw_proto_error(s, "transfer slot in a state the receiver may not set");
+			got = last;
+			break;
+		}
+		if (!(++spins & 63)) {
+			if (sw_progress(s) < 0)
+				ss->peer_dead = true;
+			if (ss->peer_wants_wake)
+				sw_doorbell_ring(s);
+		}
+		__builtin_ia32_pause();
+	}
+	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_IDLE),
+			      memory_order_release);
+	/* a program that reads in small pieces pays a system call per piece
+	 * here, and this side spins meanwhile: its staging ring serves it
+	 * better (one memcpy per piece), for the next sends */
+	if (steps && got / steps < SW_XSLOT_SMALL_READ)
+		ss->xs_backoff = SW_XSLOT_BACKOFF;
+	if (s->st) {
+		s->st->tx_rdma_write += pushed;
+		s->st->tx_rdma_read += got - (pushed < got ? pushed : got);
+	}
+	r = 0;
+dereg_rmr:
+	/* the descriptor dies now, whatever the peer still holds */
+	pv->mod.ext.deregister_rdma_memory(ss->ep, rmr);
+dereg_mr:
+	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
+	if (!r)
+		return got;
+	if (r == -ECONNRESET || r == -EPIPE)
+		return r;
+reg_failed:
+	if (s->st)
+		s->st->reg_failures++;
+	return -ENOBUFS;
+}
+
 /* WDATA: write up to len bytes from p into the peer's staging ring.
  * Returns bytes written (> 0), 0 when the ring is full, or < 0. */
 static ssize_t send_wdata(struct sw_sock *s, uint8_t *p, size_t len)
@@ -408,10 +595,14 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 	ssize_t n = 0;
 	bool stalled = false;
 	bool nb = sw_nonblocking(s, flags);
+	bool xslot = !copy_only && s->ss.peer_xslot && !s->ss.xs_backoff;
+	bool force_copy = false;
 	int e;
 
 	if (total == 0)
 		return 0;
+	if (!xslot && s->ss.xs_backoff && total >= sw_cfg.rdma_min)
+		s->ss.xs_backoff--;
 	if (!ptx_busy)
 		sw_progress(s);
 	while (sent < total) {
@@ -440,7 +631,31 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			}
 			continue;
 		}
+		if (force_copy) {
+			force_copy = false;
+			goto copy;
+		}
 		iov_at(iov, iovcnt, sent, &p, &plen);
+		/* the offer spins with the socket's lock held: another
+		 * thread in a call on this socket (a reader, which the peer
+		 * may be waiting for) would wait for the whole offer */
+		if (xslot && plen >= sw_cfg.rdma_min &&
+		    atomic_load(&s->users) <= 1) {
+			n = send_xoffer(s, p, plen, nb);
+			if (n > 0)
+				sent += n;
+			if (n == (ssize_t)plen)
+				continue;
+			if (n < 0 && n != -ENOBUFS)
+				goto fail;
+			/* taken back: the receiver is not reading now; the
+			 * rest of this call goes like TCP's send buffer, and
+			 * a DATA message goes first: the receiver may have
+			 * been told the offer was readable */
+			xslot = false;
+			force_copy = true;
+			continue;
+		}
 		if (!copy_only && left >= sw_cfg.rdma_min &&
 		    plen >= sw_cfg.rdma_min) {
 			/*

@@ -47,6 +47,10 @@ struct sw_config {
 	size_t wdata_piece;	/* WDATA piece; 0: chosen per connection */
 	size_t coalesce_max;	/* small sends kept while the peer is behind */
 	unsigned coalesce_us;	/* kept bytes leave within this (flusher) */
+	unsigned xslot;		/* 1: transfer slots where the provider can */
+	unsigned xslot_nb_us;	/* non-blocking send: wait for a claim */
+	unsigned xslot_block_us; /* blocking send: wait for a claim */
+	size_t xslot_split;	/* a read this large is copied by both */
 	unsigned hello_timeout_ms;  /* server waits this long for a hello */
 	unsigned upgrade_timeout_ms; /* an I/O waits this long for an upgrade */
 	enum sw_path_force path;
@@ -89,14 +93,15 @@ enum sw_state {
 };
 
 /* A received piece of the byte stream, queued until the program reads it. */
-enum rx_kind { RX_INLINE, RX_STAGING, RX_REMOTE, RX_DOWNGRADE };
+enum rx_kind { RX_INLINE, RX_STAGING, RX_REMOTE, RX_DOWNGRADE, RX_XSLOT };
 struct rx_item {
 	struct rx_item *next;
 	enum rx_kind kind;
 	uint32_t buf;		/* INLINE: receive buffer index */
-	uint32_t xfer_id;	/* REMOTE: transfer to acknowledge */
+	uint32_t xfer_id;	/* REMOTE: transfer to acknowledge;
+				 * XSLOT: the offer's sequence number */
 	uint64_t off;		/* INLINE: offset in buffer; STAGING: ring
-				 * offset; REMOTE: offset in region */
+				 * offset; REMOTE, XSLOT: offset in region */
 	uint64_t len;		/* bytes left */
 	struct sdp_rdma_desc desc; /* REMOTE */
 };
@@ -163,6 +168,14 @@ struct sw_session {
 	struct sdp_rdma_desc peer_staging;
 	uint64_t peer_staging_head;	/* bytes written in total */
 	uint64_t peer_staging_freed;	/* bytes freed by the peer in total */
+
+	/* transfer slots (SharedArea; session_tx.c, session_rx.c) */
+	struct sdp_xslot *xs_mine;	/* ours: we offer in it */
+	struct sdp_xslot *xs_peer;	/* the peer's: we claim in it */
+	bool peer_xslot;		/* the peer takes XOFFER */
+	uint32_t xs_seq;		/* our last offer */
+	bool xs_dropped;		/* an offer ended unread (session_rx.c) */
+	uint32_t xs_backoff;		/* large sends left without offers */
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
 	bool can_read;		/* our provider offers RdmaRead */

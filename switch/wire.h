@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include "sdp_provider.h"
 
-#define SDP_PROTO_VERSION 1
+#define SDP_PROTO_VERSION 2	/* 2: transfer slots (XOFFER) */
 
 /* The structures below are the wire layout as they sit in memory: this
  * code is for little-endian hosts (x86-64, arm64, ppc64le, riscv64). */
@@ -100,6 +100,7 @@ enum sdp_msg_type {
 	SDP_MSG_DOWNGRADE,	/* sender's data continues on TCP after this */
 	SDP_MSG_CREDIT_DELTA,	/* receiver grants (+) or takes back (-) buffers */
 	SDP_MSG_CREDIT_RELEASE,	/* sender gives one taken-back buffer up */
+	SDP_MSG_XOFFER,		/* bytes offered in the sender's transfer slot */
 	SDP_MSG_TYPE_MAX
 };
 
@@ -128,6 +129,8 @@ struct sdp_msg_setup {
 } __attribute__((packed));
 _Static_assert(sizeof(struct sdp_msg_setup) == 48, "setup body");
 #define SDP_SETUP_F_RDMA_READ 0x1	/* sender can RdmaRead: offer RDATA */
+#define SDP_SETUP_F_XSLOT 0x2	/* sender has a shared area and takes
+				 * XOFFER (section 4.6) */
 
 /* RDATA body: the rest of the data is in the sender's region. */
 struct sdp_msg_rdata {
@@ -186,5 +189,46 @@ struct sdp_msg_release {
 _Static_assert(sizeof(struct sdp_msg_release) == 8, "release body");
 
 /* OOB body: the urgent byte is the one inline payload byte. */
+
+/* XOFFER body: the layout of RDATA's. xfer_id is the offer's sequence
+ * number in the sender's transfer slot (never 0); total bytes are in
+ * region, readable from offset 0. No XFER_DONE answers it: the slot does. */
+
+/* ---- the transfer slot (section 4.6) ---------------------------------------
+ * Each side's slot is at the start of its provider's shared area
+ * (SharedArea extension): the side that sends offers in its own slot; the
+ * receiver claims the offer and writes its progress there. Changed only
+ * with atomic operations; everything in it is the peer's to overwrite. */
+enum sdp_xslot_state {
+	SDP_XS_IDLE = 0,	/* no offer */
+	SDP_XS_OFFERED = 1,	/* sender: bytes wait; receiver may claim */
+	SDP_XS_CLAIMED = 2,	/* receiver is copying (bounded) */
+	SDP_XS_CANCELLED = 3,	/* sender took the offer back */
+};
+enum sdp_xslot_push {
+	SDP_XP_NONE = 0,
+	SDP_XP_REQ = 1,		/* receiver: write push_len bytes into sink */
+	SDP_XP_STARTED = 2,	/* sender is writing them */
+	SDP_XP_DONE = 3,	/* sender wrote them */
+	SDP_XP_FAILED = 4,	/* sender could not: the receiver pulls them */
+};
+/* state and push words: offer sequence number << 32 | state */
+#define SDP_XS_WORD(seq, st) (((uint64_t)(seq) << 32) | (uint32_t)(st))
+
+struct sdp_xslot {
+	_Atomic uint64_t state;		/* sender: IDLE->OFFERED, OFFERED->
+					 * CANCELLED; receiver: OFFERED<->
+					 * CLAIMED */
+	_Atomic uint64_t consumed;	/* receiver: offer bytes taken so
+					 * far, written while CLAIMED */
+	_Atomic uint64_t push;		/* receiver: NONE->REQ, REQ->NONE
+					 * (taken back); sender: REQ->
+					 * STARTED->DONE or FAILED */
+	uint64_t push_off;		/* receiver: offset in the offer */
+	uint64_t push_len;		/* receiver: bytes to write */
+	uint64_t reserved;
+	struct sdp_rdma_desc sink;	/* receiver: where they go */
+};
+_Static_assert(sizeof(struct sdp_xslot) == 80, "xslot is 80 bytes");
 
 #endif /* SDP_WIRE_H */

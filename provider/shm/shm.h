@@ -43,7 +43,8 @@ struct shm_opts {
 /* ---- shared region (one per endpoint, owned by that endpoint) ------------ */
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" little-endian */
-#define SHM_LAYOUT_VERSION 2
+#define SHM_LAYOUT_VERSION 3
+#define SHM_AREA_LEN 256		/* shared_area: bytes per side */
 
 /* Written once by the owner before the region is shared; read by the peer,
  * which checks it against the memfd size (shm_region_map). */
@@ -78,6 +79,9 @@ struct shm_hdr {
 	 * a peer process that dies is seen through its pidfd): 1, then 2
 	 * once it will touch the region no more (SHM_CLOSED_DONE) */
 	_Alignas(SHM_CL) _Atomic uint32_t closed;
+	/* the owner's shared area (SharedArea extension): the switch's
+	 * own use; both ends read and write it */
+	_Alignas(SHM_CL) uint8_t area[SHM_AREA_LEN];
 };
 
 #define SHM_CLOSED_DONE 2u
@@ -419,6 +423,8 @@ int shm_rdma_write(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 int shm_rdma_read(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 		  const struct sdp_rdma_desc *remote, uint64_t offset,
 		  uint64_t context, uint32_t flags);
+int shm_shared_area(struct sdp_ep *ep, void **mine, void **peers,
+		    size_t *len);
 int shm_stage_rx(struct shm_ep *ep);
 int shm_stage_tx_progress(struct shm_ep *ep);
 bool shm_cma_probe(void);

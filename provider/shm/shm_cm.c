@@ -675,6 +675,27 @@ int shm_ep_query(struct sdp_ep *e, struct sdp_ep_attr *attr)
 	return 0;
 }
 
+/* SharedArea: the area in my region and the one in the peer's, which
+ * both processes map MAP_SHARED (coherent; atomics work across them). */
+int shm_shared_area(struct sdp_ep *e, void **mine, void **peers, size_t *len)
+{
+	struct shm_ep *ep = (struct shm_ep *)e;
+	int r = 0;
+
+	if (!ep || !mine || !peers || !len)
+		return -EINVAL;
+	pthread_mutex_lock(&ep->lock);
+	if (ep->state != SHM_EP_CONNECTED || !ep->own || !ep->peer) {
+		r = -ENOTCONN;
+	} else {
+		*mine = ep->own->area;
+		*peers = ep->peer->area;
+		*len = sizeof(ep->own->area);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return r;
+}
+
 /* Pending operations are dropped silently with the endpoint. */
 int shm_ep_close(struct sdp_ep *e)
 {

@@ -174,7 +174,8 @@ static int shm_ioctl(struct sdp_provider *p, uint32_t code, const void *in,
 		g_rdereg = SDP_GUID_DEREGISTER_RDMA_MEMORY,
 		g_write = SDP_GUID_RDMA_WRITE,
 		g_read = SDP_GUID_RDMA_READ,
-		g_cache = SDP_GUID_MR_CACHE_CALLBACK;
+		g_cache = SDP_GUID_MR_CACHE_CALLBACK,
+		g_area = SDP_GUID_SHARED_AREA;
 	const struct sdp_guid *g = in;
 	void (*fn)(void) = NULL;
 
@@ -208,6 +209,8 @@ static int shm_ioctl(struct sdp_provider *p, uint32_t code, const void *in,
 		fn = (void (*)(void))shm_rdma_read;
 	else if (guid_eq(g, &g_cache))
 		fn = (void (*)(void))shm_mr_cache_callback;
+	else if (guid_eq(g, &g_area))
+		fn = (void (*)(void))shm_shared_area;
 	if (!fn)
 		return -EOPNOTSUPP;
 	memcpy(out, &fn, sizeof(fn));

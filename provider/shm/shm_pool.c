@@ -108,6 +108,9 @@ static void region_reset(struct shm_hdr *h)
 		atomic_store_explicit(&h->stage_result[i], 0,
 				      memory_order_relaxed);
 	atomic_store(&h->closed, 0);
+	/* the area a new connection starts with is zero */
+	memset(h->area, 0, sizeof(h->area));
+	atomic_thread_fence(memory_order_release);
 }
 
 /*

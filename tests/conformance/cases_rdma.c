@@ -547,3 +547,100 @@ int case_rdma_protection(void)
 	CHECK(pa.finished, "the attempts never finished on one connection");
 	return 0;
 }
+
+/* ---- SharedArea ------------------------------------------------------------ */
+
+#define AREA_ADDS 200000	/* atomic increments per side */
+#define AREA_PAT 64		/* pattern bytes after the words used */
+
+static int area_get(struct side *s, _Atomic uint64_t **mine,
+		    _Atomic uint64_t **peers)
+{
+	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
+	sdp_shared_area_fn fn = NULL;
+	void *a, *b;
+	size_t len = 0;
+	int rc;
+
+	rc = s->m->ops.ioctl(s->m->prov,
+			     SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER, &g,
+			     sizeof(g), &fn, sizeof(fn));
+	if (rc == -EOPNOTSUPP)
+		conf_skip("the provider offers no SharedArea (optional)");
+	CHECK(rc == 0 && fn, "GET_EXTENSION(SharedArea): %s", conf_err(rc));
+	rc = fn(s->ep, &a, &b, &len);
+	CHECK(rc == 0, "%s: shared_area: %s", s->who, conf_err(rc));
+	CHECK(len >= 128, "%s: shared area of %zu bytes, not >= 128", s->who,
+	      len);
+	CHECK(!((uintptr_t)a & 63) && !((uintptr_t)b & 63),
+	      "%s: shared areas %p and %p not cache-line aligned", s->who, a,
+	      b);
+	CHECK(a != b, "%s: mine and the peer's area are the same", s->who);
+	*mine = a;
+	*peers = b;
+	return 0;
+}
+
+/* Both sides: the areas start zeroed; each sees the other's plain writes,
+ * and increments by both processes at once on the same word all count
+ * (the memory is coherent and atomics work across the processes); a CAS
+ * that the peer's write made stale fails. */
+static int role_area(struct side *s, void *arg)
+{
+	bool srv = arg != NULL;
+	_Atomic uint64_t *mine = NULL, *peers = NULL, *word;
+	uint8_t *pm, *pp;
+	uint64_t v;
+	char c = 0;
+	int i;
+
+	TRY(area_get(s, &mine, &peers));
+	pm = (uint8_t *)(mine + 2);
+	pp = (uint8_t *)(peers + 2);
+	for (i = 0; i < 16 + AREA_PAT; i++)
+		CHECK(((uint8_t *)mine)[i] == 0, "%s: own area byte %d is %u "
+		      "on a new connection, not 0", s->who, i,
+		      ((uint8_t *)mine)[i]);
+	pat_fill(pm, AREA_PAT, srv ? 11 : 12, 0);
+	TRY(side_send(s, &c, 1));
+	TRY(side_recv(s, &c, 1, NULL, 10000));
+	v = (uint64_t)pat_check(pp, AREA_PAT, srv ? 12 : 11, 0);
+	CHECK((int64_t)v < 0, "%s: byte %lld of the peer's area is not what "
+	      "it wrote", s->who, (long long)v);
+	/* both add to the server's word 0 at once */
+	word = srv ? mine : peers;
+	for (i = 0; i < AREA_ADDS; i++)
+		atomic_fetch_add(word, 1);
+	TRY(side_send(s, &c, 1));
+	TRY(side_recv(s, &c, 1, NULL, 30000));
+	v = atomic_load(word);
+	CHECK(v == 2 * AREA_ADDS, "%s: %llu increments counted of %d: "
+	      "atomics do not work across the processes", s->who,
+	      (unsigned long long)v, 2 * AREA_ADDS);
+	/* the client swaps the server's word 1 from 0 to 7; then the
+	 * server's swap expecting 0 must fail and see 7 */
+	if (!srv) {
+		v = 0;
+		CHECK(atomic_compare_exchange_strong(peers + 1, &v, 7),
+		      "client: CAS on the peer's area failed (saw %llu)",
+		      (unsigned long long)v);
+	}
+	TRY(side_send(s, &c, 1));
+	TRY(side_recv(s, &c, 1, NULL, 10000));
+	if (srv) {
+		v = 0;
+		CHECK(!atomic_compare_exchange_strong(mine + 1, &v, 9) &&
+		      v == 7, "server: CAS on its own area ignored the "
+		      "peer's swap (saw %llu)", (unsigned long long)v);
+	}
+	TRY(side_send(s, &c, 1));
+	TRY(side_recv(s, &c, 1, NULL, 10000));
+	return 0;
+}
+
+int case_shared_area(void)
+{
+	static int srv_tag;
+
+	return conf_run_pair(PAIR_FORK, role_area, &srv_tag, role_area, NULL);
+}

@@ -236,5 +236,6 @@ int case_connect_refused(void);
 int case_reject(void);
 int case_private_data(void);
 int case_probe(void);
+int case_shared_area(void);
 
 #endif /* SDP_CONF_H */

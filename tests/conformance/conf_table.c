@@ -86,6 +86,11 @@ const struct conf_case conf_cases[] = {
 	CASE(probe, 20, "probe answers 0 while a listener exists and "
 	     "-ECONNREFUSED after listener_close, without leaving a request "
 	     "behind."),
+	CASE(shared_area, 30, "Where the optional SharedArea extension is "
+	     "offered, both processes of a connection map each other's area: "
+	     "it starts zeroed, plain writes are seen by the peer, atomic "
+	     "increments by both at once all count and a CAS sees the peer's "
+	     "swap."),
 };
 
 const int conf_ncases = sizeof(conf_cases) / sizeof(conf_cases[0]);

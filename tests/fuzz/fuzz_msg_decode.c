@@ -71,6 +71,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!(rd.region.access & SDP_ACCESS_REMOTE_READ))
 			broken("RDATA region not readable");
 	}
+	if (v.hdr.type == SDP_MSG_XOFFER) {
+		struct sdp_msg_rdata rd;
+
+		memcpy(&rd, v.body, sizeof(rd));
+		if (v.paylen || !rd.xfer_id || rd.reserved || !rd.total ||
+		    rd.total > rd.region.length ||
+		    !(rd.region.access & SDP_ACCESS_REMOTE_READ))
+			broken("malformed XOFFER accepted");
+	}
 	if (v.hdr.type == SDP_MSG_SETUP) {
 		struct sdp_msg_setup su;
 

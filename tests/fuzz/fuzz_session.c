@@ -135,6 +135,21 @@ static int on_message(struct model *m, const struct sdp_msg_view *v)
 		push(m, 0, 0, rd.total);
 		break;
 	}
+	case SDP_MSG_XOFFER: {
+		struct sdp_msg_rdata rd;
+
+		memcpy(&rd, v->body, sizeof(rd));
+		/* the slot exists only with RdmaRead (session.c) */
+		if (!m->can_read)
+			return -1;
+		if (h->len || !rd.xfer_id || !rd.total ||
+		    rd.total > rd.region.length)
+			broken("decoder let a malformed XOFFER through");
+		if (m->fin_rcvd || m->dg_rcvd)
+			return -1;
+		push(m, 0, 0, rd.total);
+		break;
+	}
 	case SDP_MSG_WDATA: {
 		struct sdp_msg_wdata wd;
 

@@ -121,6 +121,12 @@ int main(int argc, char **argv)
 	put("decode", "ok-rdata", m.b, m.n);
 	build(&m, SDP_MSG_WDATA, 0, 0, 4, &wd, sizeof(wd), NULL, 0);
 	put("decode", "ok-wdata", m.b, m.n);
+	rd.xfer_id = 9;
+	build(&m, SDP_MSG_XOFFER, 0, 0, 4, &rd, sizeof(rd), NULL, 0);
+	put("decode", "ok-xoffer", m.b, m.n);
+	build(&m, SDP_MSG_XOFFER, 0, 0, 4, &rd, sizeof(rd), pay, 8);
+	put("decode", "bad-xoffer-payload", m.b, m.n);
+	rd.xfer_id = 7;
 	build(&m, SDP_MSG_XFER_DONE, 0, 0, 5, &ack, sizeof(ack), NULL, 0);
 	put("decode", "ok-xfer-done", m.b, m.n);
 	build(&m, SDP_MSG_STAGING_FREE, 0, 3, 6, &sfree, sizeof(sfree),

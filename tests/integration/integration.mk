@@ -6,7 +6,7 @@
 ITEST_PROGS := epoll_et epoll_oneshot epoll_two_sets epoll_nested \
 	poll_mixed dup2_sock fork_conn threads_conn prefork epoll_upgrade \
 	poll_upgrade fork_peer \
-	stream_close upgrade_flush
+	stream_close upgrade_flush shut_pending
 ITEST_BINS := $(ITEST_PROGS:%=$(O)/tests/integration/%)
 
 $(O)/tests/integration/%: $(O)/obj/tests/integration/progs/%.o
