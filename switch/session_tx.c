@@ -661,12 +661,17 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			/*
 			 * A blocking sender lends its buffer: the receiver
 			 * pulls it (RDATA, one copy) and the call returns
-			 * once it has. A non-blocking sender cannot wait for
+			 * once it has. Not where slots exist: an offer not
+			 * made or taken back means the receiver is not
+			 * reading now, and a loan cannot be taken back (two
+			 * blocking writers would wait for each other's
+			 * pull). A non-blocking sender cannot wait for
 			 * that: its bytes go into the receiver's staging ring
 			 * (WDATA) in pieces the receiver copies out while the
 			 * next ones are written, which keeps both CPUs busy.
 			 */
 			bool use_read = ss->peer_can_read && !nb &&
+					!ss->peer_xslot &&
 					sw_cfg.path != SW_PATH_WRITE;
 			bool use_write = !use_read &&
 					 ss->peer_staging.length &&

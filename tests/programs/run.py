@@ -1066,19 +1066,6 @@ def main():
 	# still run and report, as SKIP with the reason, and do not fail the
 	# run. Remove an entry when its cause is fixed.
 	known = {
-		'qperf-tcp': 'intermittent (about 1 run in 4): tcp_bw ends '
-			     'from a SIGALRM while the server has stopped '
-			     'reading; the client\'s blocking 64 KiB write '
-			     'lent its buffer (RDATA) and waits for XFER_DONE, '
-			     'which no signal may end (session_tx.c '
-			     'send_rdata), so it misses the synchronization '
-			     'after the test. Needs a way to take a loan '
-			     'back (protocol)',
-		'socat-bigwrites': 'two blocking writes larger than the '
-				   'receive window, one at each end, wait for '
-				   'credits forever while neither program '
-				   'reads (no send buffer; the credit trickle '
-				   'spins meanwhile: session/credits)',
 	}
 	t_all = time.monotonic()
 	for name, fn in sel:
