@@ -73,6 +73,21 @@ int verbs_map_addr(struct verbs_provider *vp, const struct sockaddr *in,
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	memcpy(out, in, sa_len(in->sa_family));
+	/* A dual-stack program (iperf3 listens on [::]) sees IPv4 peers as
+	 * ::ffff:a.b.c.d. rdma_cm would carry such an address as IPv6 in its
+	 * connection header, where a listener bound to the peer's plain
+	 * IPv4 address never sees the request: speak IPv4 to rdma_cm. */
+	if (in->sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)in)->sin6_addr)) {
+		const struct sockaddr_in6 *i6 = (const void *)in;
+		struct sockaddr_in *o = (void *)out;
+
+		memset(out, 0, sizeof(*out));
+		o->sin_family = AF_INET;
+		o->sin_port = i6->sin6_port;
+		memcpy(&o->sin_addr, &i6->sin6_addr.s6_addr[12], 4);
+		in = (const struct sockaddr *)out;
+	}
 	if (!vp->opt.loopback_map || !is_loopback(in))
 		return 0;
 	for (i = 0; i < vp->naddrs; i++) {
