@@ -8,10 +8,12 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "verbs.h"
 
 /*
@@ -34,6 +36,19 @@ int verbs_dev_index(struct verbs_provider *vp, struct ibv_context *ctx)
 		if (vp->dev[i].ctx == ctx)
 			return i;
 	return -1;
+}
+
+static void verbs_trace_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void verbs_trace_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "[%d] L%d ", (int)getpid(), level);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }
 
 static bool is_loopback(const struct sockaddr *sa)
@@ -406,6 +421,8 @@ SDP_PROVIDER_EXPORT int sdp_provider_startup(const struct sdp_startup_args *a,
 		return -ENOMEM;
 	vp->base.ops = &verbs_ops;
 	vp->log = a->log;
+	if (!vp->log && getenv("SDP_VERBS_TRACE"))
+		vp->log = verbs_trace_log;
 	pthread_mutex_init(&vp->cache_lock, NULL);
 	pthread_mutex_init(&vp->cq_list_lock, NULL);
 	ret = parse_options(vp, a->options);
