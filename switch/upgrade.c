@@ -302,6 +302,8 @@ static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
 					 MSG_PEEK | MSG_DONTWAIT);
 
 		if (n > 0 && memcmp(head, SDP_HELLO_MAGIC, n)) {
+			SW_DBG("fd %d: accepted, first bytes are no hello: plain TCP",
+			       s->fd);
 			count_tcp(SDP_FB_NO_PEER_SWITCH);
 			return false;
 		}
@@ -324,6 +326,8 @@ static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
 			p = &sw_providers[i];
 	}
 	if (!p) {
+		SW_DBG("fd %d: accepted, no provider listener at the client: plain TCP",
+		       s->fd);
 		count_tcp(SDP_FB_NO_PEER_SWITCH);
 		return false;
 	}
@@ -401,6 +405,8 @@ hello:
 		return true;
 	}
 	server_hello_send(s, 0, chosen);
+	SW_DBG("fd %d: accepted, server hello sent, %s connect %s", s->fd,
+	       chosen->mod.name, r ? "pending" : "done");
 	s->deadline_ns = sw_now_ns() +
 			 (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 	if (r == 0) {
@@ -1011,6 +1017,9 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 			if (n > 0 && b == SDP_DOORBELL) {
 				bell = true;
 			} else if (n > 0 || n == 0) {
+				SW_DBG("fd %d: waiting for the server's provider connection, TCP has %s (byte 0x%02x)",
+				       s->fd, n ? "data" : "EOF",
+				       n ? b : 0);
 				s->marker_check = true;
 				sw_fallback(s, SDP_FB_PEER_ABANDONED, NULL);
 				return 0;
@@ -1048,6 +1057,8 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 		}
 	}
 	sw_listeners_close(s);
+	SW_DBG("fd %d: took the server's %s connection (%s)", s->fd,
+	       p->mod.name, r == SDP_PENDING ? "pending" : "done");
 	if (r == SDP_PENDING) {
 		/* the provider finishes the connection later: wait for its
 		 * completion as the server side does */
@@ -1101,6 +1112,8 @@ static int server_upgrading(struct sw_sock *s, bool wait)
 			sw_wait_fd(s->fd, 0, 1);
 			continue;
 		} else if (n >= 0) {
+			SW_DBG("fd %d: upgrade pending, TCP has %s (byte 0x%02x)",
+			       s->fd, n ? "data" : "EOF", n ? b : 0);
 			s->marker_check = true;
 			sw_fallback(s, SDP_FB_PEER_ABANDONED, NULL);
 			return 0;

@@ -424,6 +424,7 @@ int verbs_get_request(struct sdp_listener *l, struct sdp_conn_req **reqp,
 
 			return ret == -EWOULDBLOCK ? -EAGAIN : ret;
 		}
+		vlog(l->vp, 7, "listener: %s", rdma_event_str(ev->event));
 		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
 			rdma_ack_cm_event(ev);
 			continue;
@@ -440,6 +441,7 @@ int verbs_get_request(struct sdp_listener *l, struct sdp_conn_req **reqp,
 		kind = get_priv(ev->param.conn.private_data,
 				ev->param.conn.private_data_len, req->priv,
 				&req->priv_len);
+		vlog(l->vp, 7, "listener: request of kind %d", kind);
 		if (kind != VERBS_PRIV_CONNECT) {
 			/* a probe (acknowledged) or not one of ours; a
 			 * probe that gave up already makes reject fail */
@@ -603,6 +605,8 @@ void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 {
 	struct sdp_ep *ep = ev->id->context;
 
+	vlog(cq->vp, 7, "connection: %s (status %d)",
+	     rdma_event_str(ev->event), ev->status);
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ep->state != VERBS_EP_CONNECTING)

@@ -8,10 +8,12 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "verbs.h"
 
 /*
@@ -34,6 +36,19 @@ int verbs_dev_index(struct verbs_provider *vp, struct ibv_context *ctx)
 		if (vp->dev[i].ctx == ctx)
 			return i;
 	return -1;
+}
+
+static void verbs_trace_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void verbs_trace_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "[%d] L%d ", (int)getpid(), level);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }
 
 static bool is_loopback(const struct sockaddr *sa)
@@ -73,6 +88,21 @@ int verbs_map_addr(struct verbs_provider *vp, const struct sockaddr *in,
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	memcpy(out, in, sa_len(in->sa_family));
+	/* A dual-stack program (iperf3 listens on [::]) sees IPv4 peers as
+	 * ::ffff:a.b.c.d. rdma_cm would carry such an address as IPv6 in its
+	 * connection header, where a listener bound to the peer's plain
+	 * IPv4 address never sees the request: speak IPv4 to rdma_cm. */
+	if (in->sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)in)->sin6_addr)) {
+		const struct sockaddr_in6 *i6 = (const void *)in;
+		struct sockaddr_in *o = (void *)out;
+
+		memset(out, 0, sizeof(*out));
+		o->sin_family = AF_INET;
+		o->sin_port = i6->sin6_port;
+		memcpy(&o->sin_addr, &i6->sin6_addr.s6_addr[12], 4);
+		in = (const struct sockaddr *)out;
+	}
 	if (!vp->opt.loopback_map || !is_loopback(in))
 		return 0;
 	for (i = 0; i < vp->naddrs; i++) {
@@ -391,6 +421,8 @@ SDP_PROVIDER_EXPORT int sdp_provider_startup(const struct sdp_startup_args *a,
 		return -ENOMEM;
 	vp->base.ops = &verbs_ops;
 	vp->log = a->log;
+	if (!vp->log && getenv("SDP_VERBS_TRACE"))
+		vp->log = verbs_trace_log;
 	pthread_mutex_init(&vp->cache_lock, NULL);
 	pthread_mutex_init(&vp->cq_list_lock, NULL);
 	ret = parse_options(vp, a->options);

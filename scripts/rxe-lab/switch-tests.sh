@@ -31,7 +31,10 @@ export SDP_PROVIDER_DIR=$PWD/$O/lib/sdp
 export SDP_HELLO_TIMEOUT_MS=${SDP_HELLO_TIMEOUT_MS:-10000}
 export SDP_UPGRADE_TIMEOUT_MS=${SDP_UPGRADE_TIMEOUT_MS:-10000}
 log=$(mktemp -d)
-trap 'rm -rf "$log"' EXIT
+# iperf3's debug logs are kept in the shared tree for reading after the run
+keep=$PWD/$O/logs
+trap 'mkdir -p "$keep" && cp "$log"/iperf3-*.log "$keep"/ 2>/dev/null; rm -rf "$log"' EXIT
+STEP_TIMEOUT=${SWT_TIMEOUT:-300}
 
 if [ "$mode" != client ]; then
 	make -s O=$O $O/lib/libsdp_switch.so $O/lib/sdp/libsdp-verbs.so \
@@ -48,9 +51,9 @@ run_with()
 	local set=$1
 	shift
 	if [ "$set" = plain ]; then
-		timeout 300 "$@"
+		timeout $STEP_TIMEOUT "$@"
 	else
-		LD_PRELOAD=$SW SDP_PROVIDERS=$set timeout 300 "$@"
+		LD_PRELOAD=$SW SDP_PROVIDERS=$set timeout $STEP_TIMEOUT "$@"
 	fi
 }
 
@@ -63,7 +66,7 @@ memlocked()
 	chmod 666 /dev/infiniband/* 2>/dev/null
 	# the switch is preloaded after setpriv: a root process of the same
 	# pid would leave a stats file the program cannot write
-	(ulimit -l 4096 && timeout 300 setpriv --reuid=65534 --regid=65534 \
+	(ulimit -l 4096 && timeout $STEP_TIMEOUT setpriv --reuid=65534 --regid=65534 \
 		--clear-groups --inh-caps=-all env LD_PRELOAD=$SW \
 		SDP_PROVIDERS=verbs SDP_LOG=info "$@")
 }
