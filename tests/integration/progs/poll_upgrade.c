@@ -129,48 +129,17 @@ static void pu_server(int l)
 static void pu_run(int family)
 {
 	struct sockaddr_storage ss;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-	int l, c, err, st, i, pp[2];
+	int c, err, st, i;
 	size_t sent = 0;
 	char *big, b;
 	socklen_t len, elen = sizeof(err);
 	pid_t pid;
 
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET6) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_addr = in6addr_loopback;
-		len = sizeof(*in6);
-	} else {
-		in4->sin_family = AF_INET;
-		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		len = sizeof(*in4);
-	}
-	/* The server makes its own listener and tells the port. */
-	TP_CHECK(!pipe(pp), "pipe");
-	pid = fork();
-	TP_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		tp_name = pu_select ? "poll_upgrade server (select)" :
-				      "poll_upgrade server (poll)";
-		close(pp[0]);
-		l = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		TP_CHECK(l >= 0, "socket");
-		TP_CHECK(!bind(l, (struct sockaddr *)&ss, len), "bind");
-		TP_CHECK(!listen(l, 4), "listen");
-		TP_CHECK(!getsockname(l, (struct sockaddr *)&ss, &len),
-			 "getsockname");
-		TP_CHECK(write(pp[1], &ss, sizeof(ss)) == sizeof(ss),
-			 "write the address");
-		close(pp[1]);
-		pu_server(l);
-		_exit(0);
-	}
-	close(pp[1]);
-	TP_CHECK(read(pp[0], &ss, sizeof(ss)) == sizeof(ss),
-		 "the server's address");
-	close(pp[0]);
+	/* The server makes its own listener and tells its address. */
+	pid = tp_fork_server(family,
+			     pu_select ? "poll_upgrade server (select)" :
+					 "poll_upgrade server (poll)",
+			     pu_server, &ss, &len);
 
 	/* The client: a non-blocking connect, then poll or select only. */
 	c = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);

@@ -170,6 +170,40 @@ static inline void tp_nonblock(int fd)
 		 "fcntl O_NONBLOCK on fd %d", fd);
 }
 
+/* Forks a server: the child makes its own non-blocking loopback listener
+ * (one inherited across fork is another test's subject), tells the parent
+ * its address through a pipe and runs serve(l) as NAME. The parent gets the
+ * address in *ss, *len and the child's pid. */
+static inline pid_t tp_fork_server(int family, const char *name,
+				   void (*serve)(int l),
+				   struct sockaddr_storage *ss, socklen_t *len)
+{
+	int l, pp[2];
+	pid_t pid;
+
+	TP_CHECK(!pipe(pp), "pipe");
+	pid = fork();
+	TP_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		tp_name = name;
+		close(pp[0]);
+		l = tp_listener(family, 4, ss, len);
+		tp_nonblock(l);
+		TP_CHECK(write(pp[1], ss, sizeof(*ss)) == sizeof(*ss) &&
+			 write(pp[1], len, sizeof(*len)) == sizeof(*len),
+			 "write the address");
+		close(pp[1]);
+		serve(l);
+		_exit(0);
+	}
+	close(pp[1]);
+	TP_CHECK(read(pp[0], ss, sizeof(*ss)) == sizeof(*ss) &&
+		 read(pp[0], len, sizeof(*len)) == sizeof(*len),
+		 "the server's address");
+	close(pp[0]);
+	return pid;
+}
+
 static inline long tp_ms(void)
 {
 	struct timespec ts;
