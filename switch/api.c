@@ -545,6 +545,27 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 	return r;
 }
 
+/* The program is about to wait (poll the set, then sleep): bytes kept
+ * back to coalesce go now, and owed buffers return, so that the peer does
+ * not keep its own bytes back for a reader that has caught up (as in
+ * sw_session_wait). Called with s->lock held, in state SAN. */
+static void poll_idle(struct sw_sock *s)
+{
+	if (s->ptx_len)
+		sw_ptx_flush(s);
+	sw_credit_return_owed(s);
+}
+
+void sw_poll_idle(struct sw_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SW_SAN) {
+		sw_progress(s);
+		poll_idle(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 short sw_poll_arm(struct sw_sock *s, short events)
 {
 	short r = 0;
@@ -553,13 +574,7 @@ short sw_poll_arm(struct sw_sock *s, short events)
 	settle(s, false);
 	if (s->state == SW_SAN) {
 		sw_progress(s);
-		/* the program is about to sleep: bytes kept back to coalesce
-		 * go now, and owed buffers return, so that the peer does not
-		 * keep its own bytes back for a reader that has caught up
-		 * (as in sw_session_wait) */
-		if (s->ptx_len)
-			sw_ptx_flush(s);
-		sw_credit_return_owed(s);
+		poll_idle(s);
 		r = san_revents(s, events);
 		if (!r) {
 			sw_credit_adapt(s);
@@ -621,11 +636,6 @@ void sw_poll_upgrade_woken(struct sw_sock *s)
 	pthread_mutex_lock(&s->lock);
 	settle(s, false);
 	pthread_mutex_unlock(&s->lock);
-}
-
-unsigned sw_poll_spin_us(void)
-{
-	return sw_cfg.spin_us;
 }
 
 uint64_t sw_event_seq(struct sw_sock *s)

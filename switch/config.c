@@ -18,6 +18,7 @@
 struct sw_config sw_cfg = {
 	.log_level = 4,
 	.spin_us = 50,
+	.spin_max_us = 500,
 	.msg_size = 16384,
 	.recv_bufs = 16,
 	.recv_bufs_idle = 2,
@@ -86,7 +87,9 @@ void sw_config_load(void)
 	lvl = parse_level(getenv("SDP_LOG"));
 	if (lvl >= 0)
 		sw_cfg.log_level = lvl;
-	sw_cfg.spin_us = env_ul("SDP_SPIN_US", sw_cfg.spin_us, 0, 10000000);
+	sw_cfg.spin_us = env_ul("SDP_SPIN_US", sw_cfg.spin_us, 0, 4000000);
+	sw_cfg.spin_max_us = env_ul("SDP_SPIN_MAX_US", sw_cfg.spin_max_us, 0,
+				    4000000);
 	sw_cfg.msg_size = env_ul("SDP_MSG_SIZE", sw_cfg.msg_size, 256,
 				 1 << 20);
 	sw_cfg.recv_bufs = env_ul("SDP_RECV_BUFS", sw_cfg.recv_bufs, 2,

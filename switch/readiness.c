@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "readiness.h"
+#include "spin.h"
 #include "sys.h"
 
 /* The kernel refuses epoll nesting deeper than this; so do we. */
@@ -118,6 +119,7 @@ struct rd_ent {
 struct rd_ep {
 	int epfd;
 	int refs;		/* under rd_reg_lock */
+	struct sw_spin spin;	/* busy-poll budget of waits on this set */
 	pthread_mutex_t lock;	/* the entries */
 	int cap;
 	struct rd_ent **ent;	/* indexed by fd */
@@ -556,6 +558,26 @@ static bool rd_ep_arm(struct rd_ep *ep, int depth)
 	return ready;
 }
 
+/* Nothing is ready and the caller will wait: every switch socket of the
+ * set sends what it kept back (nested sets do so when armed). */
+static void rd_ep_idle(struct rd_ep *ep)
+{
+	struct sw_sock *s;
+	int fd;
+
+	pthread_mutex_lock(&ep->lock);
+	for (fd = 0; fd < ep->cap; fd++) {
+		if (!ep->ent[fd] || ep->ent[fd]->is_ep)
+			continue;
+		s = rd_lookup(fd);
+		if (s) {
+			sw_poll_idle(s);
+			sw_sock_unref(s);
+		}
+	}
+	pthread_mutex_unlock(&ep->lock);
+}
+
 /* ---- pending upgrades in a sleep ---------------------------------------- */
 
 /*
@@ -873,7 +895,7 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 	struct epoll_event stack[RD_STACK_FDS], *kev = stack;
 	int fdstack[RD_STACK_FDS];
 	struct rd_out o = { .evs = evs, .fds = fdstack, .max = max };
-	int64_t end, spin_end;
+	int64_t end, spin_end, slept;
 	struct timespec ts;
 	int n, special;
 	unsigned int i;
@@ -899,7 +921,8 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 			break;
 		if (!special)
 			continue;
-		spin_end = rd_now() + (int64_t)sw_poll_spin_us() * 1000;
+		rd_ep_idle(ep);
+		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&ep->spin);
 		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
 			if (!(i & 7))
 				sched_yield(); /* the peer may need this core */
@@ -909,9 +932,11 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 		}
 		if (n)
 			break;
+		slept = rd_now();
 		n = rd_ep_pass(ep, &o, kev, true, true,
 			       rd_left_sleep(end, &ts), mask,
 			       rd_left_sleep(end, &ts), &special);
+		sw_spin_slept(&ep->spin, (uint64_t)(rd_now() - slept), n > 0);
 		if (n || rd_expired(end))
 			break;
 	}
@@ -1069,11 +1094,14 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 	return count;
 }
 
+/* poll and select keep no state between calls: one budget per thread */
+static __thread struct sw_spin rd_ps_spin;
+
 static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		      const sigset_t *mask)
 {
 	struct timespec ts;
-	int64_t spin_end;
+	int64_t spin_end, slept;
 	unsigned int i;
 	int n;
 
@@ -1081,7 +1109,10 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		n = rd_ps_pass(ps, false, true, &rd_zero, NULL);
 		if (n || rd_expired(end))
 			return n;
-		spin_end = rd_now() + (int64_t)sw_poll_spin_us() * 1000;
+		for (i = 0; i < ps->nfds; i++)
+			if (ps->socks[i])
+				sw_poll_idle(ps->socks[i]);
+		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&rd_ps_spin);
 		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
 			if (!(i & 7))
 				sched_yield(); /* the peer may need this core */
@@ -1091,7 +1122,9 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		}
 		if (n)
 			return n;
+		slept = rd_now();
 		n = rd_ps_pass(ps, true, true, rd_left_sleep(end, &ts), mask);
+		sw_spin_slept(&rd_ps_spin, (uint64_t)(rd_now() - slept), n > 0);
 		if (n || rd_expired(end))
 			return n;
 	}

@@ -94,6 +94,11 @@ void sw_set_nonblock(struct sw_sock *s, bool on);
  */
 short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents);
 /*
+ * The program found nothing ready and is about to wait for s (a poll, then
+ * a sleep): sends what the switch kept back for it.
+ */
+void sw_poll_idle(struct sw_sock *s);
+/*
  * Called before the program would sleep on s: announces "wake me" to the
  * peer for the events asked. Returns the revents already true (then the
  * caller must not sleep) or 0 (sleep on the kernel fd is now safe).
@@ -108,8 +113,6 @@ short sw_poll_arm(struct sw_sock *s, short events);
  */
 int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max);
 void sw_poll_upgrade_woken(struct sw_sock *s);
-/* Bounded busy-poll budget in microseconds before sleeping (tunable). */
-unsigned sw_poll_spin_us(void);
 /* Longest a wait over switch sockets should sleep before re-arming (so
  * idle connections can give buffers back), or -1 for no limit. */
 int sw_idle_sleep_ms(void);

@@ -1006,7 +1006,8 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 		sw_ptx_flush(s);
 	sw_credit_return_owed(s);
 	seq = atomic_load(&s->event_seq);
-	uint64_t spin_end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t spin_end = sw_now_ns() + sw_spin_budget_ns(&s->spin);
+	uint64_t slept;
 	unsigned spins = 0;
 	int timeout, r, cfd;
 
@@ -1072,11 +1073,14 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 			{ .fd = cfd, .events = POLLIN },
 		};
 
+		slept = sw_now_ns();
 		r = sdp_sys.poll(pfd, cfd >= 0 ? 2 : 1, timeout);
 		if (r < 0)
 			r = -errno;
+		slept = sw_now_ns() - slept;
 	}
 	pthread_mutex_lock(&s->lock);
+	sw_spin_slept(&s->spin, slept, r > 0);
 	if (cfd >= 0 && ss->cq)
 		ss->prov->mod.ops.cq_ack(ss->cq);
 	sw_doorbell_drain(s);

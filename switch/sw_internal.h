@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "fallback.h"
+#include "spin.h"
 #include "sdp_loader.h"
 #include "sdp_switch.h"
 #include "stats.h"
@@ -35,7 +36,8 @@ enum sw_path_force { SW_PATH_AUTO, SW_PATH_COPY, SW_PATH_READ, SW_PATH_WRITE };
 
 struct sw_config {
 	int log_level;		/* 0 off .. 3 error .. 6 info .. 7 debug */
-	unsigned spin_us;	/* busy-poll budget before sleeping */
+	unsigned spin_us;	/* busy-poll budget before sleeping: floor */
+	unsigned spin_max_us;	/* ceiling of the adaptive budget (spin.c) */
 	unsigned msg_size;	/* control message (receive buffer) size */
 	unsigned recv_bufs;	/* receive buffers posted per busy connection */
 	unsigned recv_bufs_idle; /* what an idle connection keeps */
@@ -261,6 +263,8 @@ struct sw_sock {
 	_Atomic uint64_t flush_retry_ns;
 
 	_Atomic uint64_t event_seq;
+	/* busy-poll budget of the blocking calls on s (spin.c) */
+	struct sw_spin spin;
 	/* threads inside a data call on s: with more than one, a thread
 	 * may take the doorbell another sleeps for, so sleeps are short */
 	atomic_int users;

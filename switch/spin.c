@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * spin.c - the adaptive busy-poll budget (spin.h). Bounds come from
+ * SDP_SPIN_US (the floor, where every budget starts) and SDP_SPIN_MAX_US
+ * (the ceiling); docs/configuration.md and docs/performance.md say how the
+ * defaults were chosen. Several threads may wait on one epoll set: the
+ * budget is read and written whole (relaxed), and a lost update only
+ * delays the adaptation by one sleep.
+ */
+#include "spin.h"
+#include "sw_internal.h"
+
+uint64_t sw_spin_budget_ns(struct sw_spin *sp)
+{
+	uint64_t lo = (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t ns = __atomic_load_n(&sp->ns, __ATOMIC_RELAXED);
+
+	return ns < lo ? lo : ns;
+}
+
+void sw_spin_slept(struct sw_spin *sp, uint64_t slept_ns, bool event)
+{
+	uint64_t lo = (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t hi = (uint64_t)sw_cfg.spin_max_us * 1000;
+	uint64_t ns = sw_spin_budget_ns(sp);
+
+	if (hi <= lo) {
+		ns = lo;
+	} else if (event && slept_ns < hi) {
+		/* woken within the ceiling: polling that long would have
+		 * seen it without a wake-up */
+		ns *= 2;
+		if (ns < slept_ns + slept_ns / 4)
+			ns = slept_ns + slept_ns / 4;
+	} else if (slept_ns >= hi) {
+		ns /= 2;
+	}
+	if (ns < lo)
+		ns = lo;
+	if (hi > lo && ns > hi)
+		ns = hi;
+	__atomic_store_n(&sp->ns, ns, __ATOMIC_RELAXED);
+}
