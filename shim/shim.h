@@ -154,6 +154,6 @@ static inline void shim_unref(struct sw_sock *s)
 /* Shared helpers of the wrappers (shim/sock_setup.c). */
 int shim_close_fd(int fd);
 void shim_closed_range(unsigned int first, unsigned int last);
-bool shim_is_tcp_stream(int fd);
+int shim_tcp_family(int fd);
 
 #endif /* SDP_SHIM_H */

@@ -15,27 +15,24 @@
 #include "fdtable.h"
 #include "readiness.h"
 
-/* The switch considers only IPv4/IPv6 TCP stream sockets. */
-bool shim_is_tcp_stream(int fd)
+/* The switch considers only IPv4/IPv6 TCP sockets: their family, or 0.
+ * (IPPROTO_TCP is a stream protocol: SO_TYPE adds nothing.) */
+int shim_tcp_family(int fd)
 {
-	int saved = errno, v;
+	int saved = errno, v, family = 0;
 	socklen_t len = sizeof(v);
-	bool ok = false;
 	int (*gso)(int, int, int, void *, socklen_t *) = REAL(getsockopt);
 
 	if (gso(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) ||
 	    (v != AF_INET && v != AF_INET6))
 		goto out;
-	len = sizeof(v);
-	if (gso(fd, SOL_SOCKET, SO_TYPE, &v, &len) || v != SOCK_STREAM)
-		goto out;
+	family = v;
 	len = sizeof(v);
 	if (gso(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) || v != IPPROTO_TCP)
-		goto out;
-	ok = true;
+		family = 0;
 out:
 	errno = saved;
-	return ok;
+	return family;
 }
 
 /* Records a socket the switch returned for fd. Without memory for the
@@ -62,7 +59,7 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
 SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sw_sock *s, *out = NULL;
-	int ret, saved;
+	int ret, saved, family;
 
 	if (!shim_on())
 		return REAL(connect)(fd, addr, len);
@@ -76,10 +73,10 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	if (!addr || len < sizeof(sa_family_t) ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
-	    !shim_is_tcp_stream(fd))
+	    !(family = shim_tcp_family(fd)))
 		return REAL(connect)(fd, addr, len);
 	shim_enter();
-	ret = sw_connect(fd, addr, len, &out);
+	ret = sw_connect(fd, family, addr, len, &out);
 	shim_leave();
 	if (out) {
 		saved = errno;
@@ -93,7 +90,7 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 SHIM_EXPORT int listen(int fd, int backlog)
 {
 	struct sw_sock *s, *out = NULL;
-	int ret, saved;
+	int ret, saved, family;
 
 	if (!shim_on())
 		return REAL(listen)(fd, backlog);
@@ -103,10 +100,11 @@ SHIM_EXPORT int listen(int fd, int backlog)
 		shim_unref(s);
 		return REAL(listen)(fd, backlog);
 	}
-	if (!shim_is_tcp_stream(fd))
+	family = shim_tcp_family(fd);
+	if (!family)
 		return REAL(listen)(fd, backlog);
 	shim_enter();
-	ret = sw_listen(fd, backlog, &out);
+	ret = sw_listen(fd, family, backlog, &out);
 	shim_leave();
 	if (out) {
 		saved = errno;

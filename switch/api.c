@@ -18,18 +18,12 @@
 
 #include "sw_internal.h"
 
-static bool pending(const struct sw_sock *s)
+/* Takes the upgrade's next steps, never waiting (the program's bytes go on
+ * TCP until the switch, so nothing needs it finished). */
+static void settle(struct sw_sock *s)
 {
-	return s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
-	       s->state == SW_UPGRADING;
-}
-
-/* Moves a pending upgrade on; returns -EAGAIN if it must not wait. */
-static int settle(struct sw_sock *s, bool wait)
-{
-	if (pending(s))
-		return sw_upgrade_progress(s, wait);
-	return 0;
+	if (sw_pending(s))
+		sw_upgrade_progress(s);
 }
 
 /* TCP state: the bytes taken while looking for a hello come first. */
@@ -70,24 +64,161 @@ ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 	return r;
 }
 
+/* The part of msg after its first off bytes, in scratch (at most 64). */
+static void msg_advance(const struct msghdr *msg, size_t off,
+			struct msghdr *out, struct iovec *scratch)
+{
+	size_t i, n = 0;
+
+	*out = *msg;
+	for (i = 0; i < msg->msg_iovlen && n < 64; i++) {
+		if (off >= msg->msg_iov[i].iov_len) {
+			off -= msg->msg_iov[i].iov_len;
+			continue;
+		}
+		scratch[n].iov_base = (uint8_t *)msg->msg_iov[i].iov_base + off;
+		scratch[n++].iov_len = msg->msg_iov[i].iov_len - off;
+		off = 0;
+	}
+	out->msg_iov = scratch;
+	out->msg_iovlen = n;
+}
+
+static size_t msg_total(const struct msghdr *msg)
+{
+	size_t i, t = 0;
+
+	for (i = 0; i < msg->msg_iovlen; i++)
+		t += msg->msg_iov[i].iov_len;
+	return t;
+}
+
+/*
+ * A blocking read of the peer's TCP bytes sleeps (lock released) until
+ * TCP has bytes, or something moves the upgrade on that the read may
+ * need: the server's connection request (client), or, across a wire, the
+ * peer's SWITCH on the CQ. Returns 0 or -EINTR.
+ */
+static int head_wait(struct sw_sock *s)
+{
+	struct pollfd pf[3] = { { .fd = s->fd, .events = POLLIN } };
+	int n = 1, i, cfd = -1, r;
+
+	/* a non-blocking connect the program now waits on finishes first */
+	if (s->state == SW_CONNECTING)
+		pf[0].events |= POLLOUT;
+
+	if (s->state == SW_UPGRADING && !s->ss.ep && s->is_client) {
+		for (i = 0; i < sw_nproviders && n < 3; i++) {
+			if (!s->plisten[i])
+				continue;
+			pf[n].fd = sw_providers[i].mod.ops.listener_fd(
+				s->plisten[i]);
+			pf[n].events = POLLIN;
+			n += pf[n].fd >= 0;
+		}
+	} else if (s->ss.ep && !s->ss.switch_rcvd) {
+		cfd = sw_cq_sleep_fd(s);
+		if (cfd >= 0) {
+			pf[n].fd = cfd;
+			pf[n++].events = POLLIN;
+		}
+	}
+	i = sw_upgrade_nap_ms(s);
+	if (atomic_load(&s->users) > 1 && (!i || i > 2))
+		i = 2;
+	pthread_mutex_unlock(&s->lock);
+	r = sdp_sys.poll(pf, n, i ? i : -1);
+	r = r < 0 ? -errno : 0;
+	pthread_mutex_lock(&s->lock);
+	if (cfd >= 0 && s->ss.cq)
+		s->ss.prov->mod.ops.cq_ack(s->ss.cq);
+	return r == -EINTR ? -EINTR : 0;
+}
+
+#define HEAD_FELL_BACK (-1002)
+
+/*
+ * Before the peer's switch point: its program's bytes from TCP, then
+ * (MSG_WAITALL) the rest from the SAN. Returns bytes, -1 with errno, or
+ * HEAD_FELL_BACK when the connection fell back before a byte was read.
+ */
+static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
+{
+	bool nb = sw_nonblocking(s, flags);
+	bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nb;
+	size_t want = msg_total(msg), got = 0;
+	struct iovec scratch[64];
+	struct msghdr m;
+	ssize_t r;
+
+	for (;;) {
+		settle(s);
+		if (s->state == SW_HELLO_PENDING)
+			sw_upgrade_hello(s, NULL, 0);
+		if (s->state == SW_TCP)
+			/* fell back: the rest of the stream is plain TCP,
+			 * after what the switch took from it (tcp_recvmsg) */
+			return got ? (ssize_t)got : HEAD_FELL_BACK;
+		if (s->rx_san) {
+			msg_advance(msg, got, &m, scratch);
+			r = got == want ? 0 :
+				sw_session_recv(s, m.msg_iov, m.msg_iovlen,
+						flags);
+			if (r < 0 && got)
+				r = 0;
+			return r < 0 ? r : (ssize_t)got + r;
+		}
+		msg_advance(msg, got, &m, scratch);
+		r = sw_head_recv(s, &m, flags);
+		if (r == SW_HEAD_SWITCHED)
+			continue;
+		if (r > 0) {
+			got += r;
+			if (got == want || !waitall)
+				return got;
+			continue;
+		}
+		if (r == 0)
+			return got;
+		if (r != -EAGAIN) {
+			if (got)
+				return got;
+			errno = -r;
+			return -1;
+		}
+		if (nb || (got && !waitall)) {
+			if (got)
+				return got;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (head_wait(s) == -EINTR) {
+			if (got)
+				return got;
+			errno = EINTR;
+			return -1;
+		}
+	}
+}
+
 static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			      int flags)
 {
-	bool nb;
 	ssize_t r;
 
 	pthread_mutex_lock(&s->lock);
-	nb = sw_nonblocking(s, flags);
-	/* a blocking read would wait for the peer's data anyway: it waits
-	 * for the upgrade without a deadline (the peer's program may just
-	 * not have run yet); the peer can still give the upgrade up */
-	s->wait_forever = true;
-	r = settle(s, !nb);
-	s->wait_forever = false;
-	if (r == -EAGAIN && pending(s)) {
-		pthread_mutex_unlock(&s->lock);
-		errno = EAGAIN;
-		return -1;
+	settle(s);
+	if (s->state != SW_TCP && s->state != SW_LISTENER && !s->rx_san &&
+	    !(flags & MSG_OOB)) {
+		/* the peer may wait for our hello before it answers */
+		if (s->state == SW_HELLO_PENDING)
+			sw_upgrade_hello(s, NULL, 0);
+		r = head_recvmsg(s, msg, flags);
+		if (r != HEAD_FELL_BACK) {
+			pthread_mutex_unlock(&s->lock);
+			return r;
+		}
 	}
 	if (s->state == SW_SAN) {
 		r = sw_session_recv(s, msg->msg_iov, msg->msg_iovlen, flags);
@@ -103,7 +234,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			return -1;
 		}
 	}
-	/* plain TCP */
+	/* plain TCP (and urgent data before the switch point) */
 	if (s->fork_buf) {
 		r = sw_fork_buf_read(s, msg, flags);
 		if (r > 0) {
@@ -111,18 +242,10 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			return r;
 		}
 	}
-	if (s->dg_marker && sw_dg_marker_skip(s, !nb) == -EAGAIN) {
-		pthread_mutex_unlock(&s->lock);
-		errno = EAGAIN;
-		return -1;
-	}
-	if (s->prefix_len) {
-		r = tcp_prefix(s, msg, flags);
-		pthread_mutex_unlock(&s->lock);
-		return r;
-	}
-	if ((s->marker_check || s->expect_server_hello) &&
-	    sw_tcp_marker_skip(s, !nb) == -EAGAIN) {
+	if ((s->dg_marker &&
+	     sw_dg_marker_skip(s, !sw_nonblocking(s, flags)) == -EAGAIN) ||
+	    (s->skip_hello &&
+	     sw_hello_skip(s, !sw_nonblocking(s, flags)) == -EAGAIN)) {
 		pthread_mutex_unlock(&s->lock);
 		errno = EAGAIN;
 		return -1;
@@ -139,55 +262,86 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 	return r;
 }
 
-/* Keeps what fits of msg while the upgrade is pending. Returns bytes kept,
- * -1 with errno (EAGAIN), or -2 when a blocking caller must wait. */
-static ssize_t ptx_append(struct sw_sock *s, const struct msghdr *msg,
-			  int flags)
-{
-	size_t total = 0, room = SW_PTX_MAX - s->ptx_len, n, done = 0;
-	size_t i;
-
-	for (i = 0; i < msg->msg_iovlen; i++)
-		total += msg->msg_iov[i].iov_len;
-	if (!total)
-		return 0;
-	if (!room || (total > room && !sw_nonblocking(s, flags))) {
-		if (sw_nonblocking(s, flags)) {
-			errno = EAGAIN;
-			return -1;
-		}
-		return -2;
-	}
-	n = total < room ? total : room;
-	if (s->ptx_len + n > s->ptx_cap) {
-		size_t cap = s->ptx_cap ? s->ptx_cap : 65536;
-		uint8_t *p;
-
-		while (cap < s->ptx_len + n)
-			cap *= 2;
-		if (cap > SW_PTX_MAX)
-			cap = SW_PTX_MAX;
-		p = realloc(s->ptx, cap);
-		if (!p)
-			return -2;
-		s->ptx = p;
-		s->ptx_cap = cap;
-	}
-	for (i = 0; i < msg->msg_iovlen && done < n; i++) {
-		size_t l = msg->msg_iov[i].iov_len;
-
-		if (l > n - done)
-			l = n - done;
-		memcpy(s->ptx + s->ptx_len + done, msg->msg_iov[i].iov_base, l);
-		done += l;
-	}
-	s->ptx_len += n;
-	return n;
-}
-
 static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			      int flags);
 int sw_ptx_flush(struct sw_sock *s);
+
+/* Our bytes go on TCP, before our switch point (counted). */
+static bool head_tx(const struct sw_sock *s)
+{
+	return s->state == SW_HELLO_PENDING || s->state == SW_HELLO_SENT ||
+	       s->state == SW_UPGRADING || s->state == SW_HELLO_WAIT;
+}
+
+/*
+ * Before our switch point: the program's bytes go on TCP, counted. A
+ * blocking send waits for room as TCP's would (lock released), and what is
+ * left when the switch happens meanwhile goes on the SAN.
+ */
+static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
+			    int flags)
+{
+	bool nb = sw_nonblocking(s, flags);
+	size_t want = msg_total(msg), done = 0;
+	struct iovec scratch[64];
+	struct msghdr m;
+	ssize_t r;
+	int e;
+
+	for (;;) {
+		msg_advance(msg, done, &m, scratch);
+		if (s->state == SW_SAN && !s->ss.dg_sent) {
+			r = sw_session_send(s, m.msg_iov, m.msg_iovlen, flags);
+			e = errno;
+			if (r < 0 && done)
+				return done;
+			if (r < 0 && e == EPIPE && !(flags & MSG_NOSIGNAL))
+				raise(SIGPIPE);
+			errno = e;
+			return r < 0 ? r : (ssize_t)done + r;
+		}
+		if (!head_tx(s)) {
+			/* fell back meanwhile: plain TCP */
+			r = sdp_sys.sendmsg(s->fd, &m, flags);
+			if (r > 0 && s->st)
+				s->st->tx_tcp += r;
+			if (r < 0 && done)
+				return done;
+			return r < 0 ? r : (ssize_t)done + r;
+		}
+		r = sw_upgrade_hello(s, &m, flags);
+		if (r == SW_NO_HELLO && !head_tx(s))
+			continue;	/* fell back: plain TCP */
+		if (r == SW_NO_HELLO)
+			r = want ? sw_head_send(s, &m, flags) : 0;
+		if (r >= 0) {
+			done += r;
+			if (done == want || nb)
+				return done;
+			continue;
+		}
+		if (r != -EAGAIN || nb) {
+			if (done)
+				return done;
+			errno = -r;
+			return -1;
+		}
+		pthread_mutex_unlock(&s->lock);
+		{
+			struct pollfd pf = { .fd = s->fd, .events = POLLOUT };
+
+			r = sdp_sys.poll(&pf, 1, -1);
+		}
+		pthread_mutex_lock(&s->lock);
+		if (r < 0 && errno == EINTR) {
+			if (done)
+				return done;
+			errno = EINTR;
+			return -1;
+		}
+		settle(s);
+	}
+}
 
 ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 {
@@ -209,17 +363,15 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 	int e;
 
 	pthread_mutex_lock(&s->lock);
-	settle(s, false);
-	if (pending(s)) {
-		/* the upgrade needs the peer's program to run (it may even
-		 * be this thread's next call): keep the bytes, as a TCP
-		 * send buffer would, and send them first once settled */
-		r = ptx_append(s, msg, flags);
-		if (r != -2) {
-			pthread_mutex_unlock(&s->lock);
-			return r;
-		}
-		settle(s, true);
+	settle(s);
+	if ((flags & MSG_OOB) && head_tx(s))
+		/* urgent data takes the path the rest of the stream takes,
+		 * which must be settled first */
+		sw_upgrade_settle(s);
+	if (head_tx(s)) {
+		r = head_sendmsg(s, msg, flags);
+		pthread_mutex_unlock(&s->lock);
+		return r;
 	}
 	if (s->state == SW_SAN && !s->ss.dg_sent) {
 		if (flags & MSG_OOB) {
@@ -277,11 +429,12 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 	size_t done = 0;
 
 	pthread_mutex_lock(&s->lock);
-	settle(s, true);
-	if (s->state != SW_SAN) {
+	settle(s);
+	if (s->state == SW_TCP || s->state == SW_CONNECTING) {
 		pthread_mutex_unlock(&s->lock);
 		return sendfile(s->fd, in_fd, offset, count);
 	}
+	/* the SAN, or TCP bytes the switch counts: copied through sendmsg */
 	pthread_mutex_unlock(&s->lock);
 	if (!buf)
 		buf = malloc(bufsz);
@@ -329,7 +482,8 @@ int sw_shutdown(struct sw_sock *s, int how)
 	int r = 0;
 
 	pthread_mutex_lock(&s->lock);
-	settle(s, true);
+	if (sw_pending(s))
+		sw_upgrade_settle(s);
 	if (s->state != SW_SAN) {
 		pthread_mutex_unlock(&s->lock);
 		return sdp_sys.shutdown(s->fd, how);
@@ -354,6 +508,15 @@ int sw_close(struct sw_sock *s, int fd)
 
 	pthread_mutex_lock(&s->lock);
 	s->closed = true;
+	if (sw_pending(s)) {
+		/* TCP's end goes first: a server that finds our provider
+		 * listener gone then sees why (server_connect) */
+		int r = sdp_sys.close(fd);
+
+		sw_fallback(s, SDP_FB_ENDED, NULL);
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
 	if (s->state == SW_SAN && !s->ss.peer_dead && !s->ss.error) {
 		if (s->linger0) {
 			if (sw_credit_can_send(&s->ss, SDP_MSG_WAKE_ME))
@@ -382,6 +545,14 @@ int sw_close(struct sw_sock *s, int fd)
 		       !s->tcp_eof && sw_now_ns() < deadline)
 			sw_session_wait(s, POLLOUT, deadline);
 	}
+	/* a doorbell left unread would turn TCP's FIN into a reset, which
+	 * the peer's program would see if it still reads its end there */
+	if (s->ss.cq && s->state != SW_TCP) {
+		sw_progress(s);
+		if (!s->rx_san && s->tcp_rx_limit == s->tcp_rx)
+			s->rx_san = true;
+		sw_doorbell_drain(s);
+	}
 	sw_session_free(s);
 	pthread_mutex_unlock(&s->lock);
 	return sdp_sys.close(fd);
@@ -392,8 +563,29 @@ int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 	int handled = 0;
 
 	pthread_mutex_lock(&s->lock);
-	settle(s, false);
-	if (s->state == SW_SAN) {
+	settle(s);
+	if (req == FIONREAD && !s->rx_san && s->state != SW_TCP &&
+	    s->state != SW_LISTENER) {
+		/* the peer's TCP bytes up to its switch point, and what
+		 * follows it on the SAN once they are all there */
+		int k = 0;
+		uint64_t n;
+
+		if (s->state == SW_HELLO_PENDING)
+			sw_upgrade_hello(s, NULL, 0);
+		if (s->ss.cq)
+			sw_progress(s);
+		if (sw_hello_ahead(s) ||
+		    sdp_sys.ioctl(s->fd, FIONREAD, &k))
+			k = 0;
+		n = (uint64_t)k;
+		if (s->tcp_rx_limit != SW_NO_LIMIT &&
+		    n >= s->tcp_rx_limit - s->tcp_rx)
+			n = s->tcp_rx_limit - s->tcp_rx + s->ss.rx_queued;
+		*(int *)arg = n > 0x7fffffff ? 0x7fffffff : (int)n;
+		*ret = 0;
+		handled = 1;
+	} else if (s->state == SW_SAN) {
 		if (req == FIONREAD) {
 			sw_progress(s);
 			*(int *)arg = s->ss.rx_queued > 0x7fffffff ?
@@ -466,7 +658,9 @@ void sw_set_nonblock(struct sw_sock *s, bool on)
 
 /* ---- readiness ------------------------------------------------------------ */
 
-static short san_revents(struct sw_sock *s, short events)
+/* SAN readiness; rx: the peer's bytes come from the SAN (all its TCP bytes
+ * were read), else only the sending side and errors count here. */
+static short san_revents(struct sw_sock *s, short events, bool rx)
 {
 	struct sw_session *ss = &s->ss;
 	short r = 0;
@@ -474,16 +668,16 @@ static short san_revents(struct sw_sock *s, short events)
 	 * follows it comes on TCP, where the kernel reports it */
 	bool data = ss->rxq && ss->rxq->kind != RX_DOWNGRADE;
 
-	if ((events & (POLLIN | POLLRDNORM)) &&
+	if (rx && (events & (POLLIN | POLLRDNORM)) &&
 	    (data || ss->fin_rcvd || ss->abort_rcvd || ss->error ||
 	     sw_peer_ended(s)))
 		r |= events & (POLLIN | POLLRDNORM);
-	if ((events & POLLRDHUP) && (ss->fin_rcvd || sw_peer_ended(s)))
+	if (rx && (events & POLLRDHUP) && (ss->fin_rcvd || sw_peer_ended(s)))
 		r |= POLLRDHUP;
 	if ((events & POLLPRI) && ss->oob_valid)
 		r |= POLLPRI;
 	if ((events & (POLLOUT | POLLWRNORM)) &&
-	    (sw_credit_can_send(ss, SDP_MSG_DATA) || ss->peer_dead ||
+	    (sw_credit_writable(ss) || ss->peer_dead ||
 	     ss->error || s->tcp_eof || ss->abort_rcvd))
 		r |= events & (POLLOUT | POLLWRNORM);
 	if (ss->abort_rcvd || ss->error)
@@ -493,53 +687,97 @@ static short san_revents(struct sw_sock *s, short events)
 	return r;
 }
 
+/* Before the peer's switch point: POLLIN from its TCP bytes; our side
+ * sends on TCP until ours (the kernel tells), on the SAN after it. */
+static short head_revents(struct sw_sock *s, short events,
+			  short kernel_revents)
+{
+	short r = 0;
+	int h = sw_head_readable(s, kernel_revents);
+
+	if (h == SW_HEAD_SWITCHED)
+		return -1;
+	/* a kernel report here is the program's bytes arriving on TCP: an
+	 * edge, as on a plain TCP socket */
+	if (kernel_revents)
+		sw_event(s);
+	if (h & POLLIN)
+		r |= events & (POLLIN | POLLRDNORM);
+	if (h & POLLRDHUP)
+		r |= events & POLLRDHUP;
+	if (s->state == SW_SAN)
+		r |= san_revents(s, events, false);
+	else
+		r |= kernel_revents & (POLLOUT | POLLWRNORM);
+	r |= kernel_revents & (POLLERR | POLLHUP);
+	return r;
+}
+
+/* The program's events for a TCP-state socket. */
+static short tcp_revents(struct sw_sock *s, short events,
+			 short kernel_revents)
+{
+	/* on TCP the kernel's reports are the events; but bytes of ours (a
+	 * downgrade marker) must not make the socket look readable */
+	short r = kernel_revents;
+
+	if ((r & (POLLIN | POLLRDNORM)) && (s->dg_marker || s->skip_hello)) {
+		if (s->dg_marker)
+			sw_dg_marker_skip(s, false);
+		if (s->skip_hello)
+			sw_hello_skip(s, false);
+		if (!s->prefix_len && (s->dg_marker || s->skip_hello))
+			r &= ~(POLLIN | POLLRDNORM);
+	}
+	if (kernel_revents)
+		sw_event(s);
+	if (s->prefix_len ||
+	    (s->fork_buf && s->fork_buf->off < s->fork_buf->len))
+		r |= events & (POLLIN | POLLRDNORM);
+	return r;
+}
+
 short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 {
+	bool hello;
 	short r;
 
 	pthread_mutex_lock(&s->lock);
-	settle(s, false);
-	if (s->state == SW_SAN) {
+	hello = sw_hello_ahead(s);
+	settle(s);
+	if (hello && !sw_hello_ahead(s) && (kernel_revents & POLLIN)) {
+		/* the kernel's POLLIN may have been the peer's hello, which
+		 * was just taken: ask it again */
+		struct pollfd pf = { .fd = s->fd, .events = events | POLLIN };
+
+		kernel_revents = sdp_sys.poll(&pf, 1, 0) == 1 ? pf.revents : 0;
+	}
+	if (s->state == SW_HELLO_PENDING && (events & POLLIN))
+		sw_upgrade_hello(s, NULL, 0);
+	if (s->state == SW_SAN && s->rx_san) {
 		if (kernel_revents & (POLLIN | POLLHUP | POLLERR))
 			sw_doorbell_drain(s);
 		sw_progress(s);
 		if (s->ss.rxq && s->ss.rxq->kind == RX_DOWNGRADE)
 			sw_downgrade_rx_point(s);
 	}
-	if (s->state == SW_SAN) {
-		r = san_revents(s, events);
-	} else if (pending(s)) {
-		/* handshake bytes are not the program's; writes may go
-		 * while the pending buffer has room (they wait there for
-		 * the upgrade to settle): only then is the socket usable */
+	if (sw_hello_ahead(s)) {
+		/* the peer's hello comes before any byte of the program's;
+		 * writes go on TCP */
 		r = kernel_revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
-		if (s->ptx_len >= SW_PTX_MAX)
-			r &= ~(POLLOUT | POLLWRNORM);
-	} else {
-		/* on TCP the kernel's reports are the events; but bytes of
-		 * ours (a marker after an upgrade or downgrade) must not make
-		 * the socket look readable to the program */
-		r = kernel_revents;
-		if ((r & (POLLIN | POLLRDNORM)) &&
-		    (s->dg_marker || s->marker_check || s->expect_server_hello)) {
-			uint8_t b;
-
-			if (s->dg_marker)
-				sw_dg_marker_skip(s, false);
-			if (s->marker_check || s->expect_server_hello)
-				sw_tcp_marker_skip(s, false);
-			if (!s->prefix_len && (s->dg_marker || s->marker_check ||
-					       s->expect_server_hello ||
-					       sdp_sys.recv(s->fd, &b, 1,
-							    MSG_PEEK |
-							    MSG_DONTWAIT) < 0))
-				r &= ~(POLLIN | POLLRDNORM);
-		}
 		if (kernel_revents)
 			sw_event(s);
-		if (s->prefix_len ||
-		    (s->fork_buf && s->fork_buf->off < s->fork_buf->len))
-			r |= events & (POLLIN | POLLRDNORM);
+	} else if ((s->state == SW_UPGRADING || s->state == SW_SAN) &&
+		   !s->rx_san &&
+		   (r = head_revents(s, events, kernel_revents)) >= 0) {
+		/* r set */
+	} else if (s->state == SW_SAN) {
+		if (kernel_revents & (POLLIN | POLLHUP | POLLERR))
+			sw_doorbell_drain(s);
+		sw_progress(s);
+		r = san_revents(s, events, true);
+	} else {
+		r = tcp_revents(s, events, kernel_revents);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -559,6 +797,7 @@ static void poll_idle(struct sw_sock *s)
 void sw_poll_idle(struct sw_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
+	settle(s);
 	if (s->state == SW_SAN) {
 		sw_progress(s);
 		poll_idle(s);
@@ -571,60 +810,90 @@ short sw_poll_arm(struct sw_sock *s, short events)
 	short r = 0;
 
 	pthread_mutex_lock(&s->lock);
-	settle(s, false);
+	settle(s);
+	if (s->state == SW_HELLO_PENDING && (events & POLLIN))
+		sw_upgrade_hello(s, NULL, 0);
 	if (s->state == SW_SAN) {
 		sw_progress(s);
 		poll_idle(s);
-		r = san_revents(s, events);
-		if (!r) {
+		if (!s->rx_san) {
+			/* the peer's TCP bytes (or its SWITCH's doorbell) wake
+			 * the kernel's sleep: nothing to ask for */
+			r = head_revents(s, events, 0);
+			if (r >= 0)
+				goto out;
+		}
+		r = san_revents(s, events, true);
+		if (!r && s->ss.switch_rcvd) {
 			sw_credit_adapt(s);
 			if (!s->ss.wake_armed &&
 			    sw_credit_can_send(&s->ss, SDP_MSG_WAKE_ME) &&
 			    !sw_session_arm(s))
 				s->ss.wake_armed = true;
 			sw_progress(s);
-			r = san_revents(s, events);
+			r = san_revents(s, events, true);
 		}
-	} else if (!pending(s) && s->prefix_len) {
+	} else if (s->state == SW_UPGRADING) {
+		r = head_revents(s, events, 0);
+		/* writes go on TCP: the kernel's sleep tells */
+		r &= ~(POLLOUT | POLLWRNORM);
+		if (r < 0)
+			r = 0;
+	} else if (s->state == SW_TCP && s->prefix_len) {
 		r = events & (POLLIN | POLLRDNORM);
 	}
+out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }
 
 /*
  * For readiness.c, while the upgrade of s is pending: the fds besides the
- * TCP fd whose events move it on (the provider listener a client waits on
- * for the server's connection). The CQ notify fd is not among them: a
- * provider may make it on first use and keep it for the connection's life
- * (docs/provider-shm.md); a client that takes the connection rings on TCP
- * instead, and readiness bounds the sleep of a socket with no fd here.
- * With max 0, only asks. Returns -1 when s is not pending, -2 when the
+ * TCP fd whose events move it on, so that a sleep watches them too: the
+ * provider listener of a client waiting for the server's connection, and,
+ * across a wire, the CQ that brings the peer's SWITCH (a local provider's
+ * peer rings a doorbell on TCP instead). *tcp_in: the TCP fd must be
+ * watched for POLLIN whatever the program asked (the server's hello). With
+ * max 0, only asks. Returns -1 when nothing of s is pending, -2 when the
  * upgrade moved on here (do not sleep), else the number of fds.
  */
-int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max)
+int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max, bool *tcp_in,
+			int *nap_ms)
 {
+	enum sw_state was;
 	int n = -1, i, fd;
 
+	*tcp_in = false;
+	*nap_ms = 0;
 	pthread_mutex_lock(&s->lock);
-	if (!pending(s) || !max)
+	was = s->state;
+	if (!sw_pending(s) && !(s->state == SW_SAN && !s->ss.switch_rcvd))
 		goto unlock;
 	n = 0;
-	for (i = 0; s->state == SW_HELLO_SENT && i < sw_nproviders &&
-		    n < max; i++) {
-		if (!s->plisten[i])
-			continue;
-		fd = sw_providers[i].mod.ops.listener_fd(s->plisten[i]);
+	*tcp_in = s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
+		  s->state == SW_HELLO_WAIT;
+	if (!max)
+		goto unlock;
+	*nap_ms = sw_upgrade_nap_ms(s);
+	if (s->state == SW_UPGRADING && s->is_client && !s->ss.ep) {
+		for (i = 0; i < sw_nproviders && n < max; i++) {
+			if (!s->plisten[i])
+				continue;
+			fd = sw_providers[i].mod.ops.listener_fd(
+				s->plisten[i]);
+			if (fd >= 0)
+				fds[n++] = fd;
+		}
+	} else if (s->ss.ep && !s->ss.switch_rcvd) {
+		fd = sw_cq_sleep_fd(s);
 		if (fd >= 0)
 			fds[n++] = fd;
 	}
 	/* look once more before the caller sleeps */
-	settle(s, false);
-	if (!pending(s))
+	settle(s);
+	if (s->state != was)
 		n = -2;
 unlock:
-	if (n == -1 && pending(s))
-		n = 0;
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
@@ -634,7 +903,12 @@ unlock:
 void sw_poll_upgrade_woken(struct sw_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
-	settle(s, false);
+	if (s->ss.cq && s->ss.ep && !s->ss.switch_rcvd &&
+	    !(s->ss.prov->mod.info.caps & SDP_CAP_LOCAL_ONLY))
+		s->ss.prov->mod.ops.cq_ack(s->ss.cq);
+	settle(s);
+	if (s->state == SW_SAN && s->ss.cq)
+		sw_progress(s);
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -155,6 +155,7 @@ struct sw_sock *sw_sock_new(int fd, enum sw_state state)
 	atomic_init(&s->refs, 1);
 	s->fd = fd;
 	s->state = state;
+	s->tcp_rx_limit = SW_NO_LIMIT;
 	s->st = sw_stats_conn_new();
 	if (s->st) {
 		s->st->fd = fd;
@@ -218,7 +219,37 @@ uint64_t sw_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* Randomness comes from getrandom in blocks, handed out per thread: one
+ * system call per 32 keys rather than per key. A forked child must not
+ * hand out what its parent does: the block is tied to the process. */
+static __thread struct {
+	pid_t pid;
+	size_t off;
+	uint8_t b[512];
+} rnd;
+
+static void random_fill(void *buf, size_t len);
+
 void sw_random(void *buf, size_t len)
+{
+	pid_t pid = getpid();
+
+	if (len > sizeof(rnd.b) / 4) {
+		random_fill(buf, len);
+		return;
+	}
+	if (rnd.pid != pid || rnd.off + len > sizeof(rnd.b)) {
+		random_fill(rnd.b, sizeof(rnd.b));
+		rnd.pid = pid;
+		rnd.off = 0;
+	}
+	memcpy(buf, rnd.b + rnd.off, len);
+	/* never handed out twice */
+	memset(rnd.b + rnd.off, 0, len);
+	rnd.off += len;
+}
+
+static void random_fill(void *buf, size_t len)
 {
 	uint8_t *p = buf;
 

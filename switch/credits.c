@@ -25,6 +25,24 @@ bool sw_credit_can_send(struct sw_session *ss, uint8_t type)
 	return ss->peer_nrecv && ss->credits >= need;
 }
 
+/*
+ * Writable, as poll tells a program of a TCP socket: a send of any size
+ * makes progress without waiting. Credits for data, and, where the peer
+ * offers a staging ring (the send buffer of large writes), a third of it
+ * free, as TCP wants a third of its send buffer free (sk_stream_wspace):
+ * a program told writable with the ring full would block in its write,
+ * and one whose peer does the same (socat in both directions) would wait
+ * for it forever instead of reading.
+ */
+bool sw_credit_writable(struct sw_session *ss)
+{
+	uint64_t used = ss->peer_staging_head - ss->peer_staging_freed;
+
+	return sw_credit_can_send(ss, SDP_MSG_DATA) &&
+	       (!ss->peer_staging.length ||
+		used + ss->peer_staging.length / 3 <= ss->peer_staging.length);
+}
+
 void sw_credit_consume(struct sw_session *ss)
 {
 	ss->credits--;

@@ -20,7 +20,7 @@
 int sw_downgrade_start(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
-	struct sdp_abandon m;
+	struct sdp_marker m;
 	int r;
 
 	if (ss->dg_sent)
@@ -71,7 +71,7 @@ void sw_downgrade_rx_point(struct sw_sock *s)
 
 int sw_dg_marker_skip(struct sw_sock *s, bool wait)
 {
-	struct sdp_abandon want;
+	struct sdp_marker want;
 	uint8_t buf[64];
 
 	memcpy(want.magic, SDP_DOWNGRADE_MAGIC, SDP_MAGIC_LEN);
@@ -137,14 +137,36 @@ ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags)
 	return got;
 }
 
-/* Moves the unread SAN bytes of s into a buffer parent and child share. */
+/* Reads exactly len bytes of the peer's from TCP (they were sent before
+ * its switch point, which came already). */
+static int head_read_all(struct sw_sock *s, uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = sdp_sys.recv(s->fd, buf + got, len - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EIO;
+		got += n;
+	}
+	return 0;
+}
+
+/* Moves the unread bytes of s into a buffer parent and child share: the
+ * peer's bytes still on TCP before its switch point, then those that came
+ * on the SAN. */
 static int capture_rx(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
-	size_t len = ss->rx_queued, map_len;
+	size_t head = s->rx_san ? 0 : s->tcp_rx_limit - s->tcp_rx;
+	size_t len = head + ss->rx_queued, map_len;
 	struct sw_fork_buf *fb;
 	pthread_mutexattr_t a;
 	struct iovec iov;
+	ssize_t n;
 
 	if (!len)
 		return 0;
@@ -158,11 +180,19 @@ static int capture_rx(struct sw_sock *s)
 	pthread_mutex_init(&fb->lock, &a);
 	pthread_mutexattr_destroy(&a);
 	fb->map_len = map_len;
-	iov.iov_base = fb->data;
-	iov.iov_len = len;
-	fb->len = sw_session_recv(s, &iov, 1, MSG_DONTWAIT);
-	if ((ssize_t)fb->len < 0)
-		fb->len = 0;
+	fb->len = 0;
+	if (head && head_read_all(s, fb->data, head) == 0) {
+		fb->len = head;
+		s->tcp_rx += head;
+		if (s->st)
+			s->st->rx_tcp += head;
+	}
+	s->rx_san = true;
+	iov.iov_base = fb->data + fb->len;
+	iov.iov_len = ss->rx_queued;
+	n = iov.iov_len ? sw_session_recv(s, &iov, 1, MSG_DONTWAIT) : 0;
+	if (n > 0)
+		fb->len += n;
 	fb->off = 0;
 	s->fork_buf = fb;
 	return 0;
@@ -176,24 +206,24 @@ void sw_downgrade_all(bool capture)
 	uint64_t deadline = sw_now_ns() + DG_TIMEOUT_NS;
 	int n = sw_sock_list(&v), i, busy;
 
-	/* settle pending upgrades (both ends may be in this process) */
+	/* pending upgrades: given up where nothing is lost by it, else
+	 * (a committed server) finished; both ends may be in this process,
+	 * so every socket moves on in each round */
 	do {
 		busy = 0;
 		for (i = 0; i < n; i++) {
 			struct sw_sock *s = v[i];
 
 			pthread_mutex_lock(&s->lock);
-			if (s->state == SW_CONNECTING ||
-			    s->state == SW_HELLO_SENT ||
-			    s->state == SW_UPGRADING) {
-				sw_upgrade_progress(s, false);
-				if (s->state != SW_SAN && s->state != SW_TCP) {
-					if (sw_now_ns() > deadline)
-						sw_upgrade_abandon(s,
-							SDP_FB_TIMEOUT,
-							"fork or exec during the upgrade");
-					else
-						busy++;
+			if (sw_pending(s) && sw_upgrade_cut(s)) {
+				sw_upgrade_progress(s);
+				if (sw_pending(s) && sw_now_ns() > deadline) {
+					SW_WARN("fd %d: the client did not answer the upgrade before fork or exec; staying on TCP (what it sends to the provider later is lost)",
+						s->fd);
+					sw_fallback(s, SDP_FB_TIMEOUT,
+						    "no SWITCH from the client");
+				} else if (sw_pending(s)) {
+					busy++;
 				}
 			}
 			pthread_mutex_unlock(&s->lock);

@@ -53,6 +53,14 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 		s->st->fb_reason = reason;
 		s->st->state = SW_TCP;
 	}
+	/* the peer may still send its hello (it saw ours, or our listener):
+	 * the TCP path drops it (sw_hello_skip). Not when what came first
+	 * was already found to be the program's bytes. */
+	if (reason != SDP_FB_BAD_HELLO && reason != SDP_FB_NO_PEER_SWITCH &&
+	    (s->state == SW_HELLO_PENDING || s->state == SW_HELLO_WAIT ||
+	     (s->state == SW_HELLO_SENT &&
+	      s->hello_got < sizeof(struct sdp_hello))))
+		s->skip_hello = true;
 	SW_INFO("fd %d %s %s: plain TCP: %s%s%s", s->fd,
 		s->is_client ? "to" : "from", peer, sdp_fallback_name(reason),
 		detail ? ": " : "", detail ? detail : "");

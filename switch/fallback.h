@@ -24,6 +24,10 @@ enum sdp_fallback_reason {
 	SDP_FB_BAD_HELLO,	/* malformed handshake message from the peer */
 	SDP_FB_NOT_TCP,		/* not an IPv4/IPv6 TCP stream socket */
 	SDP_FB_PEER_FALLBACK,	/* the peer chose TCP (its reason in the log) */
+	SDP_FB_CUT,		/* shutdown, urgent data, fork or exec came
+				 * before the upgrade finished */
+	SDP_FB_ENDED,		/* the connection ended before its upgrade
+				 * finished: all its bytes went on TCP */
 	SDP_FB_MAX
 };
 

@@ -25,6 +25,8 @@ const char *sdp_fallback_name(int reason)
 		[SDP_FB_BAD_HELLO] = "bad-hello",
 		[SDP_FB_NOT_TCP] = "not-tcp",
 		[SDP_FB_PEER_FALLBACK] = "peer-fallback",
+		[SDP_FB_CUT] = "cut",
+		[SDP_FB_ENDED] = "ended",
 	};
 
 	if (reason < 0 || reason >= SDP_FB_MAX || !names[reason])

@@ -38,8 +38,18 @@ void sw_log(int level, const char *fmt, ...)
 
 	if (level > sw_cfg.log_level)
 		return;
-	n = snprintf(line, sizeof(line), "sdp-switch[%d] %s: ", (int)getpid(),
-		     names[level & 7]);
+	if (sw_cfg.log_level >= 7) {
+		/* at debug level, when: lines of both ends can be merged */
+		uint64_t t = sw_now_ns();
+
+		n = snprintf(line, sizeof(line), "%llu.%06llu sdp-switch[%d] %s: ",
+			     (unsigned long long)(t / 1000000000),
+			     (unsigned long long)(t % 1000000000 / 1000),
+			     (int)getpid(), names[level & 7]);
+	} else {
+		n = snprintf(line, sizeof(line), "sdp-switch[%d] %s: ",
+			     (int)getpid(), names[level & 7]);
+	}
 	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
 	va_end(ap);

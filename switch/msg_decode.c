@@ -21,6 +21,7 @@ static const uint16_t body_len[SDP_MSG_TYPE_MAX] = {
 	[SDP_MSG_CREDIT_DELTA] = sizeof(struct sdp_msg_delta),
 	[SDP_MSG_CREDIT_RELEASE] = sizeof(struct sdp_msg_release),
 	[SDP_MSG_XOFFER] = sizeof(struct sdp_msg_rdata),
+	[SDP_MSG_SWITCH] = sizeof(struct sdp_msg_switch),
 };
 
 static int bad(char *why, size_t whylen, const char *fmt, ...)
@@ -46,7 +47,7 @@ int sdp_msg_decode(const uint8_t *buf, size_t len, struct sdp_msg_view *v,
 	memcpy(h, buf, sizeof(*h));
 	if (h->type == 0 || h->type >= SDP_MSG_TYPE_MAX)
 		return bad(why, whylen, "unknown message type %u", h->type);
-	if (h->flags & ~SDP_MSG_F_WAKE_ME)
+	if (h->flags & ~(SDP_MSG_F_WAKE_ME | SDP_MSG_F_SWITCHED))
 		return bad(why, whylen, "unknown flags 0x%x", h->flags);
 	if (h->reserved)
 		return bad(why, whylen,
@@ -161,6 +162,16 @@ int sdp_msg_decode(const uint8_t *buf, size_t len, struct sdp_msg_view *v,
 			return bad(why, whylen,
 				   "CREDIT_DELTA offers an unusable staging ring (%llu bytes)",
 				   (unsigned long long)d.staging.length);
+		break;
+	}
+	case SDP_MSG_SWITCH: {
+		struct sdp_msg_switch sw;
+
+		memcpy(&sw, v->body, sizeof(sw));
+		if (h->len || sw.reserved)
+			return bad(why, whylen,
+				   "malformed SWITCH (payload %u, reserved %llu)",
+				   h->len, (unsigned long long)sw.reserved);
 		break;
 	}
 	case SDP_MSG_CREDIT_RELEASE: {

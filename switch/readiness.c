@@ -112,8 +112,9 @@ struct rd_ent {
 				 * of the kernel, a credit doorbell wakes
 				 * us instead */
 	bool known;		/* pend looked at since the fd is managed */
-	bool pend;		/* its upgrade is pending: the kernel also
-				 * watches EPOLLIN (hello, doorbell) */
+	bool pend;		/* its upgrade is pending */
+	bool pend_in;		/* ... and the kernel also watches EPOLLIN
+				 * (the server's hello) */
 };
 
 struct rd_ep {
@@ -303,7 +304,7 @@ static uint32_t rd_kev(const struct rd_ent *e, bool managed)
 
 	if (managed && e->out_veto)
 		ev = (ev & ~(uint32_t)EPOLLOUT) | EPOLLIN;
-	if (managed && e->pend)
+	if (managed && e->pend_in)
 		ev |= EPOLLIN;
 	return ev;
 }
@@ -366,7 +367,10 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		e->is_ep = inner != NULL;
 		if (s) {
 			e->known = true;
-			e->pend = sw_poll_upgrade_fds(s, NULL, 0) >= 0;
+			int nap;
+
+			e->pend = sw_poll_upgrade_fds(s, NULL, 0,
+						      &e->pend_in, &nap) >= 0;
 		}
 		ret = rd_kernel_ctl(epfd, op, e, rd_kev(e, s != NULL));
 		if (ret) {
@@ -590,31 +594,35 @@ struct rd_extra {
 	int xfd[RD_MAX_EXTRA];
 	int xowner[RD_MAX_EXTRA];
 	int nx;
-	bool xfull;		/* more than fit, or an upgrade with nothing
-				 * to watch but TCP: bound the sleep */
+	bool xfull;		/* more than fit: bound the sleep */
+	int nap_ms;		/* an upgrade seen only by looking: bound */
 	bool progressed;	/* an upgrade moved on while arming */
 };
 
 static void rd_extra_reset(struct rd_extra *x)
 {
 	x->nx = 0;
+	x->nap_ms = 0;
 	x->xfull = x->progressed = false;
 }
 
 /* Collects what moves the pending upgrade of s (the program's fd owner)
- * on. Returns false when s has no pending upgrade. */
-static bool rd_extra_collect(struct rd_extra *x, struct sw_sock *s,
-			     int owner)
+ * on. Returns -1 when s has no pending upgrade, 1 when its TCP fd must be
+ * watched for POLLIN too, else 0. The program's bytes travel on TCP during
+ * the upgrade, so a sleep with nothing to watch for it is no longer bounded:
+ * the upgrade moves on at the program's next call. */
+static int rd_extra_collect(struct rd_extra *x, struct sw_sock *s, int owner)
 {
-	int fds[2], k, i;
+	int fds[2], k, i, nap;
+	bool in;
 
-	k = sw_poll_upgrade_fds(s, fds, 2);
+	k = sw_poll_upgrade_fds(s, fds, 2, &in, &nap);
 	if (k == -1)
-		return false;
+		return -1;
 	if (k == -2)
 		x->progressed = true;
-	if (k == 0)
-		x->xfull = true;	/* nothing to watch: a bounded sleep */
+	if (nap && (!x->nap_ms || nap < x->nap_ms))
+		x->nap_ms = nap;
 	for (i = 0; i < k; i++) {
 		if (x->nx >= RD_MAX_EXTRA) {
 			x->xfull = true;
@@ -623,7 +631,7 @@ static bool rd_extra_collect(struct rd_extra *x, struct sw_sock *s,
 		x->xfd[x->nx] = fds[i];
 		x->xowner[x->nx++] = owner;
 	}
-	return true;
+	return in;
 }
 
 /* The sleep's bound for what was collected: none when an upgrade moved
@@ -632,11 +640,15 @@ static const struct timespec *rd_extra_bound(const struct rd_extra *x,
 					     const struct timespec *t,
 					     struct timespec *nap)
 {
+	int64_t bound = x->xfull ? RD_PENDING_NAP_NS :
+				   (int64_t)x->nap_ms * 1000000;
+
 	if (x->progressed)
 		return &rd_zero;
-	if (x->xfull && (!t || t->tv_sec || t->tv_nsec > RD_PENDING_NAP_NS)) {
-		nap->tv_sec = 0;
-		nap->tv_nsec = RD_PENDING_NAP_NS;
+	if (bound && (!t || (int64_t)t->tv_sec * 1000000000 + t->tv_nsec >
+				    bound)) {
+		nap->tv_sec = bound / 1000000000;
+		nap->tv_nsec = bound % 1000000000;
 		return nap;
 	}
 	return t;
@@ -711,8 +723,11 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 			continue;
 		++*special;
 		if (s && (!e->known || e->pend)) {
+			int nap;
+
 			/* rare: only until the upgrade settles */
-			e->pend = sw_poll_upgrade_fds(s, NULL, 0) >= 0;
+			e->pend = sw_poll_upgrade_fds(s, NULL, 0,
+						      &e->pend_in, &nap) >= 0;
 			e->known = true;
 		}
 		if (s && e->out_veto &&
@@ -721,6 +736,16 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		if (s)
 			rd_ent_sync(ep, e, true);
 		r = arm ? rd_ent_arm(e, s, 0) : rd_ent_san(e, s, 0, true);
+		if (arm && s && !r && (e->events & EPOLLOUT) && !e->out_veto &&
+		    !(sw_poll_revents(s, POLLOUT, POLLOUT) & POLLOUT)) {
+			/* Not writable by the switch's word while the kernel's
+			 * TCP send buffer is: an edge-triggered registration
+			 * would never hear of it again (the kernel reports
+			 * EPOLLOUT only when its buffer drains). Sleep on the
+			 * credit doorbell instead, as after a vetoed report. */
+			e->out_veto = true;
+			rd_ent_sync(ep, e, true);
+		}
 		if (r)
 			rd_report(o, e, r);
 		else if (arm && s && e->pend && !e->disarmed)
@@ -975,7 +1000,8 @@ struct rd_pollset {
 	struct rd_ep **eps;
 	short *san;		/* SAN revents found this pass */
 	bool *veto;		/* POLLOUT vetoed by the switch */
-	bool *pend;		/* its upgrade is pending (found arming) */
+	bool *pend;		/* its pending upgrade needs POLLIN (found
+				 * arming) */
 	struct rd_extra x;	/* kfds has room for these after nfds */
 };
 
@@ -1007,7 +1033,7 @@ static int rd_ps_scan(struct rd_pollset *ps, bool arm)
 		n += r != 0;
 		if (arm && !r && ps->socks[i])
 			ps->pend[i] = rd_extra_collect(&ps->x, ps->socks[i],
-						       p->fd);
+						       p->fd) > 0;
 	}
 	return n;
 }

@@ -36,12 +36,13 @@ void sw_sock_unref(struct sw_sock *s);
 
 /* ---- set-up. Each does the real call itself. ---------------------------- */
 
-/* connect(2) for a TCP socket fd the switch does not manage yet. When the
- * connection is (or may become) carried by a provider, *out receives a new
- * sw_sock with one reference for the fd table. Returns like connect(2),
- * including -1/EINPROGRESS for non-blocking sockets (*out is set then too:
- * the upgrade continues when the connection completes). */
-int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
+/* connect(2) for a TCP socket fd (of family AF_INET or AF_INET6) the switch
+ * does not manage yet. When the connection is (or may become) carried by a
+ * provider, *out receives a new sw_sock with one reference for the fd
+ * table. Returns like connect(2), including -1/EINPROGRESS for non-blocking
+ * sockets (*out is set then too: the upgrade continues when the connection
+ * completes). */
+int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	       struct sw_sock **out);
 /* connect(2) again on a managed socket (non-blocking connect polling). */
 int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
@@ -49,7 +50,7 @@ int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
 
 /* listen(2) for a TCP socket fd; *out as for sw_connect (NULL when the
  * switch does not take the listener, e.g. by rule). */
-int sw_listen(int fd, int backlog, struct sw_sock **out);
+int sw_listen(int fd, int family, int backlog, struct sw_sock **out);
 
 /* accept4(2) on a managed listener; returns the new fd or -1. *out receives
  * the new connection's sw_sock when the switch manages it, else NULL. */
@@ -106,12 +107,15 @@ void sw_poll_idle(struct sw_sock *s);
 short sw_poll_arm(struct sw_sock *s, short events);
 /*
  * While the upgrade of s is pending: the fds besides the TCP fd whose
- * events move it on (up to max into fds). Returns -1 when s is not
- * pending, -2 when the upgrade moved on here (do not sleep), else their
- * number. After a sleep that watched them, sw_poll_upgrade_woken moves the
- * upgrade on.
+ * events move it on (up to max into fds); *tcp_in says the TCP fd must be
+ * watched for POLLIN whatever the program asked, *nap_ms bounds the sleep
+ * (0: no bound) when a step can only be seen by looking. Returns -1 when s
+ * is not pending, -2 when the upgrade moved on here (do not sleep), else
+ * their number. After a sleep that watched them, sw_poll_upgrade_woken
+ * moves the upgrade on.
  */
-int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max);
+int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max, bool *tcp_in,
+			int *nap_ms);
 void sw_poll_upgrade_woken(struct sw_sock *s);
 /* Longest a wait over switch sockets should sleep before re-arming (so
  * idle connections can give buffers back), or -1 for no limit. */

@@ -210,18 +210,17 @@ static void xslot_attach(struct sw_sock *s)
 		return;
 	ss->xs_mine = mine;
 	ss->xs_peer = peers;
+	ss->peer_xslot = ss->peer_takes_xoffer && ss->peer_can_read;
 	/* ours starts idle: no claim of an old offer can match */
 	atomic_store(&ss->xs_mine->push, 0);
 	atomic_store(&ss->xs_mine->consumed, 0);
 	atomic_store(&ss->xs_mine->state, 0);
 }
 
-int sw_session_start(struct sw_sock *s)
+int sw_session_send_setup(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
-	struct sw_provider *p = ss->prov;
 	struct sdp_msg_setup setup;
-	struct sw_proc_stats *ps = sw_stats_proc();
 	int r;
 
 	xslot_attach(s);
@@ -243,35 +242,8 @@ int sw_session_start(struct sw_sock *s)
 	r = sw_send_ctrl(s, SDP_MSG_SETUP, &setup, sizeof(setup), NULL, 0, 0);
 	if (r)
 		return r;
-	s->state = SW_SAN;
-	/* From here the TCP stream carries only one-byte doorbells: each
-	 * must leave at once, not wait behind an unacknowledged one for the
-	 * peer's delayed ACK (Nagle; up to 40 ms a doorbell). The program's
-	 * own TCP_NODELAY setting no longer shapes any of its bytes. */
-	{
-		int one = 1;
-
-		sdp_sys.setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one,
-				   sizeof(one));
-	}
-	if (ps)
-		ps->conns_san++;
-	if (s->st) {
-		s->st->state = SW_SAN;
-		snprintf(s->st->provider, sizeof(s->st->provider), "%.15s",
-			 p->mod.name);
-	}
-	SW_DBG("fd %d: carried by %s", s->fd, p->mod.name);
-	sw_credit_note_size(ss);
-	sw_event(s);
-	/* the peer may sleep on its TCP fd until it sees this side take the
-	 * connection: tell it now, before waiting on it for credits */
-	sw_doorbell_ring(s);
-	/* what the program wrote during the upgrade goes first, as far as
-	 * credits allow now; never wait here: this may run inside the
-	 * program's poll or read, and the peer may return credits only
-	 * once this side reads (sw_progress sends the rest) */
-	return sw_ptx_flush(s);
+	ss->setup_sent = true;
+	return 0;
 }
 
 /* ---- sending ----------------------------------------------------------------- */
@@ -325,7 +297,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	h = (struct sdp_msg_hdr *)buf;
 	peer_starved = ss->peer_credits <= 1;
 	h->type = type;
-	h->flags = 0;
+	h->flags = ss->switch_rcvd ? SDP_MSG_F_SWITCHED : 0;
 	h->credits = sw_credit_take_owed(ss);
 	h->len = paylen;
 	h->seq = ss->tx_seq;
@@ -365,6 +337,12 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	/* a credit return to a peer that had none must wake it */
 	if (peer_starved && h->credits)
 		ss->peer_wants_wake = true;
+	/* so must the first bytes after our switch point */
+	if (ss->switch_bell &&
+	    (type == SDP_MSG_DATA || type == SDP_MSG_RDATA ||
+	     type == SDP_MSG_WDATA || type == SDP_MSG_XOFFER ||
+	     type == SDP_MSG_OOB || type == SDP_MSG_FIN))
+		sw_switch_bell(s);
 	if (ss->peer_wants_wake && type != SDP_MSG_WAKE_ME)
 		sw_doorbell_ring(s);
 	return 0;
@@ -372,16 +350,37 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 
 /* ---- doorbells on the TCP connection ---------------------------------------- */
 
+/*
+ * The program's first bytes after our switch point are on their way: a
+ * peer asleep on TCP in its program's read would not look at the provider,
+ * nor would its provider move what needs both sides (staging-mode RDMA):
+ * one doorbell wakes it, unless it said it looks at the SAN already.
+ */
+void sw_switch_bell(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!ss->switch_bell)
+		return;
+	ss->switch_bell = false;
+	if (!ss->peer_knows_switch)
+		sw_doorbell_ring(s);
+}
+
 void sw_doorbell_ring(struct sw_sock *s)
 {
 	uint8_t b = SDP_DOORBELL;
 
-	s->ss.peer_wants_wake = false;
-	/* after our DOWNGRADE marker, TCP carries the program's bytes: a
-	 * doorbell there would reach the peer's program as data (the marker
-	 * itself wakes the peer) */
-	if (s->ss.dg_sent)
+	/* Before our SWITCH, and after our DOWNGRADE marker, TCP carries the
+	 * program's bytes: a doorbell there would reach the peer's program
+	 * as data (the marker itself wakes the peer). Across a wire the peer
+	 * may see a doorbell before our SWITCH that says where our bytes on
+	 * TCP end: none until it took the SWITCH (it sleeps on its CQ too). */
+	if (!s->tx_san || s->ss.dg_sent ||
+	    (!s->ss.peer_knows_switch &&
+	     !(s->ss.prov->mod.info.caps & SDP_CAP_LOCAL_ONLY)))
 		return;
+	s->ss.peer_wants_wake = false;
 	if (sdp_sys.send(s->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 &&
 	    s->st)
 		s->st->doorbells++;
@@ -420,6 +419,10 @@ bool sw_peer_ended(struct sw_sock *s)
 void sw_doorbell_drain(struct sw_sock *s)
 {
 	uint8_t buf[256];
+
+	/* the peer's program bytes are still on TCP before its doorbells */
+	if (!s->rx_san)
+		return;
 
 	for (;;) {
 		ssize_t n = sdp_sys.recv(s->fd, buf, sizeof(buf),
@@ -517,6 +520,7 @@ static int on_setup(struct sw_sock *s, uint32_t idx,
 {
 	struct sw_session *ss = &s->ss;
 	struct sdp_msg_setup su;
+	int r;
 
 	memcpy(&su, body, sizeof(su));
 	if (ss->setup_rcvd)
@@ -533,10 +537,47 @@ static int on_setup(struct sw_sock *s, uint32_t idx,
 	ss->setup_rcvd = true;
 	ss->peer_staging = su.staging;
 	ss->peer_can_read = (su.flags & SDP_SETUP_F_RDMA_READ) != 0;
-	/* offers need our slot, and the peer's RdmaRead to take them */
-	ss->peer_xslot = (su.flags & SDP_SETUP_F_XSLOT) && ss->xs_mine &&
+	/* offers need our slot (made when our SETUP goes, which may be
+	 * after this one came: xslot_attach looks again), and the peer's
+	 * RdmaRead to take them */
+	ss->peer_takes_xoffer = (su.flags & SDP_SETUP_F_XSLOT) != 0;
+	ss->peer_xslot = ss->peer_takes_xoffer && ss->xs_mine &&
 			 ss->peer_can_read;
-	return sw_recv_repost(s, idx);
+	r = sw_recv_repost(s, idx);
+	if (r)
+		return r;
+	return sw_upgrade_step(s);
+}
+
+/* SWITCH: the peer's bytes on TCP end after tcp_bytes; the rest of its
+ * stream follows here (docs/protocol.md 2.5). */
+static int on_switch(struct sw_sock *s, uint32_t idx,
+		     const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_switch sw;
+	int r;
+
+	memcpy(&sw, body, sizeof(sw));
+	if (ss->switch_rcvd)
+		return proto_error(s, "second SWITCH");
+	/* the client switches once the server's SETUP committed it, the
+	 * server once the client's SWITCH came (docs/protocol.md 2.5) */
+	if (s->is_client ? !s->tx_san : !ss->setup_sent)
+		return proto_error(s, "SWITCH out of turn");
+	if (sw.tcp_bytes < s->tcp_rx)
+		return proto_error(s, "SWITCH before bytes already read on TCP");
+	ss->switch_rcvd = true;
+	s->tcp_rx_limit = sw.tcp_bytes;
+	if (s->tcp_rx == s->tcp_rx_limit)
+		s->rx_san = true;
+	SW_DBG("fd %d: the peer's bytes leave TCP after %llu", s->fd,
+	       (unsigned long long)sw.tcp_bytes);
+	sw_event(s);
+	r = sw_recv_repost(s, idx);
+	if (r)
+		return r;
+	return sw_upgrade_step(s);
 }
 
 static int on_data(struct sw_sock *s, uint32_t idx,
@@ -787,6 +828,7 @@ static const msg_handler handlers[SDP_MSG_TYPE_MAX] = {
 	[SDP_MSG_CREDIT_DELTA] = on_delta,
 	[SDP_MSG_CREDIT_RELEASE] = on_release,
 	[SDP_MSG_XOFFER] = on_xoffer,
+	[SDP_MSG_SWITCH] = on_switch,
 };
 
 static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
@@ -809,6 +851,16 @@ static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
 	}
 	if (!ss->setup_rcvd && h.type != SDP_MSG_SETUP)
 		return proto_error(s, "first message is not SETUP");
+	/* bytes of the stream, and its end, come only after the switch
+	 * point that says where the peer's TCP bytes end */
+	if (!ss->switch_rcvd &&
+	    (h.type == SDP_MSG_DATA || h.type == SDP_MSG_RDATA ||
+	     h.type == SDP_MSG_WDATA || h.type == SDP_MSG_XOFFER ||
+	     h.type == SDP_MSG_OOB || h.type == SDP_MSG_FIN ||
+	     h.type == SDP_MSG_ABORT || h.type == SDP_MSG_DOWNGRADE))
+		return proto_error(s, "stream message before SWITCH");
+	if ((h.flags & SDP_MSG_F_SWITCHED) && !s->tx_san)
+		return proto_error(s, "SWITCHED flag before our SWITCH");
 	if (h.credits && (uint64_t)ss->credits + h.credits > ss->peer_nrecv)
 		return proto_error(s, "credit return beyond the peer's buffers");
 	if (ss->peer_credits <= 0)
@@ -837,6 +889,8 @@ static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
 	sw_credit_returned(ss, h.credits);
 	if (h.flags & SDP_MSG_F_WAKE_ME)
 		ss->peer_wants_wake = true;
+	if (h.flags & SDP_MSG_F_SWITCHED)
+		ss->peer_knows_switch = true;
 	return handlers[h.type](s, idx, &h, v.body);
 }
 
@@ -860,8 +914,10 @@ int sw_progress(struct sw_sock *s)
 			case SDP_OP_CONNECT:
 				if (c[i].status)
 					return c[i].status;
-				if (s->state == SW_UPGRADING) {
-					r = sw_session_start(s);
+				if (s->state == SW_UPGRADING &&
+				    !ss->connected) {
+					ss->connected = true;
+					r = sw_upgrade_step(s);
 					if (r)
 						return r;
 				}
@@ -965,7 +1021,9 @@ static bool arm_wake(struct sw_sock *s)
 
 	if (ss->wake_armed)
 		return true;
-	if (!sw_credit_can_send(ss, SDP_MSG_WAKE_ME))
+	/* a doorbell is a byte after the peer's switch point: asked for only
+	 * once that point is known, so that it is never read as data */
+	if (!ss->switch_rcvd || !sw_credit_can_send(ss, SDP_MSG_WAKE_ME))
 		return false;
 	if (sw_session_arm(s))
 		return false;
@@ -983,7 +1041,7 @@ static bool arm_wake(struct sw_sock *s)
  * before the doorbell goes: its CQ keeps no fd (SDP_CAP_LOCAL_ONLY).
  * Returns the fd to add to the sleep, or -1.
  */
-static int cq_sleep_fd(struct sw_sock *s)
+int sw_cq_sleep_fd(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 	int fd;
@@ -1044,7 +1102,7 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	    s->state == SW_SAN && !ss->error && !ss->peer_dead)
 		sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
 	arm_wake(s);
-	cfd = cq_sleep_fd(s);
+	cfd = sw_cq_sleep_fd(s);
 	r = sw_progress(s);
 	if (r < 0)
 		return r;
@@ -1066,10 +1124,15 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	else if (sw_idle_sleep_ms() >= 0 &&
 		 (timeout < 0 || timeout > sw_idle_sleep_ms()))
 		timeout = sw_idle_sleep_ms();
+	/* the peer's program bytes still on TCP keep it readable: no doorbell
+	 * can be told apart there yet, so nap instead (a sender's short wait
+	 * for credits while it has not read all the peer's TCP bytes) */
+	if (!s->rx_san && (timeout < 0 || timeout > 1))
+		timeout = 1;
 	pthread_mutex_unlock(&s->lock);
 	{
 		struct pollfd pfd[2] = {
-			{ .fd = s->fd, .events = POLLIN },
+			{ .fd = s->fd, .events = s->rx_san ? POLLIN : 0 },
 			{ .fd = cfd, .events = POLLIN },
 		};
 

@@ -554,6 +554,7 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 
 	if (!total)
 		return 0;
+	sw_switch_bell(s);
 	if (sw_cfg.coalesce_max && (s->ptx_len || peer_behind(&s->ss))) {
 		/* while bytes gather, the completion queue is looked at once
 		 * per KiB kept, not per send: that is what lets a sender of

@@ -53,6 +53,8 @@ struct sw_config {
 	unsigned xslot_nb_us;	/* non-blocking send: wait for a claim */
 	unsigned xslot_block_us; /* blocking send: wait for a claim */
 	size_t xslot_split;	/* a read this large is copied by both */
+	unsigned upgrade_after_us;  /* provider connection once this old */
+	size_t upgrade_after_bytes; /* ... or once this much went on TCP */
 	unsigned hello_timeout_ms;  /* server waits this long for a hello */
 	unsigned upgrade_timeout_ms; /* an I/O waits this long for an upgrade */
 	enum sw_path_force path;
@@ -85,13 +87,19 @@ struct sw_provider *sw_provider_by_name(const char *name);
 
 /* ---- per-socket state ----------------------------------------------------- */
 
+/* The program's bytes travel on TCP in every state but SW_SAN; there, ours
+ * go on the SAN, and the peer's come from TCP until its switch point. */
 enum sw_state {
 	SW_LISTENER,	/* TCP listener with provider listeners beside it */
-	SW_TCP,		/* plain TCP: fallen back (maybe a marker to skip) */
+	SW_TCP,		/* plain TCP: fallen back or downgraded */
 	SW_CONNECTING,	/* client: TCP connect in progress */
-	SW_HELLO_SENT,	/* client: hello sent; waiting for server hello */
-	SW_UPGRADING,	/* server: provider connect to the client pending */
-	SW_SAN,		/* data carried by the provider */
+	SW_HELLO_SENT,	/* client: hello sent; the server's is awaited */
+	SW_UPGRADING,	/* provider connection and SETUPs under way */
+	SW_SAN,		/* SWITCH sent: our bytes go on the SAN */
+	SW_HELLO_PENDING, /* client: connected; the hello goes with the
+			 * program's first bytes or its first read */
+	SW_HELLO_WAIT,	/* server: accepted; the client's hello (or the
+			 * program's bytes) will tell */
 };
 
 /* A received piece of the byte stream, queued until the program reads it. */
@@ -112,7 +120,14 @@ struct sw_session {
 	struct sw_provider *prov;
 	struct sdp_cq *cq;
 	struct sdp_ep *ep;
+	bool connected;		/* the provider connection is up */
+	bool setup_sent;	/* our SETUP is out */
 	bool setup_rcvd;
+	bool switch_rcvd;	/* the peer's SWITCH: its switch point known */
+	bool peer_knows_switch;	/* the peer took our SWITCH (its messages
+				 * say so): doorbells are safe on any wire */
+	bool switch_bell;	/* ring with our first stream message after
+				 * SWITCH: the peer may sleep on TCP */
 
 	/* control buffers (buffers.c), each registered on its own so that
 	 * memory can be given back when credits shrink */
@@ -175,6 +190,7 @@ struct sw_session {
 	struct sdp_xslot *xs_mine;	/* ours: we offer in it */
 	struct sdp_xslot *xs_peer;	/* the peer's: we claim in it */
 	bool peer_xslot;		/* the peer takes XOFFER */
+	bool peer_takes_xoffer;		/* its SETUP said so */
 	uint32_t xs_seq;		/* our last offer */
 	bool xs_dropped;		/* an offer ended unread (session_rx.c) */
 	uint32_t xs_backoff;		/* large sends left without offers */
@@ -223,12 +239,10 @@ struct sw_sock {
 	bool closed;
 	bool tcp_eof;		/* TCP gave EOF or an error (peer gone) */
 	uint64_t tcp_eof_ns;	/* when tcp_eof was first seen */
-	bool marker_check;	/* TCP: the peer's next bytes may be a marker */
 	bool dg_marker;		/* TCP: doorbells, then the peer's downgrade
 				 * marker, precede its data */
 	struct sw_fork_buf *fork_buf; /* data that arrived on the SAN before a
 				 * fork, shared by parent and child */
-	bool expect_server_hello; /* TCP after abandon: skip one server hello */
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
 	int fb_reason;
@@ -244,15 +258,31 @@ struct sw_sock {
 	 * hello_buf[prefix_off, prefix_len) is delivered before the socket */
 	size_t prefix_off, prefix_len;
 	struct sdp_listener *plisten[SW_MAX_PROVIDERS];
-	uint64_t deadline_ns;
-	bool wait_forever;	/* a blocking read waits for the upgrade as
-				 * it would wait for data: no deadline */
+	uint64_t deadline_ns;	/* client: the server's provider connection
+				 * is given up after this */
+	struct sw_provider *up_prov; /* server: the provider chosen */
+	uint32_t lsn_provs;	/* server: providers its listener has (bits) */
+	bool hello_out;		/* server: our hello went */
+	bool skip_hello;	/* TCP: the peer's stream may start with its
+				 * hello (sw_hello_skip) */
+	uint64_t upgrade_at_ns;	/* server: its connection is made then */
+
+	/* the program's bytes on TCP before each side's switch point
+	 * (tcp_head.c; docs/protocol.md 2.5), counted after the hellos */
+	uint64_t tcp_tx;	/* ours, sent */
+	uint64_t tcp_rx;	/* the peer's, read */
+	uint64_t tcp_rx_limit;	/* the peer's switch point (SW_NO_LIMIT
+				 * until its SWITCH) */
+	bool tx_san;		/* SWITCH sent: our bytes go on the SAN */
+	bool rx_san;		/* all the peer's TCP bytes read: its bytes
+				 * come from the SAN */
+	uint32_t nap_ms;	/* a sleep's bound while only looking sees the
+				 * next step (sw_upgrade_nap_ms) */
 
 	/* session (when state == SW_SAN or SW_UPGRADING) */
 	struct sw_session ss;
 
-	/* bytes the program wrote while the upgrade was pending: they go
-	 * first, on whichever path the connection settles on */
+	/* small sends kept back to coalesce (session_tx.c) */
 	uint8_t *ptx;
 	size_t ptx_len, ptx_cap;
 	/* coalescing (session_tx.c, flusher.c): when the oldest byte kept
@@ -299,16 +329,71 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail);
 
 /* ---- upgrade.c ------------------------------------------------------------------ */
 
-/* Drives a pending upgrade; wait: may block up to the upgrade timeout.
- * Returns 0 when the state is final for now (TCP or SAN), -EAGAIN when still
- * pending and !wait. */
-int sw_upgrade_progress(struct sw_sock *s, bool wait);
-/* TCP mode: skips an abandon marker at the head of the stream if present. */
-int sw_tcp_marker_skip(struct sw_sock *s, bool wait);
+#define SW_NO_LIMIT UINT64_MAX
+
+/* A connection whose upgrade has not reached SW_SAN and TCP. */
+static inline bool sw_pending(const struct sw_sock *s)
+{
+	return s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
+	       s->state == SW_UPGRADING || s->state == SW_HELLO_PENDING ||
+	       s->state == SW_HELLO_WAIT;
+}
+
+/* No byte of the program's can be read yet: the peer's hello comes first. */
+static inline bool sw_hello_ahead(const struct sw_sock *s)
+{
+	return s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
+	       s->state == SW_HELLO_PENDING || s->state == SW_HELLO_WAIT;
+}
+
+/* Takes the upgrade's next steps that need no waiting. Returns 0. */
+int sw_upgrade_progress(struct sw_sock *s);
+#define SW_NO_HELLO (-1001)
+/* Sends our hello if it is due now, with the program's bytes in msg (NULL:
+ * alone). Returns the program's bytes sent, -errno, or SW_NO_HELLO when no
+ * hello is due (the caller sends as it would). */
+ssize_t sw_upgrade_hello(struct sw_sock *s, const struct msghdr *msg,
+			 int flags);
+/* TCP after a fallback: drops the peer's hello if its stream starts with
+ * one. 0 when the program's bytes are next, -EAGAIN (!wait). */
+int sw_hello_skip(struct sw_sock *s, bool wait);
+/* Gives a pending upgrade up if that loses nothing (docs/protocol.md 2.5):
+ * returns true when it is still pending (a committed server). */
+bool sw_upgrade_cut(struct sw_sock *s);
+/* Settles a pending upgrade for good before something it cannot follow
+ * (shutdown, urgent data, fork, exec): gives it up while our SETUP is not
+ * out, else waits (bounded, lock released while sleeping) for the switch.
+ * Returns with the state SW_TCP or SW_SAN. */
+void sw_upgrade_settle(struct sw_sock *s);
+/* Takes the step the handshake allows now (after the provider connection
+ * came up, a SETUP or a SWITCH arrived): our SETUP, or our SWITCH, after
+ * which our bytes go on the SAN. Returns 0 or < 0 when a send failed. */
+int sw_upgrade_step(struct sw_sock *s);
+/* True while this side may still give the upgrade up without losing a byte
+ * (docs/protocol.md 2.5): the client until the server's SETUP came, the
+ * server until its own SETUP went. */
+bool sw_upgrade_can_give_up(const struct sw_sock *s);
+/* How long a sleep of the program may last before the switch looks again
+ * at a pending upgrade (ms; growing while nothing changes), or 0: some of
+ * the handshake's steps come with no wake-up (sw_upgrade_nap_ms). */
+int sw_upgrade_nap_ms(struct sw_sock *s);
+
+/* ---- tcp_head.c: the program's bytes on TCP before the switch points ---------- */
+
+#define SW_HEAD_SWITCHED (-1000)	/* all the peer's TCP bytes are read */
+/* Reads the peer's TCP bytes (never past its switch point), without
+ * waiting: > 0 bytes, 0 at EOF, SW_HEAD_SWITCHED, or -errno (-EAGAIN). */
+ssize_t sw_head_recv(struct sw_sock *s, struct msghdr *msg, int flags);
+/* Sends on TCP and counts what went, without waiting: bytes or -errno. */
+ssize_t sw_head_send(struct sw_sock *s, const struct msghdr *msg, int flags);
+/* POLLIN for the program from the peer's TCP bytes (kernel_revents: the
+ * kernel's report for the fd); SW_HEAD_SWITCHED when they are all read. */
+int sw_head_readable(struct sw_sock *s, short kernel_revents);
 
 /* ---- session.c (set-up, progress, dispatch) -------------------------------------- */
 
-int sw_session_start(struct sw_sock *s);
+/* Sends our SETUP (buffers, staging ring, transfer slot). */
+int sw_session_send_setup(struct sw_sock *s);
 /* Sends WAKE_ME (the caller checked the credit). */
 int sw_session_arm(struct sw_sock *s);
 /* Posts every receive buffer: as soon as the endpoint exists. */
@@ -330,6 +415,12 @@ void sw_doorbell_drain(struct sw_sock *s);
  * provider handed over nothing more for SW_EOF_GRACE_NS. */
 bool sw_peer_ended(struct sw_sock *s);
 void sw_doorbell_ring(struct sw_sock *s);
+/* The first bytes after our switch point go now: wakes the peer once. */
+void sw_switch_bell(struct sw_sock *s);
+/* Across a wire, the CQ's notify fd, armed, for a sleep to watch besides
+ * TCP (a doorbell can overtake the message it announces); -1 for a local
+ * provider, whose messages are in place before its doorbells. */
+int sw_cq_sleep_fd(struct sw_sock *s);
 /* Waits (lock released) until progress may have happened: spins, then arms
  * wake-me and sleeps on the TCP fd. events: POLLIN or POLLOUT interest. */
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
@@ -375,12 +466,13 @@ ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags);
 int sw_dg_marker_skip(struct sw_sock *s, bool wait);
 /* Every managed socket of the process (fork, exec). */
 int sw_sock_list(struct sw_sock ***out);
-void sw_upgrade_abandon(struct sw_sock *s, int reason, const char *why);
 
 /* ---- credits.c ------------------------------------------------------------------ */
 
 /* Credits needed before sending a message of this type. */
 bool sw_credit_can_send(struct sw_session *ss, uint8_t type);
+/* POLLOUT for the program: credits and room in the peer's staging ring. */
+bool sw_credit_writable(struct sw_session *ss);
 void sw_credit_consume(struct sw_session *ss);
 void sw_credit_returned(struct sw_session *ss, uint16_t n);
 /* Called after reposting: sends a CREDIT message when enough is owed. */

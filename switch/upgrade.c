@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * upgrade.c - connection set-up (DESIGN.md section 4): the TCP connection is
- * made first; discovery through the providers' listeners; the client's hello
- * on TCP carries a fresh key K; the server's switch connects through the
- * chosen provider to a listener the client holds for this connection and
- * proves K; the server's hello tells the client. Any failure before data
- * moves ends in sw_fallback(). docs/protocol.md section 2 is the reference.
+ * upgrade.c - connection set-up (DESIGN.md section 4), asynchronous: the TCP
+ * connection is made first and carries the program's bytes from the start.
+ * Discovery through the providers' listeners; the client's hello on TCP
+ * carries a fresh key K; the server's hello answers; the server's switch
+ * connects through the chosen provider to a listener the client holds for
+ * this connection and proves K; both sides send SETUP on the provider
+ * connection; then each side's SWITCH names how many of its bytes went on
+ * TCP, and the rest follow on the provider. The program never waits for any
+ * of it. A side gives up (sw_fallback) only while its SETUP is not out, so
+ * that no byte is ever sent where the peer will not look for it.
+ * docs/protocol.md section 2 is the reference.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -27,26 +32,6 @@ void sw_peer_text(const struct sw_sock *s, char *buf, size_t len);
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static bool is_tcp_socket(int fd, int *family)
-{
-	int v;
-	socklen_t l = sizeof(v);
-
-	if (sdp_sys.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) ||
-	    (v != AF_INET && v != AF_INET6))
-		return false;
-	*family = v;
-	l = sizeof(v);
-	if (sdp_sys.getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) ||
-	    v != SOCK_STREAM)
-		return false;
-	l = sizeof(v);
-	if (sdp_sys.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) ||
-	    v != IPPROTO_TCP)
-		return false;
-	return true;
-}
-
 static bool fd_nonblocking(int fd)
 {
 	int fl = sdp_sys.fcntl(fd, F_GETFL);
@@ -61,17 +46,6 @@ static void name_copy(char dst[SDP_PROVIDER_NAME_LEN], const char *src)
 
 	memset(dst, 0, SDP_PROVIDER_NAME_LEN);
 	memcpy(dst, src, n);
-}
-
-static int ms_left(uint64_t deadline)
-{
-	uint64_t now = sw_now_ns();
-
-	if (now >= deadline)
-		return 0;
-	if ((deadline - now) / 1000000 >= (uint64_t)INT_MAX)
-		return INT_MAX;
-	return (int)((deadline - now + 999999) / 1000000);
 }
 
 static void addr_port(const struct sockaddr_storage *ss, uint16_t *port)
@@ -105,42 +79,33 @@ static void count_tcp(int reason)
 		ps->fallbacks[reason]++;
 }
 
-static void send_abandon(struct sw_sock *s)
+/* The peer's end of TCP has come (or comes within a millisecond: a
+ * process that exits closes its fds one by one): a step of the upgrade
+ * that failed with it failed because the connection is ending, not for
+ * the upgrade. */
+static int unless_ended(struct sw_sock *s, int reason)
 {
-	struct sdp_abandon ab;
+	struct pollfd pf = { .fd = s->fd, .events = POLLRDHUP };
 
-	memcpy(ab.magic, SDP_ABANDON_MAGIC, SDP_MAGIC_LEN);
-	memcpy(ab.key, s->key, sizeof(ab.key));
-	if (sw_tcp_write_all(s->fd, &ab, sizeof(ab)))
-		SW_WARN("fd %d: could not send the abandon marker", s->fd);
-}
-
-void sw_upgrade_abandon(struct sw_sock *s, int reason, const char *why)
-{
-	if (s->state == SW_HELLO_SENT || s->state == SW_UPGRADING) {
-		send_abandon(s);
-		s->marker_check = true;
-		if (s->state == SW_HELLO_SENT &&
-		    s->hello_got < sizeof(struct sdp_hello))
-			s->expect_server_hello = true;
-	}
-	sw_fallback(s, reason, why);
+	return sdp_sys.poll(&pf, 1, 1) == 1 &&
+		       (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)) ?
+		       SDP_FB_ENDED : reason;
 }
 
 /* ---- listen / accept (server) --------------------------------------------- */
 
-int sw_listen(int fd, int backlog, struct sw_sock **out)
+int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
 {
 	struct sockaddr_storage local;
 	socklen_t len = sizeof(local);
 	struct sw_sock *s = NULL;
-	int family, i, n = 0, r;
+	int i, n = 0, r;
 
 	*out = NULL;
 	r = sdp_sys.listen(fd, backlog);
 	if (r)
 		return r;
-	if (!sw_init() || !is_tcp_socket(fd, &family))
+	if (!sw_init())
 		return 0;
 	if (getsockname(fd, (struct sockaddr *)&local, &len))
 		return 0;
@@ -214,59 +179,79 @@ static void drain_probes(struct sw_sock *ls)
 }
 
 /*
- * Waits for the client's hello at the head of the TCP stream without
- * consuming anything that is not one. Returns 1 with the hello in s->hello_buf,
- * 0 when the stream does not start with a hello (nothing consumed), < 0 on
- * timeout.
+ * Looks for the client's hello at the head of the TCP stream without
+ * consuming anything that is not one. Returns 1 with the hello consumed
+ * into s->hello_buf, 0 when the stream does not start with one (nothing
+ * consumed; its end counts), -EAGAIN when not all of it is there yet.
  */
-static int server_read_hello(struct sw_sock *s, struct sw_provider *p)
+static int server_read_hello(struct sw_sock *s)
 {
-	uint64_t deadline = sw_now_ns() +
-			    (uint64_t)sw_cfg.hello_timeout_ms * 1000000ull;
-	uint64_t next_probe = sw_now_ns() + 50000000ull;
+	ssize_t n = sdp_sys.recv(s->fd, s->hello_buf, sizeof(s->hello_buf),
+				 MSG_PEEK | MSG_DONTWAIT);
 
-	for (;;) {
-		ssize_t n = sdp_sys.recv(s->fd, s->hello_buf,
-					 sizeof(s->hello_buf),
-					 MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0) {
+		size_t cmp = n < SDP_MAGIC_LEN ? (size_t)n : SDP_MAGIC_LEN;
 
-		if (n > 0) {
-			size_t cmp = n < SDP_MAGIC_LEN ? (size_t)n : SDP_MAGIC_LEN;
-
-			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp))
-				return 0;
-			if ((size_t)n == sizeof(struct sdp_hello))
-				break;
-		} else if (n == 0) {
-			return 0; /* EOF: let the program see it */
-		} else if (errno != EAGAIN && errno != EWOULDBLOCK &&
-			   errno != EINTR) {
+		if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp))
 			return 0;
-		}
-		if (!ms_left(deadline))
-			return -ETIMEDOUT;
-		/* a client that gave up before sending closes its listener */
-		if (n <= 0 && sw_now_ns() > next_probe) {
-			if (p->mod.ops.probe(p->mod.prov,
-					     (struct sockaddr *)&s->peer,
-					     s->peerlen))
-				return 0;
-			next_probe = sw_now_ns() + 50000000ull;
-		}
-		sw_wait_fd(s->fd, POLLIN, ms_left(deadline) < 10 ?
-						  ms_left(deadline) : 10);
+		if ((size_t)n < sizeof(struct sdp_hello))
+			return -EAGAIN;
+	} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
+			      errno != EINTR)) {
+		return 0;	/* its end, or an error: the program's */
+	} else {
+		return -EAGAIN;
 	}
 	/* consume exactly the hello */
 	if (sdp_sys.recv(s->fd, s->hello_buf, sizeof(struct sdp_hello),
-			 MSG_WAITALL) != sizeof(struct sdp_hello))
-		return -EIO;
+			 MSG_DONTWAIT) != sizeof(struct sdp_hello))
+		return 0;
 	return 1;
 }
 
-static void server_hello_send(struct sw_sock *s, int status,
-			      struct sw_provider *p)
+/*
+ * A hello on TCP, and with it (msg) the program's first bytes, in one send;
+ * the rest of a partial send of the hello is written out at once (a new
+ * connection has room for it). Returns the program's bytes sent, or -errno.
+ */
+static ssize_t hello_send(struct sw_sock *s, const struct sdp_hello *h,
+			  const struct msghdr *msg, int flags)
+{
+	struct iovec iov[65];
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 1 };
+	size_t i;
+	ssize_t n;
+
+	iov[0].iov_base = (void *)h;
+	iov[0].iov_len = sizeof(*h);
+	for (i = 0; msg && i < msg->msg_iovlen && i < 64; i++)
+		iov[m.msg_iovlen++] = msg->msg_iov[i];
+	n = sdp_sys.sendmsg(s->fd, &m, (flags & ~MSG_OOB) | MSG_DONTWAIT |
+					       MSG_NOSIGNAL);
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		return -errno;
+	if (n < 0)
+		n = 0;
+	if ((size_t)n < sizeof(*h)) {
+		if (sw_tcp_write_all(s->fd, (const uint8_t *)h + n,
+				     sizeof(*h) - n))
+			return -EPIPE;
+		return 0;
+	}
+	n -= sizeof(*h);
+	s->tcp_tx += n;
+	if (s->st)
+		s->st->tx_tcp += n;
+	return n;
+}
+
+/* The server's hello, then (msg) the program's first bytes. Returns the
+ * program's bytes sent, or -errno. */
+static ssize_t server_hello_send(struct sw_sock *s, int status,
+				 const struct msghdr *msg, int flags)
 {
 	struct sdp_hello h;
+	int i;
 
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
@@ -275,88 +260,51 @@ static void server_hello_send(struct sw_sock *s, int status,
 	h.status = status;
 	h.msg_size = sw_cfg.msg_size;
 	h.recv_credits = sw_cfg.recv_bufs;
-	if (p && !status) {
-		h.nproviders = 1;
-		name_copy(h.providers[0], p->mod.name);
-		if (p->mod.ext.rdma_read)
+	for (i = 0; !status && i < sw_nproviders &&
+		    h.nproviders < SDP_MAX_HELLO_PROVIDERS; i++) {
+		if (!(s->lsn_provs & (1u << i)))
+			continue;
+		name_copy(h.providers[h.nproviders++],
+			  sw_providers[i].mod.name);
+		if (sw_providers[i].mod.ext.rdma_read)
 			h.flags |= SDP_HELLO_F_RDMA_READ;
 	}
-	if (sw_tcp_write_all(s->fd, &h, sizeof(h)))
-		SW_WARN("fd %d: could not send the server hello", s->fd);
+	s->hello_out = true;
+	return hello_send(s, &h, msg, flags);
 }
 
-/* The accepted connection s: find out whether a switch is at the other end
- * and start the upgrade. Returns true when s stays managed. */
-static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
+/* A refusal: said in our hello when it has not gone yet (the client then
+ * stays on TCP at once), else by never connecting (its wait runs out). */
+static void refuse(struct sw_sock *s, int reason, const char *why)
+{
+	if (!s->hello_out)
+		server_hello_send(s, reason, NULL, 0);
+	sw_fallback(s, reason, why);
+}
+
+/* Server: the client's hello is in s->hello_buf. Checks it; refuses, or
+ * chooses the provider and leaves the connection to it for later. */
+static void server_hello_take(struct sw_sock *s)
 {
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
-	struct sdp_connect_priv cp;
-	struct sw_provider *p = NULL, *chosen = NULL;
-	int i, r;
+	struct sw_provider *chosen = NULL;
+	int i;
 
-	/* a hello already here settles it (its client may have given up
-	 * and closed its listener since: the upgrade then fails cleanly) */
-	{
-		uint8_t head[SDP_MAGIC_LEN];
-		ssize_t n = sdp_sys.recv(s->fd, head, sizeof(head),
-					 MSG_PEEK | MSG_DONTWAIT);
-
-		if (n > 0 && memcmp(head, SDP_HELLO_MAGIC, n)) {
-			SW_DBG("fd %d: accepted, first bytes are no hello: plain TCP",
-			       s->fd);
-			count_tcp(SDP_FB_NO_PEER_SWITCH);
-			return false;
-		}
-		if (n > 0) {
-			for (i = 0; i < sw_nproviders && !p; i++)
-				if (ls->plisten[i] && sw_providers[i].usable)
-					p = &sw_providers[i];
-			if (p)
-				goto hello;
-		}
-	}
-	/* discovery: does the client hold a provider listener for this
-	 * connection? Only then can a hello be on its way. */
-	for (i = 0; i < sw_nproviders && !p; i++) {
-		if (!ls->plisten[i] || !sw_providers[i].usable)
-			continue;
-		if (!sw_providers[i].mod.ops.probe(sw_providers[i].mod.prov,
-						   (struct sockaddr *)&s->peer,
-						   s->peerlen))
-			p = &sw_providers[i];
-	}
-	if (!p) {
-		SW_DBG("fd %d: accepted, no provider listener at the client: plain TCP",
-		       s->fd);
-		count_tcp(SDP_FB_NO_PEER_SWITCH);
-		return false;
-	}
-hello:
-	r = server_read_hello(s, p);
-	if (r <= 0) {
-		count_tcp(r < 0 ? SDP_FB_TIMEOUT : SDP_FB_NO_PEER_SWITCH);
-		SW_INFO("fd %d: client listener found but no hello (%s); plain TCP",
-			s->fd, r < 0 ? "timeout" : "other data");
-		return false;
-	}
-	/* from here on the client is a switch and expects a server hello */
+	/* from here on the client is a switch and reads a server hello
+	 * before any byte of the program's */
 	s->state = SW_UPGRADING;
 	if (h->type != SDP_HELLO_CLIENT || h->nproviders == 0 ||
 	    h->nproviders > SDP_MAX_HELLO_PROVIDERS || h->status ||
 	    (h->version == SDP_PROTO_VERSION &&
 	     memcmp(h->reserved, (const uint8_t[24]){ 0 },
 		    sizeof(h->reserved)))) {
-		server_hello_send(s, SDP_FB_BAD_HELLO, NULL);
-		s->marker_check = true;
-		sw_fallback(s, SDP_FB_BAD_HELLO, "malformed client hello");
-		return true;
+		refuse(s, SDP_FB_BAD_HELLO, "malformed client hello");
+		return;
 	}
 	memcpy(s->key, h->key, sizeof(s->key));
 	if (h->version != SDP_PROTO_VERSION) {
-		server_hello_send(s, SDP_FB_VERSION, NULL);
-		s->marker_check = true;
-		sw_fallback(s, SDP_FB_VERSION, "client speaks another version");
-		return true;
+		refuse(s, SDP_FB_VERSION, "client speaks another version");
+		return;
 	}
 	for (i = 0; i < h->nproviders && !chosen; i++) {
 		char name[SDP_PROVIDER_NAME_LEN + 1] = { 0 };
@@ -364,24 +312,101 @@ hello:
 
 		memcpy(name, h->providers[i], SDP_PROVIDER_NAME_LEN);
 		c = sw_provider_by_name(name);
-		if (c && ls->plisten[c->index])
+		if (c && (s->lsn_provs & (1u << c->index)))
 			chosen = c;
 	}
 	if (!chosen) {
-		server_hello_send(s, SDP_FB_NO_COMMON, NULL);
-		s->marker_check = true;
-		sw_fallback(s, SDP_FB_NO_COMMON, NULL);
-		return true;
+		refuse(s, SDP_FB_NO_COMMON, NULL);
+		return;
+	}
+	/* The provider connection is made later (server_connect): at the
+	 * program's first call on the connection once it is older than
+	 * SDP_UPGRADE_AFTER_US or has moved SDP_UPGRADE_AFTER_BYTES on TCP.
+	 * A connection that ends sooner never pays for it; its bytes were on
+	 * TCP all along. The client takes the connection whenever it comes
+	 * (within its SDP_UPGRADE_TIMEOUT_MS). */
+	s->up_prov = chosen;
+	s->upgrade_at_ns = sw_now_ns() +
+			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
+	SW_DBG("fd %d: client hello taken, %s connection to follow", s->fd,
+	       chosen->mod.name);
+}
+
+/*
+ * Server: the first bytes of the accepted stream tell whether the client
+ * runs a switch (its hello) or not (anything else, or its end). writing:
+ * the program is about to send before the client's hello came: if the
+ * client holds a provider listener for this connection (a hello is on its
+ * way), our hello goes first with those bytes; else it is plain TCP.
+ */
+static void server_hello_in(struct sw_sock *s, bool writing)
+{
+	int r = server_read_hello(s);
+
+	if (s->state != SW_HELLO_WAIT)
+		return;
+	if (r == 1) {
+		server_hello_take(s);
+		return;
+	}
+	if (r == -EAGAIN && !(writing && !s->hello_out))
+		return;
+	if (r == -EAGAIN &&
+	    !s->up_prov->mod.ops.probe(s->up_prov->mod.prov,
+				       (struct sockaddr *)&s->peer,
+				       s->peerlen))
+		return;
+	SW_DBG("fd %d: accepted stream starts without a hello: plain TCP",
+	       s->fd);
+	/* nothing came yet: a client that had not opened its listener when
+	 * we looked may still send its hello; it is dropped then (the
+	 * client, seeing our bytes first, stays on TCP too) */
+	if (r == -EAGAIN)
+		s->skip_hello = true;
+	sw_fallback(s, SDP_FB_NO_PEER_SWITCH, NULL);
+}
+
+/* The accepted connection s: whether a switch is at the other end is told
+ * by the stream's first bytes, looked at when the program first uses the
+ * connection (server_hello_in). Returns true when s stays managed. */
+static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
+{
+	int i;
+
+	for (i = 0; i < sw_nproviders; i++)
+		if (ls->plisten[i] && sw_providers[i].usable) {
+			s->lsn_provs |= 1u << i;
+			if (!s->up_prov)
+				s->up_prov = &sw_providers[i];
+		}
+	if (!s->up_prov) {
+		count_tcp(SDP_FB_NO_PEER_SWITCH);
+		return false;
+	}
+	s->state = SW_HELLO_WAIT;
+	return true;
+}
+
+/* Server: the provider connection to the client's listener, proving K. */
+static void server_connect(struct sw_sock *s)
+{
+	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
+	struct sw_provider *chosen = s->up_prov;
+	struct sdp_connect_priv cp;
+	int r;
+
+	/* the client takes the connection once our hello told it to */
+	if (!s->hello_out && server_hello_send(s, 0, NULL, 0) < 0) {
+		sw_fallback(s, SDP_FB_LOCAL_SETUP, "cannot send hello");
+		return;
 	}
 	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
 	r = sw_session_prepare(s, chosen);
 	if (!r)
 		r = sw_session_peer_params(s, h->msg_size, h->recv_credits);
 	if (r) {
-		server_hello_send(s, SDP_FB_REGISTRATION, NULL);
-		s->marker_check = true;
 		sw_fallback(s, SDP_FB_REGISTRATION, sdp_strerror(r));
-		return true;
+		return;
 	}
 	memset(&cp, 0, sizeof(cp));
 	memcpy(cp.magic, "SDPc", 4);
@@ -399,26 +424,18 @@ hello:
 			r = e;
 	}
 	if (r < 0) {
-		server_hello_send(s, SDP_FB_PROVIDER_CONNECT, NULL);
-		s->marker_check = true;
-		sw_fallback(s, SDP_FB_PROVIDER_CONNECT, sdp_strerror(r));
-		return true;
+		/* no listener at the client: it may just have left */
+		sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
+			    sdp_strerror(r));
+		return;
 	}
-	server_hello_send(s, 0, chosen);
-	SW_DBG("fd %d: accepted, server hello sent, %s connect %s", s->fd,
+	SW_DBG("fd %d: %s connection to the client %s", s->fd,
 	       chosen->mod.name, r ? "pending" : "done");
-	s->deadline_ns = sw_now_ns() +
-			 (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
-	if (r == 0) {
-		r = sw_session_start(s);
-		if (r) {
-			send_abandon(s);
-			s->marker_check = true;
-			sw_fallback(s, SDP_FB_PROVIDER_CONNECT,
-				    sdp_strerror(r));
-		}
-	}
-	return true;
+	/* the program's bytes flow on TCP meanwhile; the handshake goes on
+	 * as the provider connection completes and the client's SETUP
+	 * comes (sw_progress, sw_upgrade_step) */
+	if (r == 0)
+		s->ss.connected = true;
 }
 
 int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
@@ -458,9 +475,13 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 
 /* ---- connect (client) -------------------------------------------------------- */
 
-static void client_hello_send(struct sw_sock *s)
+/* The client's hello, then (msg) the program's first bytes. Returns the
+ * program's bytes sent, or -errno. */
+static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
+				 int flags)
 {
 	struct sdp_hello h;
+	ssize_t r;
 	int i, n = 0;
 
 	memset(&h, 0, sizeof(h));
@@ -480,36 +501,24 @@ static void client_hello_send(struct sw_sock *s)
 	h.nproviders = n;
 	s->state = SW_HELLO_SENT;
 	s->hello_got = 0;
-	s->deadline_ns = sw_now_ns() +
-			 (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
-	if (sw_tcp_write_all(s->fd, &h, sizeof(h))) {
+	r = hello_send(s, &h, msg, flags);
+	if (r < 0)
 		/* the connection is broken; the program will see it */
 		sw_fallback(s, SDP_FB_LOCAL_SETUP, "cannot send hello");
-	}
+	return r;
 }
 
-/* Ensures the socket has a local port, binding an ephemeral one if the
- * program did not bind; the client's provider listener uses that port. */
-static int ensure_bound(struct sw_sock *s, struct sockaddr_storage *local,
-			socklen_t *len)
+ssize_t sw_upgrade_hello(struct sw_sock *s, const struct msghdr *msg,
+			 int flags)
 {
-	*len = sizeof(*local);
-	if (getsockname(s->fd, (struct sockaddr *)local, len))
-		return -errno;
-	addr_port(local, &s->local_port);
-	if (s->local_port)
-		return 0;
-	memset(local, 0, sizeof(*local));
-	local->ss_family = s->family;
-	*len = s->family == AF_INET ? sizeof(struct sockaddr_in) :
-				      sizeof(struct sockaddr_in6);
-	if (sdp_sys.bind(s->fd, (struct sockaddr *)local, *len))
-		return -errno;
-	*len = sizeof(*local);
-	if (getsockname(s->fd, (struct sockaddr *)local, len))
-		return -errno;
-	addr_port(local, &s->local_port);
-	return 0;
+	if (s->state == SW_HELLO_PENDING)
+		return client_hello_send(s, msg, flags);
+	if (s->state == SW_HELLO_WAIT)
+		server_hello_in(s, true);
+	if ((s->state == SW_HELLO_WAIT || s->state == SW_UPGRADING) &&
+	    !s->is_client && !s->hello_out)
+		return server_hello_send(s, 0, msg, flags);
+	return SW_NO_HELLO;
 }
 
 /*
@@ -726,19 +735,18 @@ static bool switch_listens_at(struct sw_provider *p,
 	return true;	/* same user, and either proven or not visible */
 }
 
-int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
+int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	       struct sw_sock **out)
 {
 	struct sockaddr_storage local;
-	socklen_t llen;
+	socklen_t llen = sizeof(local);
 	struct sw_sock *s;
-	int family, i, r, ncand = 0, nlisten = 0, saved = errno;
+	int i, r, cr, e, ncand = 0, nlisten = 0, saved = errno;
 	bool cand[SW_MAX_PROVIDERS] = { false };
 	int rule;
 
 	*out = NULL;
-	if (!addr || !is_tcp_socket(fd, &family) ||
-	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return sdp_sys.connect(fd, addr, len);
 	if (!sw_init()) {
 		/* providers loaded but none has a device, or none loaded */
@@ -771,20 +779,26 @@ int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
 		errno = saved;
 		return sdp_sys.connect(fd, addr, len);
 	}
+	cr = sdp_sys.connect(fd, addr, len);
+	if (cr && errno != EINPROGRESS)
+		return cr;	/* nothing to upgrade */
+	e = cr ? errno : saved;
+	/* The provider listener the server will connect to for this
+	 * connection is named by the connection's own local address, which
+	 * connect() chose (cheaper than a bind of our own beforehand). Until
+	 * it exists the server sees no switch here; a server that looked in
+	 * that moment stays on TCP and drops our hello (sw_hello_skip). */
+	if (getsockname(fd, (struct sockaddr *)&local, &llen))
+		goto plain;
 	s = sw_sock_new(fd, SW_CONNECTING);
 	if (!s)
-		return sdp_sys.connect(fd, addr, len);
+		goto plain;
 	s->family = family;
 	s->is_client = true;
 	s->nonblock = fd_nonblocking(fd);
 	memcpy(&s->peer, addr, len < sizeof(s->peer) ? len : sizeof(s->peer));
 	s->peerlen = len;
-	r = ensure_bound(s, &local, &llen);
-	if (r) {
-		SW_INFO("fd %d: cannot bind a local port for the upgrade: %s",
-			fd, sdp_strerror(r));
-		goto plain;
-	}
+	addr_port(&local, &s->local_port);
 	for (i = 0; i < sw_nproviders; i++) {
 		if (!cand[i])
 			continue;
@@ -800,50 +814,26 @@ int sw_connect(int fd, const struct sockaddr *addr, socklen_t len,
 		}
 		nlisten++;
 	}
-	if (!nlisten)
+	if (!nlisten) {
+		sw_sock_unref(s);
 		goto plain;
+	}
 	sw_random(s->key, sizeof(s->key));
 	if (s->st) {
 		s->st->is_client = 1;
 		s->st->local_port = s->local_port;
 		sw_peer_text(s, s->st->peer, sizeof(s->st->peer));
 	}
-
-	r = sdp_sys.connect(fd, addr, len);
-	if (r == 0) {
-		/* no waiting here: the server's program may accept only
-		 * later (even in this thread); the first I/O settles it */
-		client_hello_send(s);
-		*out = s;
-		errno = saved;
-		return 0;
-	}
-	if (errno == EINPROGRESS) {
-		int e = errno;
-
-		/* same-host handshakes finish in microseconds: finishing
-		 * here lets the hello leave at once */
-		if (sw_wait_fd(fd, POLLOUT, 1) > 0)
-			sw_upgrade_progress(s, false);
-		*out = s;
-		errno = e;
-		return -1;
-	}
-	/* connect failed: nothing to upgrade */
-	{
-		int e = errno;
-
-		sw_listeners_close(s);
-		sw_sock_unref(s);
-		errno = e;
-		return -1;
-	}
+	/* no waiting, and no hello yet: it goes with the program's first
+	 * bytes, or when the program first reads */
+	s->state = cr ? SW_CONNECTING : SW_HELLO_PENDING;
+	*out = s;
+	errno = e;
+	return cr;
 plain:
-	sw_listeners_close(s);
-	sw_sock_unref(s);
 	count_tcp(SDP_FB_LOCAL_SETUP);
-	errno = saved;
-	return sdp_sys.connect(fd, addr, len);
+	errno = e;
+	return cr;
 }
 
 int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
@@ -856,7 +846,7 @@ int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
 	if ((r == 0 || errno == EISCONN) && s->state == SW_CONNECTING) {
 		int e = errno;
 
-		sw_upgrade_progress(s, false);
+		sw_upgrade_progress(s);
 		errno = e;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -865,33 +855,94 @@ int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
 
 /* ---- progress of a pending upgrade ---------------------------------------- */
 
+
 /* Client: the TCP connect of a non-blocking socket may have finished. */
-static int client_connecting(struct sw_sock *s, bool wait)
+static void client_connecting(struct sw_sock *s)
 {
 	struct pollfd pf = { .fd = s->fd, .events = POLLOUT };
 	int r;
 
 	do
-		r = sdp_sys.poll(&pf, 1, wait ? -1 : 0);
+		r = sdp_sys.poll(&pf, 1, 0);
 	while (r < 0 && errno == EINTR);
 	if (r <= 0)
-		return -EAGAIN;
+		return;
 	if (pf.revents & (POLLERR | POLLHUP)) {
 		/* the connect failed; SO_ERROR stays for the program */
 		sw_fallback(s, SDP_FB_NONE, "connect failed");
-		return 0;
+		return;
 	}
-	client_hello_send(s);
-	return 0;
+	s->state = SW_HELLO_PENDING;
 }
 
-/* Client: the server hello, then the provider connection proving K. */
-static int client_hello_sent(struct sw_sock *s, bool wait)
+/* Client: the server's provider connection, which must prove K. Taken as
+ * soon as it is there; given up (the listener closes, which fails the
+ * server's connect) when it is not there in time. */
+static void client_take_request(struct sw_sock *s)
+{
+	struct sw_provider *p = s->ss.prov;
+	struct sdp_conn_req *req;
+	int r;
+
+	/* the server connects no sooner than this (server_hello_take): no
+	 * use looking before */
+	if (sw_now_ns() < s->upgrade_at_ns &&
+	    s->tcp_rx + s->tcp_tx < sw_cfg.upgrade_after_bytes)
+		return;
+	for (;;) {
+		struct sdp_connect_priv cp;
+		size_t plen = sizeof(cp);
+
+		r = p->mod.ops.get_request(s->plisten[p->index], &req, &cp,
+					   &plen);
+		if (r == -EAGAIN) {
+			if (sw_now_ns() > s->deadline_ns)
+				sw_fallback(s, SDP_FB_TIMEOUT,
+					    "no provider connection from the server");
+			return;
+		}
+		if (r) {
+			sw_fallback(s, SDP_FB_PROVIDER_CONNECT,
+				    sdp_strerror(r));
+			return;
+		}
+		if (plen == sizeof(cp) && !memcmp(cp.magic, "SDPc", 4) &&
+		    !memcmp(cp.key, s->key, sizeof(s->key)))
+			break;
+		SW_WARN("fd %d: provider connection without the key of this TCP connection: refused",
+			s->fd);
+		p->mod.ops.reject(req);
+	}
+	r = p->mod.ops.accept(req, s->ss.cq, NULL, 0, s, &s->ss.ep);
+	if (r >= 0) {
+		int e = sw_session_post_recvs(s);
+
+		if (e)
+			r = e;
+	}
+	if (r < 0) {
+		sw_fallback(s, SDP_FB_PROVIDER_CONNECT, sdp_strerror(r));
+		return;
+	}
+	sw_listeners_close(s);
+	SW_DBG("fd %d: took the server's %s connection (%s)", s->fd,
+	       p->mod.name, r == SDP_PENDING ? "pending" : "done");
+	/* a pending accept completes in sw_progress */
+	if (r == 0) {
+		s->ss.connected = true;
+		r = sw_upgrade_step(s);
+		if (r)
+			sw_fallback(s, SDP_FB_PROVIDER_CONNECT,
+				    sdp_strerror(r));
+	}
+}
+
+/* Client: the server's hello leads the server's TCP stream. */
+static void client_hello_sent(struct sw_sock *s)
 {
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
 	struct sw_provider *p;
 	char name[SDP_PROVIDER_NAME_LEN + 1] = { 0 };
-	bool bell;
 	int r;
 
 	while (s->hello_got < sizeof(struct sdp_hello)) {
@@ -911,329 +962,310 @@ static int client_hello_sent(struct sw_sock *s, bool wait)
 				s->prefix_len = s->hello_got;
 				sw_fallback(s, SDP_FB_BAD_HELLO,
 					    "peer answered without a server hello");
-				return 0;
+				return;
 			}
 			continue;
 		}
 		if (n == 0) {
+			/* what came before the end were hello bytes; the
+			 * program sees the end */
 			s->tcp_eof = true;
 			sw_fallback(s, SDP_FB_BAD_HELLO,
-				    "peer closed during the upgrade");
-			return 0;
+				    "peer closed before its hello");
+			return;
 		}
 		if (errno == EINTR)
 			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			sw_fallback(s, SDP_FB_BAD_HELLO, strerror(errno));
-			return 0;
-		}
-		if (!wait)
-			return -EAGAIN;
-		if (!ms_left(s->deadline_ns))
-			goto abandon;
-		sw_wait_fd(s->fd, POLLIN, ms_left(s->deadline_ns));
+		return;
 	}
 	if (h->type != SDP_HELLO_SERVER) {
 		sw_fallback(s, SDP_FB_BAD_HELLO, "unexpected hello type");
-		return 0;
+		return;
 	}
 	if (h->status) {
 		sw_fallback(s, SDP_FB_PEER_FALLBACK,
 			    sdp_fallback_name(h->status));
-		return 0;
+		return;
 	}
 	memcpy(name, h->providers[0], SDP_PROVIDER_NAME_LEN);
 	p = sw_provider_by_name(name);
 	if (!p || !s->plisten[p->index]) {
-		send_abandon(s);
-		s->marker_check = true;
-		sw_fallback(s, SDP_FB_NO_COMMON, "server chose an unknown provider");
-		return 0;
+		/* our listener closes with the fallback: the server's
+		 * connect to it fails, and it stays on TCP too */
+		sw_fallback(s, SDP_FB_NO_COMMON,
+			    "server chose an unknown provider");
+		return;
 	}
 	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
-	if (!s->ss.cq) {
-		r = sw_session_prepare(s, p);
-		if (!r)
-			r = sw_session_peer_params(s, h->msg_size,
-						   h->recv_credits);
-		if (r) {
-			send_abandon(s);
-			s->marker_check = true;
-			sw_fallback(s, SDP_FB_REGISTRATION, sdp_strerror(r));
-			return 0;
-		}
+	r = sw_session_prepare(s, p);
+	if (!r)
+		r = sw_session_peer_params(s, h->msg_size, h->recv_credits);
+	if (r) {
+		sw_fallback(s, SDP_FB_REGISTRATION, sdp_strerror(r));
+		return;
 	}
-	/* the server connected before sending its hello: its request is
-	 * waiting (or about to be) on our listener; anyone else's is not */
-	for (;;) {
-		struct sdp_conn_req *req;
-		struct sdp_connect_priv cp;
-		size_t plen = sizeof(cp);
+	s->state = SW_UPGRADING;
+	s->upgrade_at_ns = sw_now_ns() +
+			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
+	s->deadline_ns = s->upgrade_at_ns +
+			 (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
+	client_take_request(s);
+}
 
-		r = p->mod.ops.get_request(s->plisten[p->index], &req, &cp,
-					   &plen);
-		if (r == 0) {
-			if (plen != sizeof(cp) || memcmp(cp.magic, "SDPc", 4) ||
-			    memcmp(cp.key, s->key, sizeof(s->key))) {
-				SW_WARN("fd %d: provider connection without the key of this TCP connection: refused",
-					s->fd);
-				p->mod.ops.reject(req);
-				continue;
-			}
-			r = p->mod.ops.accept(req, s->ss.cq, NULL, 0, s,
-					      &s->ss.ep);
-			if (r >= 0) {
-				int e = sw_session_post_recvs(s);
+/*
+ * Both sides: the provider connection is up or on its way, and the SETUPs
+ * and SWITCHes follow (sw_progress, sw_upgrade_step). Until this side is
+ * committed, the peer cannot have switched, so a failure here leaves every
+ * byte on TCP; once committed, the peer's provider connection ending means
+ * it gave the upgrade up before it switched (docs/protocol.md 2.5).
+ */
+static void upgrading(struct sw_sock *s)
+{
+	int r = sw_progress(s);
 
-				if (e)
-					r = e;
-			}
-			if (r < 0) {
-				send_abandon(s);
-				s->marker_check = true;
-				sw_fallback(s, SDP_FB_PROVIDER_CONNECT,
-					    sdp_strerror(r));
-				return 0;
-			}
-			break;
-		}
-		if (r != -EAGAIN) {
-			send_abandon(s);
-			s->marker_check = true;
-			sw_fallback(s, SDP_FB_PROVIDER_CONNECT, sdp_strerror(r));
-			return 0;
-		}
-		/* the server may have given up: its marker is on TCP. A
-		 * doorbell is not one: a server whose provider connect
-		 * completed rings, and on a provider whose connection
-		 * requests travel apart from TCP (verbs) the ring can
-		 * overtake the request; it stays for the session. */
-		bell = false;
-		{
-			uint8_t b;
-			ssize_t n = sdp_sys.recv(s->fd, &b, 1,
-						 MSG_PEEK | MSG_DONTWAIT);
+	if (s->state != SW_UPGRADING)
+		return;
+	if (r < 0)
+		sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
+			    sdp_strerror(r));
+	else if (s->ss.error)
+		sw_fallback(s, SDP_FB_PROVIDER_CONNECT,
+			    "protocol error during the upgrade");
+	else if (s->ss.peer_dead)
+		sw_fallback(s, unless_ended(s, SDP_FB_PEER_ABANDONED),
+			    "the peer closed its provider connection");
+	else if (s->is_client && sw_upgrade_can_give_up(s) &&
+		 sw_now_ns() > s->deadline_ns)
+		/* the server went quiet before it committed: it may have
+		 * given up (a fork or an exec) without a word */
+		sw_fallback(s, SDP_FB_TIMEOUT, "no SETUP from the server");
+}
 
-			if (n > 0 && b == SDP_DOORBELL) {
-				bell = true;
-			} else if (n > 0 || n == 0) {
-				SW_DBG("fd %d: waiting for the server's provider connection, TCP has %s (byte 0x%02x)",
-				       s->fd, n ? "data" : "EOF",
-				       n ? b : 0);
-				s->marker_check = true;
-				sw_fallback(s, SDP_FB_PEER_ABANDONED, NULL);
-				return 0;
-			}
-		}
-		if (wait && !ms_left(s->deadline_ns)) {
-			send_abandon(s);
-			s->marker_check = true;
-			sw_fallback(s, SDP_FB_TIMEOUT,
-				    "no provider connection from the server");
-			return 0;
-		}
-		if (!wait)
-			return -EAGAIN;
-		{
-			struct pollfd pf[2] = {
-				{ .fd = p->mod.ops.listener_fd(
-					  s->plisten[p->index]),
-				  .events = POLLIN },
-				{ .fd = s->fd, .events = POLLIN },
-			};
-			int nfd = pf[0].fd >= 0 ? 2 : 1;
-
-			/* a doorbell keeps TCP readable: watch the listener
-			 * alone (or sleep briefly when it has no fd) */
-			if (bell) {
-				nfd = pf[0].fd >= 0 ? 1 : 0;
-				if (!nfd)
-					pf[0].fd = -1;
-			}
-			sdp_sys.poll(pf, nfd ? (nfds_t)nfd : 1,
-				     ms_left(s->deadline_ns) < (bell ? 1 : 10) ?
-					     ms_left(s->deadline_ns) :
-					     (bell ? 1 : 10));
-		}
+int sw_upgrade_progress(struct sw_sock *s)
+{
+	if (s->state == SW_HELLO_WAIT)
+		server_hello_in(s, false);
+	if (s->state == SW_CONNECTING)
+		client_connecting(s);
+	if (s->state == SW_HELLO_SENT)
+		client_hello_sent(s);
+	if (s->state == SW_UPGRADING) {
+		if (s->ss.ep)
+			upgrading(s);
+		else if (s->is_client)
+			client_take_request(s);
+		else if (sw_now_ns() >= s->upgrade_at_ns ||
+			 s->tcp_rx + s->tcp_tx >= sw_cfg.upgrade_after_bytes)
+			server_connect(s);
 	}
-	sw_listeners_close(s);
-	SW_DBG("fd %d: took the server's %s connection (%s)", s->fd,
-	       p->mod.name, r == SDP_PENDING ? "pending" : "done");
-	if (r == SDP_PENDING) {
-		/* the provider finishes the connection later: wait for its
-		 * completion as the server side does */
-		s->state = SW_UPGRADING;
+	if (s->st)
+		s->st->state = s->state;
+	return 0;
+}
+
+bool sw_upgrade_can_give_up(const struct sw_sock *s)
+{
+	return s->is_client ? !s->ss.setup_rcvd : !s->ss.setup_sent;
+}
+
+int sw_upgrade_nap_ms(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	uint64_t now;
+
+	if (s->state != SW_UPGRADING) {
+		s->nap_ms = 0;
 		return 0;
 	}
-	r = sw_session_start(s);
-	if (r) {
-		send_abandon(s);
-		s->marker_check = true;
-		sw_fallback(s, SDP_FB_PROVIDER_CONNECT, sdp_strerror(r));
+	if (!s->is_client && !ss->ep) {
+		/* our provider connection is due then (server_hello_take) */
+		now = sw_now_ns();
+		return now >= s->upgrade_at_ns ? 1 :
+		       (int)((s->upgrade_at_ns - now + 999999) / 1000000);
 	}
-	return 0;
-
-abandon:
-	/* the server did not answer in time (its program has not accepted
-	 * yet): give up; its hello, when it comes, is skipped */
-	send_abandon(s);
-	s->expect_server_hello = true;
-	s->marker_check = true;
-	sw_fallback(s, SDP_FB_TIMEOUT, "no server hello");
-	return 0;
+	/* No wake-up tells of the peer's next step here: the server's of
+	 * the connection completing and of the client's SETUP, the client's
+	 * of the server's SETUP (nothing rings before a switch point). Look
+	 * now and then, less often the longer nothing changes. */
+	if (!ss->ep || (s->is_client ? !ss->setup_sent || ss->setup_rcvd :
+				       ss->setup_sent)) {
+		s->nap_ms = 0;
+		return 0;
+	}
+	s->nap_ms = s->nap_ms ? s->nap_ms * 2 : 1;
+	if (s->nap_ms > 128)
+		s->nap_ms = 128;
+	return (int)s->nap_ms;
 }
 
-/* Server: the provider connect to the client's listener is pending. */
-static int server_upgrading(struct sw_sock *s, bool wait)
+bool sw_upgrade_cut(struct sw_sock *s)
 {
+	/* a client hello already here is taken, so that the refusal can
+	 * answer it */
+	if (s->state == SW_HELLO_WAIT)
+		server_hello_in(s, false);
+	if (!sw_pending(s) || !sw_upgrade_can_give_up(s))
+		return sw_pending(s);
+	/* the peer cannot be sending to the provider: nothing is lost by
+	 * staying on TCP; a client still waiting for our hello hears it
+	 * from our hello */
+	if ((s->state == SW_UPGRADING && !s->is_client && !s->hello_out) ||
+	    (s->state == SW_HELLO_WAIT && !s->hello_out &&
+	     !s->up_prov->mod.ops.probe(s->up_prov->mod.prov,
+					(struct sockaddr *)&s->peer,
+					s->peerlen)))
+		/* the client (which holds a listener, so will read a hello
+		 * first) hears it now; its own hello, still on the way, is
+		 * dropped when it comes (sw_hello_skip) */
+		refuse(s, SDP_FB_CUT, NULL);
+	else
+		sw_fallback(s, SDP_FB_CUT, NULL);
+	return false;
+}
+
+/* How long a shutdown or urgent byte waits for an upgrade whose provider
+ * connection is up (the rest of its stream then goes on the SAN, not TCP),
+ * before it gives it up. */
+#define SETTLE_FINISH_NS 20000000ull
+
+void sw_upgrade_settle(struct sw_sock *s)
+{
+	uint64_t end = sw_now_ns() + SETTLE_FINISH_NS;
+
+	/* a few steps from done: worth a short wait */
+	while (sw_pending(s) && s->ss.ep && s->ss.connected &&
+	       sw_now_ns() < end) {
+		sw_upgrade_progress(s);
+		if (!sw_pending(s))
+			return;
+		pthread_mutex_unlock(&s->lock);
+		sw_wait_fd(s->fd, 0, 1);
+		pthread_mutex_lock(&s->lock);
+	}
+	end = sw_now_ns() + (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 	for (;;) {
-		int r = sw_progress(s);
-		uint8_t b;
-		ssize_t n;
-
-		if (s->state != SW_UPGRADING)
-			return 0;
-		if (r < 0) {
-			s->marker_check = true;
-			sw_fallback(s, SDP_FB_PROVIDER_CONNECT, sdp_strerror(r));
-			return 0;
+		if (!sw_upgrade_cut(s))
+			return;
+		/* a committed server: the client's SWITCH comes as soon as
+		 * its switch looks, or its provider connection ends */
+		sw_upgrade_progress(s);
+		if (!sw_pending(s))
+			return;
+		if (sw_now_ns() > end) {
+			SW_WARN("fd %d: the client did not answer the upgrade within %u ms; staying on TCP (what it sends to the provider later is lost)",
+				s->fd, sw_cfg.upgrade_timeout_ms);
+			sw_fallback(s, SDP_FB_TIMEOUT, "no SWITCH from the client");
+			return;
 		}
-		/* TCP bytes now: a doorbell (the client took the connection:
-		 * its completion is on the way) or the client's abandon
-		 * marker */
-		n = sdp_sys.recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-		if (n == 1 && b == SDP_DOORBELL) {
-			/* the client carries the connection already: its
-			 * bytes may be in our ring, so there is no way back
-			 * to TCP; the provider completes (or reports the
-			 * client gone) */
-			if (!wait)
-				return -EAGAIN;
-			sw_wait_fd(s->fd, 0, 1);
-			continue;
-		} else if (n >= 0) {
-			SW_DBG("fd %d: upgrade pending, TCP has %s (byte 0x%02x)",
-			       s->fd, n ? "data" : "EOF", n ? b : 0);
-			s->marker_check = true;
-			sw_fallback(s, SDP_FB_PEER_ABANDONED, NULL);
-			return 0;
-		}
-		if (wait && !ms_left(s->deadline_ns)) {
-			send_abandon(s);
-			s->marker_check = true;
-			sw_fallback(s, SDP_FB_TIMEOUT,
-				    "client did not take the provider connection");
-			return 0;
-		}
-		if (!wait)
-			return -EAGAIN;
-		/* Sleep on the TCP fd only: the client rings a doorbell on
-		 * it as soon as it takes the provider connection, and the
-		 * 5 ms cap covers a client that does not. The CQ's notify
-		 * fd is not used: a provider may make it on first use, and
-		 * with one CQ per connection that would cost fds for the
-		 * life of every connection (docs/provider-shm.md). */
-		{
-			struct pollfd pf = { .fd = s->fd, .events = POLLIN };
-
-			sdp_sys.poll(&pf, 1, ms_left(s->deadline_ns) < 5 ?
-						     ms_left(s->deadline_ns) :
-						     5);
-		}
+		pthread_mutex_unlock(&s->lock);
+		sw_wait_fd(s->fd, 0, 1);
+		pthread_mutex_lock(&s->lock);
 	}
 }
 
-int sw_upgrade_progress(struct sw_sock *s, bool wait)
+int sw_upgrade_step(struct sw_sock *s)
 {
-	int r = 0;
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_switch sw = { .tcp_bytes = s->tcp_tx };
+	struct sw_proc_stats *ps = sw_stats_proc();
+	int r, one = 1, zero = 0;
 
-	/* Only a caller that must have the answer (a blocking read, a write
-	 * that no longer fits the pending buffer) gives the peer a deadline;
-	 * the peer's program may simply not have run yet, and that is no
-	 * reason to give up: polls and non-blocking calls just look. */
-	if (wait)
-		s->deadline_ns = s->wait_forever ? UINT64_MAX :
-			sw_now_ns() +
-			(uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
-
-	if (s->state == SW_CONNECTING) {
-		r = client_connecting(s, wait);
+	if (s->state != SW_UPGRADING || !ss->connected)
+		return 0;
+	/* the client's SETUP says it is ready; the server's, sent once it
+	 * has that, commits both */
+	if (!ss->setup_sent && (s->is_client || ss->setup_rcvd)) {
+		r = sw_session_send_setup(s);
 		if (r)
 			return r;
 	}
-	if (s->state == SW_HELLO_SENT)
-		r = client_hello_sent(s, wait);
-	if (s->state == SW_UPGRADING)
-		r = server_upgrading(s, wait);
-	if (s->st)
-		s->st->state = s->state;
-	return r;
+	/* the client switches on the server's SETUP, the server on the
+	 * client's SWITCH: neither switches before the other is committed */
+	if (!ss->setup_sent || !(s->is_client ? ss->setup_rcvd :
+					      ss->switch_rcvd))
+		return 0;
+	r = sw_send_ctrl(s, SDP_MSG_SWITCH, &sw, sizeof(sw), NULL, 0, 0);
+	if (r)
+		return r;
+	s->tx_san = true;
+	s->state = SW_SAN;
+	/* From here our TCP stream carries only one-byte doorbells: each
+	 * must leave at once, not wait behind an unacknowledged one for the
+	 * peer's delayed ACK (Nagle; up to 40 ms a doorbell) nor in a cork
+	 * the program set for its own bytes, which are all out of it now. */
+	sdp_sys.setsockopt(s->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
+	sdp_sys.setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (ps)
+		ps->conns_san++;
+	if (s->st) {
+		s->st->state = SW_SAN;
+		snprintf(s->st->provider, sizeof(s->st->provider), "%.15s",
+			 ss->prov->mod.name);
+	}
+	SW_DBG("fd %d: carried by %s after %llu bytes on TCP", s->fd,
+	       ss->prov->mod.name, (unsigned long long)s->tcp_tx);
+	sw_credit_note_size(ss);
+	sw_event(s);
+	/* a peer asleep on TCP in its program's read would not look at the
+	 * provider: our first byte there rings it awake (sw_send_ctrl). Not
+	 * now: a doorbell that the peer's program closes before reading
+	 * turns its FIN into a reset, and one the peer needs only comes
+	 * with data; nor before our last TCP bytes, which wake it anyway. */
+	ss->switch_bell = true;
+	return 0;
 }
 
-/* ---- TCP after a failed upgrade ----------------------------------------------- */
-
-int sw_tcp_marker_skip(struct sw_sock *s, bool wait)
+/*
+ * After a fallback before the peer's hello was read: the peer's stream may
+ * still start with its hello (it saw ours, or our listener before it
+ * closed): dropped here. Bytes that turn out to be the program's after all
+ * are delivered first (prefix). Returns 0 when the program's bytes are
+ * next, -EAGAIN when more must come to tell (!wait).
+ */
+int sw_hello_skip(struct sw_sock *s, bool wait)
 {
-	uint8_t buf[sizeof(struct sdp_hello)];
-	struct sdp_abandon want;
-	ssize_t n;
+	while (s->skip_hello) {
+		size_t want = sizeof(struct sdp_hello) - s->hello_got;
+		ssize_t n = sdp_sys.recv(s->fd, s->hello_buf + s->hello_got,
+					 want, MSG_PEEK | MSG_DONTWAIT);
+		size_t end, cmp;
 
-	if (s->expect_server_hello) {
-		/* finish reading the server hello we gave up waiting for */
-		while (s->hello_got < sizeof(struct sdp_hello)) {
-			n = sdp_sys.recv(s->fd, s->hello_buf + s->hello_got,
-					 sizeof(struct sdp_hello) - s->hello_got,
-					 wait ? 0 : MSG_DONTWAIT);
-			if (n > 0) {
-				s->hello_got += n;
-				continue;
-			}
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n == 0) {
-				s->expect_server_hello = false;
-				s->marker_check = false;
-				return 0;
-			}
-			return -errno;
-		}
-		s->expect_server_hello = false;
-		if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN)) {
-			/* not a hello: the program's bytes after all */
+		if (n == 0 || (n < 0 && errno != EAGAIN &&
+			       errno != EWOULDBLOCK && errno != EINTR)) {
+			/* its end: what was taken is the program's */
 			s->prefix_off = 0;
 			s->prefix_len = s->hello_got;
-			s->marker_check = false;
+			s->skip_hello = false;
 			return 0;
 		}
-	}
-	if (!s->marker_check)
-		return 0;
-	memcpy(want.magic, SDP_ABANDON_MAGIC, SDP_MAGIC_LEN);
-	memcpy(want.key, s->key, sizeof(want.key));
-	for (;;) {
-		n = sdp_sys.recv(s->fd, buf, sizeof(want),
-				 MSG_PEEK | MSG_DONTWAIT);
 		if (n > 0) {
-			if (memcmp(buf, &want, n)) {
-				s->marker_check = false;
+			end = s->hello_got + n;
+			cmp = end < SDP_MAGIC_LEN ? end : SDP_MAGIC_LEN;
+			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp)) {
+				s->prefix_off = 0;
+				s->prefix_len = s->hello_got;
+				s->skip_hello = false;
 				return 0;
 			}
-			if ((size_t)n == sizeof(want)) {
-				sdp_sys.recv(s->fd, buf, sizeof(want),
-					     MSG_WAITALL);
-				s->marker_check = false;
-				return 0;
+			if (end >= SDP_MAGIC_LEN) {
+				/* a hello: its bytes are ours to drop */
+				sdp_sys.recv(s->fd, s->hello_buf + s->hello_got,
+					     n, MSG_DONTWAIT);
+				s->hello_got = end;
+				if (end == sizeof(struct sdp_hello)) {
+					s->hello_got = 0;
+					s->skip_hello = false;
+				}
+				continue;
 			}
-		} else if (n == 0) {
-			s->marker_check = false;
-			return 0;
-		} else if (errno != EAGAIN && errno != EWOULDBLOCK &&
-			   errno != EINTR) {
-			s->marker_check = false;
-			return 0;
 		}
 		if (!wait)
 			return -EAGAIN;
+		pthread_mutex_unlock(&s->lock);
 		sw_wait_fd(s->fd, POLLIN, -1);
+		pthread_mutex_lock(&s->lock);
 	}
+	return 0;
 }

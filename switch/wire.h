@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * wire.h - every byte the switch puts on a wire: the upgrade handshake that
- * travels on the program's TCP connection (hello, abandon marker, doorbell)
- * and the session protocol's control messages on the provider connection.
+ * travels on the program's TCP connection (hellos, doorbell, downgrade
+ * marker) and the session protocol's control messages on the provider
+ * connection.
  * docs/protocol.md describes the same layout in prose; keep them together.
  * All integers are little-endian; structures are packed, sizes asserted.
  */
@@ -12,7 +13,8 @@
 #include <stdint.h>
 #include "sdp_provider.h"
 
-#define SDP_PROTO_VERSION 2	/* 2: transfer slots (XOFFER) */
+#define SDP_PROTO_VERSION 3	/* 2: transfer slots (XOFFER); 3: the
+				 * asynchronous upgrade (SWITCH) */
 
 /* The structures below are the wire layout as they sit in memory: this
  * code is for little-endian hosts (x86-64, arm64, ppc64le, riscv64). */
@@ -58,20 +60,17 @@ _Static_assert(sizeof(struct sdp_hello) == 96, "hello is 96 bytes");
 
 #define SDP_HELLO_F_RDMA_READ 0x1	/* sender's provider offers RdmaRead */
 
-/* Sent by a side that gives up an upgrade after its hello: magic + key. */
-struct sdp_abandon {
-	uint8_t magic[SDP_MAGIC_LEN];	/* "\xd5SDPAB\r\n" */
-	uint8_t key[16];		/* the client's key K */
-} __attribute__((packed));
-_Static_assert(sizeof(struct sdp_abandon) == 24, "abandon is 24 bytes");
-#define SDP_ABANDON_MAGIC "\xd5SDPAB\r\n"
-
 /* After its DOWNGRADE message, a side writes this marker on TCP; its data
  * follows on TCP. Magic + the connection's key K. */
+struct sdp_marker {
+	uint8_t magic[SDP_MAGIC_LEN];	/* SDP_DOWNGRADE_MAGIC */
+	uint8_t key[16];		/* the client's key K */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_marker) == 24, "marker is 24 bytes");
 #define SDP_DOWNGRADE_MAGIC "\xd5SDPDG\r\n"
 
-/* While a connection is carried by a provider, the TCP stream carries only
- * doorbell bytes (wake-ups) in both directions. */
+/* After its switch point (SWITCH), a side's TCP stream carries only
+ * doorbell bytes (wake-ups), until a downgrade marker. */
 #define SDP_DOORBELL 0x44
 
 /* Private data of the server's provider connect: proves knowledge of K. */
@@ -101,6 +100,8 @@ enum sdp_msg_type {
 	SDP_MSG_CREDIT_DELTA,	/* receiver grants (+) or takes back (-) buffers */
 	SDP_MSG_CREDIT_RELEASE,	/* sender gives one taken-back buffer up */
 	SDP_MSG_XOFFER,		/* bytes offered in the sender's transfer slot */
+	SDP_MSG_SWITCH,		/* sender's data continues here, after the
+				 * bytes it sent on TCP (section 2.5) */
 	SDP_MSG_TYPE_MAX
 };
 
@@ -117,6 +118,9 @@ struct sdp_msg_hdr {
 _Static_assert(sizeof(struct sdp_msg_hdr) == 16, "header is 16 bytes");
 
 #define SDP_MSG_F_WAKE_ME 0x01	/* also: sender wants a doorbell on news */
+#define SDP_MSG_F_SWITCHED 0x02	/* sender has taken the receiver's SWITCH:
+				 * the receiver's doorbells are no longer
+				 * read as its TCP data */
 
 /* SETUP body (after the header). Buffer size and credits travelled in the
  * hellos already; these repeat them and must match. */
@@ -189,6 +193,14 @@ struct sdp_msg_release {
 _Static_assert(sizeof(struct sdp_msg_release) == 8, "release body");
 
 /* OOB body: the urgent byte is the one inline payload byte. */
+
+/* SWITCH body: the sender's program bytes that went on TCP after its
+ * hello; the receiver reads exactly that many there, then this stream. */
+struct sdp_msg_switch {
+	uint64_t tcp_bytes;
+	uint64_t reserved;	/* zero */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_msg_switch) == 16, "switch body");
 
 /* XOFFER body: the layout of RDATA's. xfer_id is the offer's sequence
  * number in the sender's transfer slot (never 0); total bytes are in

@@ -29,6 +29,7 @@
  */
 static const char *const state_names[] = {
 	"LISTENER", "TCP", "CONNECTING", "HELLO_SENT", "UPGRADING", "SAN",
+	"HELLO_PENDING", "HELLO_WAIT",
 };
 
 #define N_STATES (sizeof(state_names) / sizeof(state_names[0]))

@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (v.hdr.type == 0 || v.hdr.type >= SDP_MSG_TYPE_MAX)
 		broken("unknown type");
-	if (v.hdr.flags & ~SDP_MSG_F_WAKE_ME)
+	if (v.hdr.flags & ~(SDP_MSG_F_WAKE_ME | SDP_MSG_F_SWITCHED))
 		broken("unknown flags");
 	if (v.hdr.reserved)
 		broken("reserved header field set");
@@ -79,6 +79,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    rd.total > rd.region.length ||
 		    !(rd.region.access & SDP_ACCESS_REMOTE_READ))
 			broken("malformed XOFFER accepted");
+	}
+	if (v.hdr.type == SDP_MSG_SWITCH) {
+		struct sdp_msg_switch sw;
+
+		memcpy(&sw, v.body, sizeof(sw));
+		if (v.paylen || sw.reserved)
+			broken("malformed SWITCH accepted");
 	}
 	if (v.hdr.type == SDP_MSG_SETUP) {
 		struct sdp_msg_setup su;

@@ -34,7 +34,8 @@ struct model {
 	/* state, as struct sw_session holds it */
 	uint32_t rx_seq;
 	uint32_t credits;
-	bool setup_rcvd, fin_rcvd, dg_rcvd;
+	bool setup_rcvd, switch_rcvd, fin_rcvd, dg_rcvd;
+	uint64_t tcp_rx;	/* the peer's bytes read on TCP so far */
 	uint32_t xfer_wait_id;
 	bool xfer_done;
 	uint64_t staging_recv_head, staging_consumed;
@@ -103,6 +104,13 @@ static int on_message(struct model *m, const struct sdp_msg_view *v)
 	if (h->seq != m->rx_seq)
 		return -1;
 	if (!m->setup_rcvd && h->type != SDP_MSG_SETUP)
+		return -1;
+	/* the stream's bytes and its end only after the switch point */
+	if (!m->switch_rcvd &&
+	    (h->type == SDP_MSG_DATA || h->type == SDP_MSG_RDATA ||
+	     h->type == SDP_MSG_WDATA || h->type == SDP_MSG_XOFFER ||
+	     h->type == SDP_MSG_OOB || h->type == SDP_MSG_FIN ||
+	     h->type == SDP_MSG_ABORT || h->type == SDP_MSG_DOWNGRADE))
 		return -1;
 	if (h->credits && (uint64_t)m->credits + h->credits > m->peer_nrecv)
 		return -1;
@@ -198,6 +206,17 @@ static int on_message(struct model *m, const struct sdp_msg_view *v)
 			broken("peer freed more staging than was written");
 		break;
 	}
+	case SDP_MSG_SWITCH: {
+		struct sdp_msg_switch sw;
+
+		memcpy(&sw, v->body, sizeof(sw));
+		if (h->len || sw.reserved)
+			broken("decoder let a malformed SWITCH through");
+		if (m->switch_rcvd || sw.tcp_bytes < m->tcp_rx)
+			return -1;
+		m->switch_rcvd = true;
+		break;
+	}
 	case SDP_MSG_FIN:
 		if (m->dg_rcvd)
 			return -1;
@@ -229,8 +248,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			4096ull << ((data[0] >> 4) & 3);
 	m.can_read = data[0] & 0x40;
 	m.credits = m.peer_nrecv;
-	/* as if this side had an RDATA transfer and staging bytes out */
+	/* as if this side had an RDATA transfer and staging bytes out, and
+	 * had read some of the peer's bytes on TCP */
 	m.xfer_wait_id = (data[0] & 0x80) ? 7 : 0;
+	m.tcp_rx = data[0] & 0x08 ? 100 : 0;
 	m.peer_staging_head = 65536;
 	while (pos + 3 <= size) {
 		uint8_t op = data[pos];

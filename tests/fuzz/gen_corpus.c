@@ -88,6 +88,7 @@ int main(int argc, char **argv)
 	struct sdp_msg_ack ack = { .xfer_id = 7, .bytes = 100000 };
 	struct sdp_msg_ack sfree = { .bytes = 4096 };
 	struct sdp_msg_wake wk = { .seen_seq = 3 };
+	struct sdp_msg_switch swb = { .tcp_bytes = 1500 };
 	uint8_t pay[300];
 	struct msg m;
 	struct seq s;
@@ -144,6 +145,9 @@ int main(int argc, char **argv)
 	put("decode", "ok-oob", m.b, m.n);
 	build(&m, SDP_MSG_DOWNGRADE, 0, 0, 12, NULL, 0, NULL, 0);
 	put("decode", "ok-downgrade", m.b, m.n);
+	build(&m, SDP_MSG_SWITCH, SDP_MSG_F_SWITCHED, 0, 1, &swb, sizeof(swb),
+	      NULL, 0);
+	put("decode", "ok-switch", m.b, m.n);
 
 	/* malformed: each breaks one rule of the decoder */
 	put("decode", "bad-short-header", m.b, 7);
@@ -210,6 +214,12 @@ int main(int argc, char **argv)
 	put("decode", "bad-fin-payload", m.b, m.n);
 	build(&m, SDP_MSG_CREDIT, 0, 0, 9, NULL, 0, pay, 1);
 	put("decode", "bad-credit-payload", m.b, m.n);
+	swb.reserved = 1;
+	build(&m, SDP_MSG_SWITCH, 0, 0, 1, &swb, sizeof(swb), NULL, 0);
+	put("decode", "bad-switch-reserved", m.b, m.n);
+	swb.reserved = 0;
+	build(&m, SDP_MSG_SWITCH, 0, 0, 1, &swb, sizeof(swb), pay, 2);
+	put("decode", "bad-switch-payload", m.b, m.n);
 
 	/* sequences: SETUP, then traffic */
 	for (i = 0; i < 8; i++) {
@@ -218,6 +228,10 @@ int main(int argc, char **argv)
 
 		seq_start(&s, (uint8_t)(0x45 + i * 0x1b));
 		build(&m, SDP_MSG_SETUP, 0, 0, sq++, &su, sizeof(su), NULL, 0);
+		seq_msg(&s, &m);
+		swb.tcp_bytes = (uint64_t)i * 300;
+		build(&m, SDP_MSG_SWITCH, 0, 0, sq++, &swb, sizeof(swb), NULL,
+		      0);
 		seq_msg(&s, &m);
 		for (k = 0; k < 4; k++) {
 			wd.offset = (uint64_t)k * 1000;

@@ -169,11 +169,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	state = san_state(prov, sizeof(prov));
 	pthread_create(&tr, NULL, reader, NULL);
 	pthread_create(&tw, NULL, writer, NULL);
 	pthread_join(tw, &wret);
 	pthread_join(tr, NULL);
+	/* the upgrade runs while the first bytes travel on TCP: what carried
+	 * the connection shows once they all came back */
+	state = san_state(prov, sizeof(prov));
 	printf("honest_client: sent %llu, echoed %llu, tx %016llx rx %016llx, state %d provider '%s'\n",
 	       sent, rcvd, (unsigned long long)tx_hash,
 	       (unsigned long long)rx_hash, state, prov);

@@ -52,6 +52,7 @@ struct peer {
 	bool srv_can_read;
 	struct sdp_msg_setup srv_setup;
 	bool got_setup;
+	uint64_t tcp_tx, tcp_rx;	/* program bytes on TCP each way */
 	unsigned int rx_msgs;
 	char err[256];
 };
@@ -168,9 +169,12 @@ static int read_full(int fd, void *buf, size_t len, int ms)
 }
 
 /*
- * The client's half of the upgrade (switch/upgrade.c): a provider listener
- * on the TCP connection's local address, CLIENT_HELLO with a fresh key,
- * SERVER_HELLO, then the server's provider connection carrying the key.
+ * The client's half of the upgrade (switch/upgrade.c, docs/protocol.md 2):
+ * a provider listener on the TCP connection's local address, CLIENT_HELLO
+ * with a fresh key and the echo magic on TCP, SERVER_HELLO and the magic's
+ * echo back, then the server's provider connection carrying the key. The
+ * cases send SETUP themselves (send_setup: then the server's SETUP, then
+ * our SWITCH).
  */
 static int peer_open(struct peer *p, uint16_t port)
 {
@@ -178,6 +182,8 @@ static int peer_open(struct peer *p, uint16_t port)
 				   .sin_port = htons(port) };
 	socklen_t sl = sizeof(p->local);
 	struct sdp_hello h;
+	uint8_t echo[HOSTILE_ECHO_MAGIC_LEN];
+	uint8_t first[sizeof(h) + HOSTILE_ECHO_MAGIC_LEN];
 	uint64_t end;
 	int r, i;
 
@@ -218,8 +224,12 @@ static int peer_open(struct peer *p, uint16_t port)
 	memcpy(h.key, p->key, sizeof(h.key));
 	h.msg_size = MSG_SIZE;
 	h.recv_credits = NRECV;
-	if (send(p->tcp, &h, sizeof(h), MSG_NOSIGNAL) != sizeof(h))
+	/* the hello, and the program's first bytes behind it */
+	memcpy(first, &h, sizeof(h));
+	memcpy(first + sizeof(h), HOSTILE_ECHO_MAGIC, HOSTILE_ECHO_MAGIC_LEN);
+	if (send(p->tcp, first, sizeof(first), MSG_NOSIGNAL) != sizeof(first))
 		return fail(p, "sending CLIENT_HELLO: %s", strerror(errno));
+	p->tcp_tx = HOSTILE_ECHO_MAGIC_LEN;
 	r = read_full(p->tcp, &h, sizeof(h), 3000);
 	if (r)
 		return fail(p, "no SERVER_HELLO: %s", sdp_strerror(r));
@@ -230,6 +240,10 @@ static int peer_open(struct peer *p, uint16_t port)
 	p->srv_msg_size = h.msg_size;
 	p->srv_credits = h.recv_credits;
 	p->srv_can_read = h.flags & SDP_HELLO_F_RDMA_READ;
+	r = read_full(p->tcp, echo, sizeof(echo), 3000);
+	if (r || memcmp(echo, HOSTILE_ECHO_MAGIC, sizeof(echo)))
+		return fail(p, "the magic's echo did not follow the server hello");
+	p->tcp_rx = sizeof(echo);
 	end = now_ms() + 3000;
 	for (;;) {
 		struct sdp_conn_req *req;
@@ -262,19 +276,6 @@ static int peer_open(struct peer *p, uint16_t port)
 		if (r < 0)
 			return fail(p, "post_recv: %s", sdp_strerror(r));
 	}
-	/* the server may sleep on TCP until it hears from us, as a real
-	 * client's doorbell tells it */
-	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
-	end = now_ms() + 3000;
-	while (!p->got_setup && now_ms() < end) {
-		r = peer_poll(p);
-		if (r < 0)
-			return fail(p, "provider connection lost before SETUP: %s",
-				    sdp_strerror(r));
-		usleep(500);
-	}
-	if (!p->got_setup)
-		return fail(p, "the server sent no SETUP");
 	return 0;
 }
 
@@ -331,7 +332,37 @@ static int send_msg(struct peer *p, uint8_t type, uint8_t flags,
 	return send_raw(p, &h, body, blen, pay, plen, -1);
 }
 
+/* Our SETUP, the server's (its commitment, docs/protocol.md 2.5), then
+ * our SWITCH: our bytes on TCP end after the magic; the first message of
+ * the stream after it rings a doorbell, as the switch does. */
 static int send_setup(struct peer *p)
+{
+	struct sdp_msg_setup su = { .msg_size = MSG_SIZE,
+				    .recv_credits = NRECV };
+	struct sdp_msg_switch sw = { .tcp_bytes = p->tcp_tx };
+	uint64_t end;
+	int r;
+
+	if (send_msg(p, SDP_MSG_SETUP, 0, 0, &su, sizeof(su), NULL, 0))
+		return -1;
+	end = now_ms() + 3000;
+	while (!p->got_setup && now_ms() < end) {
+		r = peer_poll(p);
+		if (r < 0)
+			return fail(p, "provider connection lost before SETUP: %s",
+				    sdp_strerror(r));
+		usleep(500);
+	}
+	if (!p->got_setup)
+		return fail(p, "the server sent no SETUP");
+	if (send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0))
+		return -1;
+	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
+	return 0;
+}
+
+/* SETUP and the server's, but no SWITCH. */
+static int send_setup_only(struct peer *p)
 {
 	struct sdp_msg_setup su = { .msg_size = MSG_SIZE,
 				    .recv_credits = NRECV };
@@ -427,6 +458,30 @@ static int c_no_setup(struct peer *p)
 static int c_second_setup(struct peer *p)
 {
 	return send_setup(p) ?: send_magic(p) ?: send_setup(p);
+}
+
+/* Stream bytes after SETUP with no SWITCH saying where the TCP ones end. */
+static int c_data_before_switch(struct peer *p)
+{
+	return send_setup_only(p) ?: send_magic(p);
+}
+
+/* A SWITCH claiming fewer TCP bytes than the server already read. */
+static int c_switch_behind(struct peer *p)
+{
+	struct sdp_msg_switch sw = { .tcp_bytes = 3 };
+	uint64_t end = now_ms() + 3000;
+
+	if (send_setup_only(p))
+		return -1;
+	while (!p->got_setup && now_ms() < end) {
+		if (peer_poll(p) < 0)
+			return fail(p, "provider connection lost before SETUP");
+		usleep(500);
+	}
+	if (!p->got_setup)
+		return fail(p, "the server sent no SETUP");
+	return send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0);
 }
 
 static int c_setup_mismatch(struct peer *p)
@@ -540,10 +595,12 @@ static int c_wdata_beyond(struct peer *p)
 {
 	struct sdp_msg_wdata wd = { .offset = 0 };
 
+	if (send_setup(p))
+		return -1;
 	wd.bytes = p->srv_setup.staging.length + 1;
 	if (!p->srv_setup.staging.length)
 		return fail(p, "SKIP: the server offered no staging ring");
-	return send_setup(p) ?: send_magic(p) ?:
+	return send_magic(p) ?:
 	       send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0);
 }
 
@@ -551,9 +608,11 @@ static int c_wdata_offset(struct peer *p)
 {
 	struct sdp_msg_wdata wd = { .offset = 4096, .bytes = 100 };
 
+	if (send_setup(p))
+		return -1;
 	if (!p->srv_setup.staging.length)
 		return fail(p, "SKIP: the server offered no staging ring");
-	return send_setup(p) ?: send_magic(p) ?:
+	return send_magic(p) ?:
 	       send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0);
 }
 
@@ -563,9 +622,11 @@ static int c_wdata_wrap(struct peer *p)
 {
 	struct sdp_msg_wdata wd = { .offset = 0, .bytes = 16 };
 
+	if (send_setup(p))
+		return -1;
 	if (!p->srv_setup.staging.length)
 		return fail(p, "SKIP: the server offered no staging ring");
-	if (send_setup(p) || send_magic(p) ||
+	if (send_magic(p) ||
 	    send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0))
 		return -1;
 	wd.offset = 16;
@@ -614,7 +675,7 @@ static const struct hcase cases[] = {
 	{ "length_mismatch", c_len_mismatch, "not what arrived" },
 	{ "length_huge", c_len_huge, "not what arrived" },
 	{ "oversized", c_oversized, "longer than the receive buffer" },
-	{ "wrong_seq", c_bad_seq, "sequence 6 where 1 was due" },
+	{ "wrong_seq", c_bad_seq, "sequence 7 where 2 was due" },
 	{ "no_setup", c_no_setup, "first message is not SETUP" },
 	{ "second_setup", c_second_setup, "second SETUP" },
 	{ "setup_mismatch", c_setup_mismatch, "SETUP differs" },
@@ -633,6 +694,8 @@ static const struct hcase cases[] = {
 	{ "staging_free", c_staging_free, "STAGING_FREE beyond" },
 	{ "xfer_done", c_xfer_done, "XFER_DONE for no pending" },
 	{ "tcp_garbage", c_tcp_garbage, "on TCP while carried" },
+	{ "data_before_switch", c_data_before_switch, "before SWITCH" },
+	{ "switch_behind", c_switch_behind, "SWITCH before bytes already read" },
 };
 
 /* Waits for the server to close the TCP connection (EOF or RST), skipping

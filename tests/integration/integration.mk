@@ -5,7 +5,7 @@
 
 ITEST_PROGS := epoll_et epoll_oneshot epoll_two_sets epoll_nested \
 	poll_mixed dup2_sock fork_conn threads_conn prefork epoll_upgrade \
-	poll_upgrade fork_peer \
+	poll_upgrade fork_peer server_first \
 	stream_close upgrade_flush shut_pending
 ITEST_BINS := $(ITEST_PROGS:%=$(O)/tests/integration/%)
 
