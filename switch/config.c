@@ -35,7 +35,6 @@ struct sw_config sw_cfg = {
 	.xslot_split = 128 * 1024,
 	.upgrade_after_us = 1000,
 	.upgrade_after_bytes = 65536,
-	.hello_timeout_ms = 2000,
 	.upgrade_timeout_ms = 2000,
 	.path = SW_PATH_AUTO,
 };
@@ -134,8 +133,6 @@ void sw_config_load(void)
 	sw_cfg.upgrade_after_bytes = env_ul("SDP_UPGRADE_AFTER_BYTES",
 					    sw_cfg.upgrade_after_bytes, 0,
 					    1ul << 40);
-	sw_cfg.hello_timeout_ms = env_ul("SDP_HELLO_TIMEOUT_MS",
-					 sw_cfg.hello_timeout_ms, 1, 600000);
 	sw_cfg.upgrade_timeout_ms = env_ul("SDP_UPGRADE_TIMEOUT_MS",
 					   sw_cfg.upgrade_timeout_ms, 1,
 					   600000);

@@ -55,8 +55,7 @@ struct sw_config {
 	size_t xslot_split;	/* a read this large is copied by both */
 	unsigned upgrade_after_us;  /* provider connection once this old */
 	size_t upgrade_after_bytes; /* ... or once this much went on TCP */
-	unsigned hello_timeout_ms;  /* server waits this long for a hello */
-	unsigned upgrade_timeout_ms; /* an I/O waits this long for an upgrade */
+	unsigned upgrade_timeout_ms; /* the rest of an upgrade, once begun */
 	enum sw_path_force path;
 	char rules_file[256];
 };

@@ -880,38 +880,58 @@ static void client_connecting(struct sw_sock *s)
  * server's connect) when it is not there in time. */
 static void client_take_request(struct sw_sock *s)
 {
-	struct sw_provider *p = s->ss.prov;
+	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
+	struct sw_provider *p = NULL;
 	struct sdp_conn_req *req;
-	int r;
+	int i, r = -EAGAIN;
 
 	/* the server connects no sooner than this (server_hello_take): no
 	 * use looking before */
 	if (sw_now_ns() < s->upgrade_at_ns &&
 	    s->tcp_rx + s->tcp_tx < sw_cfg.upgrade_after_bytes)
 		return;
-	for (;;) {
-		struct sdp_connect_priv cp;
-		size_t plen = sizeof(cp);
+	/* the server chose among ours: its request tells which */
+	for (i = 0; i < sw_nproviders && !p; i++) {
+		if (!s->plisten[i])
+			continue;
+		for (;;) {
+			struct sdp_connect_priv cp;
+			size_t plen = sizeof(cp);
 
-		r = p->mod.ops.get_request(s->plisten[p->index], &req, &cp,
-					   &plen);
-		if (r == -EAGAIN) {
-			if (sw_now_ns() > s->deadline_ns)
-				sw_fallback(s, SDP_FB_TIMEOUT,
-					    "no provider connection from the server");
-			return;
+			r = sw_providers[i].mod.ops.get_request(
+				s->plisten[i], &req, &cp, &plen);
+			if (r)
+				break;
+			if (plen == sizeof(cp) &&
+			    !memcmp(cp.magic, "SDPc", 4) &&
+			    !memcmp(cp.key, s->key, sizeof(s->key))) {
+				p = &sw_providers[i];
+				break;
+			}
+			SW_WARN("fd %d: provider connection without the key of this TCP connection: refused",
+				s->fd);
+			sw_providers[i].mod.ops.reject(req);
 		}
-		if (r) {
+		if (r && r != -EAGAIN) {
 			sw_fallback(s, SDP_FB_PROVIDER_CONNECT,
 				    sdp_strerror(r));
 			return;
 		}
-		if (plen == sizeof(cp) && !memcmp(cp.magic, "SDPc", 4) &&
-		    !memcmp(cp.key, s->key, sizeof(s->key)))
-			break;
-		SW_WARN("fd %d: provider connection without the key of this TCP connection: refused",
-			s->fd);
+	}
+	if (!p) {
+		if (sw_now_ns() > s->deadline_ns)
+			sw_fallback(s, SDP_FB_TIMEOUT,
+				    "no provider connection from the server");
+		return;
+	}
+	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
+	r = sw_session_prepare(s, p);
+	if (!r)
+		r = sw_session_peer_params(s, h->msg_size, h->recv_credits);
+	if (r) {
 		p->mod.ops.reject(req);
+		sw_fallback(s, SDP_FB_REGISTRATION, sdp_strerror(r));
+		return;
 	}
 	r = p->mod.ops.accept(req, s->ss.cq, NULL, 0, s, &s->ss.ep);
 	if (r >= 0) {
@@ -943,7 +963,8 @@ static void client_hello_sent(struct sw_sock *s)
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
 	struct sw_provider *p;
 	char name[SDP_PROVIDER_NAME_LEN + 1] = { 0 };
-	int r;
+	bool common = false;
+	int i;
 
 	while (s->hello_got < sizeof(struct sdp_hello)) {
 		ssize_t n = sdp_sys.recv(s->fd, s->hello_buf + s->hello_got,
@@ -989,21 +1010,25 @@ static void client_hello_sent(struct sw_sock *s)
 			    sdp_fallback_name(h->status));
 		return;
 	}
-	memcpy(name, h->providers[0], SDP_PROVIDER_NAME_LEN);
-	p = sw_provider_by_name(name);
-	if (!p || !s->plisten[p->index]) {
+	for (i = 0; i < h->nproviders && i < SDP_MAX_HELLO_PROVIDERS &&
+		    !common; i++) {
+		memcpy(name, h->providers[i], SDP_PROVIDER_NAME_LEN);
+		p = sw_provider_by_name(name);
+		common = p && s->plisten[p->index];
+	}
+	if (!common) {
 		/* our listener closes with the fallback: the server's
 		 * connect to it fails, and it stays on TCP too */
 		sw_fallback(s, SDP_FB_NO_COMMON,
-			    "server chose an unknown provider");
+			    "the server listens with none of our providers");
 		return;
 	}
-	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
-	r = sw_session_prepare(s, p);
-	if (!r)
-		r = sw_session_peer_params(s, h->msg_size, h->recv_credits);
-	if (r) {
-		sw_fallback(s, SDP_FB_REGISTRATION, sdp_strerror(r));
+	/* its buffers, as announced; the session is made for the provider
+	 * the server connects through (client_take_request) */
+	if (h->msg_size < 256 || h->msg_size > (1u << 20) ||
+	    h->recv_credits < 2 || h->recv_credits > 4096) {
+		sw_fallback(s, SDP_FB_REGISTRATION,
+			    "server hello announces unusable buffers");
 		return;
 	}
 	s->state = SW_UPGRADING;

@@ -30,7 +30,6 @@ make -s O=$O $O/lib/libsdp_switch.so $O/lib/sdp/libsdp-verbs.so \
 	$O/tests/sdp-xfer || exit 1
 [ -f $RS ] || { echo "no $RS in the guest (package librdmacm1)"; exit 1; }
 export SDP_PROVIDER_DIR=$PWD/$O/lib/sdp
-export SDP_HELLO_TIMEOUT_MS=${SDP_HELLO_TIMEOUT_MS:-10000}
 export SDP_UPGRADE_TIMEOUT_MS=${SDP_UPGRADE_TIMEOUT_MS:-10000}
 ip=${LAB_IP:?}
 port=$((20000 + RANDOM % 20000))

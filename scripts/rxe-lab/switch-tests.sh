@@ -28,7 +28,6 @@ export SDP_PROVIDER_DIR=$PWD/$O/lib/sdp
 # 2 s upgrade budget, and a program that does not call into the switch for
 # a pending socket does not move its upgrade on; 10 s keeps the tests about
 # the data path (docs/rxe-lab.md).
-export SDP_HELLO_TIMEOUT_MS=${SDP_HELLO_TIMEOUT_MS:-10000}
 export SDP_UPGRADE_TIMEOUT_MS=${SDP_UPGRADE_TIMEOUT_MS:-10000}
 log=$(mktemp -d)
 # iperf3's debug logs are kept in the shared tree for reading after the run

@@ -34,12 +34,19 @@ static size_t piece(unsigned int i)
 static const struct sw_conn_stats *conn_stats(int fd)
 {
 	static const struct sw_proc_stats *ps;
+	static pid_t ps_pid;
 	const char *dir = getenv("SDP_STAT_DIR");
 	char path[256];
 	unsigned int i;
 	int f;
 
+	/* a forked client has a file of its own */
+	if (ps && ps_pid != getpid()) {
+		munmap((void *)ps, sizeof(*ps));
+		ps = NULL;
+	}
 	if (!ps) {
+		ps_pid = getpid();
 		snprintf(path, sizeof(path), "%s/sdp-stat.%d",
 			 dir && *dir ? dir : "/dev/shm", (int)getpid());
 		f = open(path, O_RDONLY);
@@ -85,14 +92,34 @@ static void write_all(int fd, const uint8_t *p, size_t n, bool nb)
 	}
 }
 
+/* The upgrade runs while the first bytes travel on TCP: this test is about
+ * the SAN's paths at close, so its stream waits until the connection is
+ * carried (empty sends move the client's side of the upgrade on). */
+static void wait_carried(int c)
+{
+	const struct sw_conn_stats *st;
+	long end = tp_ms() + 5000;
+
+	while (!(st = conn_stats(c)) || st->state != 5) {
+		TP_CHECK(tp_ms() < end, "the connection was not carried by "
+			 "the provider within 5 s (state %d)",
+			 st ? (int)st->state : -1);
+		TP_CHECK(send(c, "", 0, MSG_NOSIGNAL) == 0, "empty send");
+		usleep(1000);
+	}
+}
+
 /* Client: writes TOTAL bytes of stream 1 in large pieces, closes, exits. */
 static void client_send(int c, bool nb)
 {
 	uint8_t *buf = malloc(1 << 20);
-	size_t off = 0, n;
+	size_t off = 4096, n;
 	unsigned int i;
 
 	TP_CHECK(buf != NULL, "malloc");
+	tp_fill(1, 0, buf, off);
+	write_all(c, buf, off, false);
+	wait_carried(c);
 	if (nb)
 		tp_nonblock(c);
 	for (i = 0; off < TOTAL; i++) {
@@ -117,6 +144,18 @@ static void client_echo(int c)
 	bool eof = false, shut = false;
 
 	TP_CHECK(out && in, "malloc");
+	/* the first bytes, and their echo, while the upgrade runs */
+	tp_fill(2, 0, out, 4096);
+	write_all(c, out, 4096, false);
+	off = 4096;
+	while (got < off) {
+		ssize_t r = recv(c, in, off - got, 0);
+
+		TP_CHECK(r > 0, "echo client: the first echo");
+		tp_verify(2, got, in, (size_t)r);
+		got += (size_t)r;
+	}
+	wait_carried(c);
 	tp_nonblock(c);
 	while (!eof) {
 		struct pollfd pf = { .fd = c, .events = POLLIN };
