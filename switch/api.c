@@ -847,6 +847,16 @@ out:
 	return r;
 }
 
+bool sw_poll_carried(struct sw_sock *s)
+{
+	bool r;
+
+	pthread_mutex_lock(&s->lock);
+	r = s->state == SW_SAN && s->rx_san && s->tx_san && !s->ss.dg_sent;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 /*
  * For readiness.c, while the upgrade of s is pending: the fds besides the
  * TCP fd whose events move it on, so that a sleep watches them too: the

@@ -97,8 +97,20 @@ static const struct timespec rd_zero;
 
 /* ---- epoll bookkeeping -------------------------------------------------- */
 
-/* One fd in one epoll set, as the program registered it. The kernel holds
- * the same fd with data.u64 = fd, so that its reports can be mapped back. */
+/*
+ * One fd in one epoll set, as the program registered it. The kernel holds
+ * the same fd with data.u64 = fd, so that its reports can be mapped back.
+ *
+ * A carried switch socket (sw_poll_carried) keeps one kernel registration
+ * for the doorbell, EPOLLIN, level-triggered, whatever the program asks:
+ * its readiness is the switch's, so the program's EPOLL_CTL_MOD, and its
+ * DEL and later ADD, change only this entry, with no system call (a
+ * program that toggles EPOLLOUT or removes and re-adds a socket for each
+ * request, as event libraries do, paid most of its time in the kernel's
+ * epoll_ctl). A DEL leaves a ghost (live false): the kernel registration
+ * stays, nothing is reported, and it goes at the next wait once the socket
+ * is no longer carried, or when the fd is closed.
+ */
 struct rd_ent {
 	int fd;
 	uint32_t events;	/* the program's events and mode bits */
@@ -115,6 +127,8 @@ struct rd_ent {
 	bool pend;		/* its upgrade is pending */
 	bool pend_in;		/* ... and the kernel also watches EPOLLIN
 				 * (the server's hello) */
+	bool carried;		/* the kernel registration is the doorbell's */
+	bool live;		/* the program has it registered */
 };
 
 struct rd_ep {
@@ -285,6 +299,12 @@ void rd_fds_closed(unsigned int first, unsigned int last)
 		pthread_mutex_lock(&ep->lock);
 		hi = last >= (unsigned int)ep->cap ? ep->cap - 1 : (int)last;
 		for (fd = (int)first; fd >= 0 && fd <= hi; fd++) {
+			/* the program's registrations end with the fd (or
+			 * with the last fd of its file, as in the kernel);
+			 * a ghost was the switch's, and goes now */
+			if (ep->ent[fd] && !ep->ent[fd]->live)
+				sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, fd,
+						  NULL);
 			free(ep->ent[fd]);
 			ep->ent[fd] = NULL;
 		}
@@ -302,6 +322,8 @@ static uint32_t rd_kev(const struct rd_ent *e, bool managed)
 {
 	uint32_t ev = e->events;
 
+	if (e->carried)
+		return EPOLLIN;
 	if (managed && e->out_veto)
 		ev = (ev & ~(uint32_t)EPOLLOUT) | EPOLLIN;
 	if (managed && e->pend_in)
@@ -320,14 +342,70 @@ static int rd_kernel_ctl(int epfd, int op, struct rd_ent *e, uint32_t kev)
 	return ret;
 }
 
-/* Brings the kernel registration of e in line with the fd's state (an fd
- * that became managed after EPOLL_CTL_ADD, a veto set or lifted). */
-static void rd_ent_sync(struct rd_ep *ep, struct rd_ent *e, bool managed)
+/* Whether events may share the doorbell registration: a one-shot or
+ * exclusive registration keeps the kernel's own semantics. */
+static bool rd_carry_ok(uint32_t events)
 {
-	uint32_t kev = rd_kev(e, managed);
+	return !(events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
+}
 
-	if (kev != e->kev && !e->disarmed)
+static bool rd_carry(const struct rd_ent *e, struct sw_sock *s)
+{
+	return s && (!e->live || rd_carry_ok(e->events)) &&
+	       sw_poll_carried(s);
+}
+
+/*
+ * Brings the kernel registration of e (switch socket s, or NULL) in line
+ * with the fd's state: an fd that became managed after EPOLL_CTL_ADD, a
+ * veto set or lifted, a socket that became carried or stopped being so.
+ * Returns true when e was a ghost no longer carried: the kernel
+ * registration and the entry are gone.
+ */
+static bool rd_ent_sync(struct rd_ep *ep, struct rd_ent *e, struct sw_sock *s)
+{
+	bool carry;
+	uint32_t kev;
+
+	if (!s && !e->carried && e->live)
+		return false;	/* a plain fd: nothing to keep in line */
+	carry = rd_carry(e, s);
+	if (!e->live && !carry) {
+		sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, e->fd, NULL);
+		ep->ent[e->fd] = NULL;
+		free(e);
+		return true;
+	}
+	if (carry != e->carried) {
+		e->carried = carry;
+		e->seq_valid = false;	/* the kernel's edge restarts too */
+	}
+	kev = rd_kev(e, s != NULL);
+	if (kev != e->kev && (!e->disarmed || e->carried))
 		rd_kernel_ctl(ep->epfd, EPOLL_CTL_MOD, e, kev);
+	return false;
+}
+
+/* EPOLL_CTL_ADD or _MOD of a carried socket's entry: the kernel's doorbell
+ * registration stays as it is. */
+static int rd_ent_recarry(struct rd_ent *e, int op,
+			  const struct epoll_event *event)
+{
+	if (op == EPOLL_CTL_ADD && e->live) {
+		errno = EEXIST;
+		return -1;
+	}
+	if (op == EPOLL_CTL_MOD && !e->live) {
+		errno = ENOENT;
+		return -1;
+	}
+	e->events = event->events;
+	e->data = event->data;
+	e->live = true;
+	e->disarmed = false;
+	e->seq_valid = false;	/* as the kernel re-reports after a MOD */
+	e->out_veto = false;
+	return 0;
 }
 
 int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
@@ -352,6 +430,20 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	switch (op) {
 	case EPOLL_CTL_ADD:
 	case EPOLL_CTL_MOD:
+		if (old && old->carried && s && rd_carry_ok(event->events) &&
+		    sw_poll_carried(s)) {
+			ret = rd_ent_recarry(old, op, event);
+			break;
+		}
+		if (old && !old->live) {
+			/* a ghost that cannot stay carried: the kernel
+			 * still holds the fd, with the doorbell's events */
+			if (op == EPOLL_CTL_MOD) {
+				errno = ENOENT;
+				break;
+			}
+			op = EPOLL_CTL_MOD;
+		}
 		if (fd < 0 || rd_ep_reserve(ep, fd)) {
 			errno = fd < 0 ? EBADF : ENOMEM;
 			break;
@@ -365,12 +457,14 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		e->events = event->events;
 		e->data = event->data;
 		e->is_ep = inner != NULL;
+		e->live = true;
 		if (s) {
 			e->known = true;
 			int nap;
 
 			e->pend = sw_poll_upgrade_fds(s, NULL, 0,
 						      &e->pend_in, &nap) >= 0;
+			e->carried = !e->pend && rd_carry(e, s);
 		}
 		ret = rd_kernel_ctl(epfd, op, e, rd_kev(e, s != NULL));
 		if (ret) {
@@ -381,6 +475,19 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		free(old);
 		break;
 	case EPOLL_CTL_DEL:
+		if (old && !old->live) {
+			errno = ENOENT;
+			break;
+		}
+		if (old && old->carried && s && sw_poll_carried(s)) {
+			/* the doorbell registration stays, for a later
+			 * ADD (rd_ent_sync drops it when no longer
+			 * carried) */
+			old->live = false;
+			old->events = 0;
+			ret = 0;
+			break;
+		}
 		ret = sdp_sys.epoll_ctl(epfd, op, fd, event);
 		if (ret == 0 || errno == ENOENT || errno == EBADF) {
 			if (old)
@@ -447,7 +554,7 @@ static uint32_t rd_ent_san(struct rd_ent *e, struct sw_sock *s, int depth,
 	uint64_t seq, after;
 	uint32_t r = 0;
 
-	if (e->disarmed)
+	if (e->disarmed || !e->live)
 		return 0;
 	if (e->is_ep) {
 		inner = rd_ep_get(e->fd);
@@ -507,7 +614,7 @@ static uint32_t rd_ent_arm(struct rd_ent *e, struct sw_sock *s, int depth)
 	struct rd_ep *inner;
 	uint32_t r = 0;
 
-	if (e->disarmed)
+	if (e->disarmed || !e->live)
 		return 0;
 	if (e->is_ep) {
 		inner = rd_ep_get(e->fd);
@@ -571,7 +678,7 @@ static void rd_ep_idle(struct rd_ep *ep)
 
 	pthread_mutex_lock(&ep->lock);
 	for (fd = 0; fd < ep->cap; fd++) {
-		if (!ep->ent[fd] || ep->ent[fd]->is_ep)
+		if (!ep->ent[fd] || ep->ent[fd]->is_ep || !ep->ent[fd]->live)
 			continue;
 		s = rd_lookup(fd);
 		if (s) {
@@ -719,9 +826,19 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		if (!e)
 			continue;
 		s = e->is_ep ? NULL : rd_lookup(fd);
+		if (!e->is_ep && (!e->live || (e->carried && !s)) &&
+		    rd_ent_sync(ep, e, s)) {
+			if (s)
+				sw_sock_unref(s);
+			continue;	/* a ghost, gone */
+		}
 		if (!s && !e->is_ep)
 			continue;
 		++*special;
+		if (!e->live) {
+			sw_sock_unref(s);
+			continue;
+		}
 		if (s && (!e->known || e->pend)) {
 			int nap;
 
@@ -734,7 +851,7 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		    (sw_poll_revents(s, POLLOUT, POLLOUT) & POLLOUT))
 			e->out_veto = false;	/* writable again */
 		if (s)
-			rd_ent_sync(ep, e, true);
+			rd_ent_sync(ep, e, s);
 		r = arm ? rd_ent_arm(e, s, 0) : rd_ent_san(e, s, 0, true);
 		if (arm && s && !r && (e->events & EPOLLOUT) && !e->out_veto &&
 		    !(sw_poll_revents(s, POLLOUT, POLLOUT) & POLLOUT)) {
@@ -744,7 +861,7 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 			 * EPOLLOUT only when its buffer drains). Sleep on the
 			 * credit doorbell instead, as after a vetoed report. */
 			e->out_veto = true;
-			rd_ent_sync(ep, e, true);
+			rd_ent_sync(ep, e, s);
 		}
 		if (r)
 			rd_report(o, e, r);
@@ -772,11 +889,19 @@ static void rd_ep_merge(struct rd_ep *ep, struct rd_out *o,
 		 * nothing the kernel knows of the socket itself */
 		kr = kev[i].data.u64 & RD_TAG ? 0 : kev[i].events;
 		e = fd >= 0 && fd < ep->cap ? ep->ent[fd] : NULL;
-		if (!e || e->disarmed)
+		if (!e || (e->disarmed && !e->carried))
 			continue;	/* removed meanwhile, or oneshot */
 		s = e->is_ep ? NULL : rd_lookup(fd);
 		if (!s) {
-			rd_report(o, e, kr);
+			if (e->live && !e->carried)
+				rd_report(o, e, kr);
+			continue;
+		}
+		if (!e->live || e->disarmed) {
+			/* a doorbell for no one: drained, not reported */
+			sw_poll_revents(s, 0, (short)kr);
+			rd_ent_sync(ep, e, s);
+			sw_sock_unref(s);
 			continue;
 		}
 		if (e->events & EPOLLET) {
@@ -807,7 +932,7 @@ static void rd_ep_merge(struct rd_ep *ep, struct rd_out *o,
 			rd_kernel_ctl(ep->epfd, EPOLL_CTL_MOD, e,
 				      rd_kev(e, true));
 		}
-		rd_ent_sync(ep, e, true);
+		rd_ent_sync(ep, e, s);
 		sw_sock_unref(s);
 	}
 	pthread_mutex_unlock(&ep->lock);

@@ -117,6 +117,13 @@ short sw_poll_arm(struct sw_sock *s, short events);
 int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max, bool *tcp_in,
 			int *nap_ms);
 void sw_poll_upgrade_woken(struct sw_sock *s);
+/*
+ * True while every byte of s, both ways, goes by the provider: its TCP fd
+ * then carries nothing but the switch's doorbells (and the peer's end), so
+ * a sleep needs it watched for POLLIN alone, whatever the program asks;
+ * readiness comes from sw_poll_revents/sw_poll_arm.
+ */
+bool sw_poll_carried(struct sw_sock *s);
 /* Longest a wait over switch sockets should sleep before re-arming (so
  * idle connections can give buffers back), or -1 for no limit. */
 int sw_idle_sleep_ms(void);

@@ -371,13 +371,23 @@ def short_lived(c):
 		san_tx(c) == 0 and san_rx(c) == 0)
 
 
-def check_all_san(cs, what, need=1):
+def cut_early(c):
+	"""The program shut its sending side down before the provider
+	connection was up: the upgrade was given up (reason 'cut') and every
+	byte went on TCP, none on the SAN."""
+	return (c['state'] == TCP_STATE and
+		c['fb_reason'] == FB_NAMES.index('cut') and
+		san_tx(c) == 0 and san_rx(c) == 0)
+
+
+def check_all_san(cs, what, need=1, cut_ok=False):
 	"""Every connection is carried by shm (after its first bytes on
-	TCP), or ended while its upgrade was pending; at least need of them
-	are carried. Returns the carried ones."""
+	TCP), or ended while its upgrade was pending (or, with cut_ok, was
+	shut down before its provider connection was up); at least need of
+	them are carried. Returns the carried ones."""
 	check(cs, '%s: no connection in the stats files' % what)
 	for c in cs:
-		check(carried(c) or short_lived(c),
+		check(carried(c) or short_lived(c) or cut_ok and cut_early(c),
 		      '%s: connection not carried by shm: %s' %
 		      (what, fmt_conn(c)))
 	san = [c for c in cs if carried(c)]
@@ -582,7 +592,11 @@ def sockperf(ctx, mode, extra):
 
 @test('sockperf-pingpong')
 def t_sockperf_pp(ctx):
-	return sockperf(ctx, 'ping-pong', ['-m', '64'])
+	# sockperf sizes its table of send times for its default peak rate:
+	# round trips faster than that end the client with "_seqN >
+	# m_maxSequenceNo". An explicit --mps (far above what one ping-pong
+	# reaches, so it never paces) sizes the table for it.
+	return sockperf(ctx, 'ping-pong', ['-m', '64', '--mps', '4000000'])
 
 
 @test('sockperf-throughput')
@@ -970,15 +984,22 @@ def t_prefork(ctx):
 	# as many children as connections: a connection that waits in the
 	# backlog longer than the upgrade timeout (2 s) for a free child
 	# falls back to TCP by design
+	# The client's sender writes its 2 MiB and shuts down at once; the
+	# kernel's loopback buffers can hold all of it before a busy child
+	# even accepted, and a shutdown before the provider connection is up
+	# gives the upgrade up (reason cut, every byte on TCP: by design,
+	# docs/protocol.md 2.5). Most connections are carried all the same.
 	st, cli, srv, served = echo_test(ctx, 'prefork', 'threads', 16, 2 * MIB,
 					 sargs=('--workers', '16'))
 	cs = by_pid(st, cli.pid)
-	check_all_san(cs, 'client of the pre-fork server')
+	san = check_all_san(cs, 'client of the pre-fork server', need=8,
+			    cut_ok=True)
 	kids = set(r['pid'] for r in served)
 	kid_cs = [c for s in st if s['pid'] in kids for c in s['conns']
 		  if c['state'] != 0]
 	check(kid_cs, 'no stats of the children that accepted')
-	return '16 x 2 MiB echoed by %d children' % len(kids)
+	return '16 x 2 MiB echoed by %d children, %d carried by shm' % (
+		len(kids), len(san))
 
 
 @test('fallback-plain-server')

@@ -11,8 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include "stats.h"
-#include "tprog.h"
+#include "tp_stats.h"
 
 #define TOTAL (8u << 20)
 /* The losses this pins down were races at close: each case runs often. */
@@ -27,42 +26,6 @@ static size_t piece(unsigned int i)
 				     300000, 65536, 65536, 524288, 999999 };
 
 	return sz[i % (sizeof(sz) / sizeof(sz[0]))];
-}
-
-/* This process's statistics record of the connection on fd (the switch
- * publishes it in $SDP_STAT_DIR or /dev/shm); NULL when not found. */
-static const struct sw_conn_stats *conn_stats(int fd)
-{
-	static const struct sw_proc_stats *ps;
-	static pid_t ps_pid;
-	const char *dir = getenv("SDP_STAT_DIR");
-	char path[256];
-	unsigned int i;
-	int f;
-
-	/* a forked client has a file of its own */
-	if (ps && ps_pid != getpid()) {
-		munmap((void *)ps, sizeof(*ps));
-		ps = NULL;
-	}
-	if (!ps) {
-		ps_pid = getpid();
-		snprintf(path, sizeof(path), "%s/sdp-stat.%d",
-			 dir && *dir ? dir : "/dev/shm", (int)getpid());
-		f = open(path, O_RDONLY);
-		if (f < 0)
-			return NULL;
-		ps = mmap(NULL, sizeof(*ps), PROT_READ, MAP_SHARED, f, 0);
-		close(f);
-		if (ps == MAP_FAILED) {
-			ps = NULL;
-			return NULL;
-		}
-	}
-	for (i = 0; i < ps->nslots && i < SW_STATS_SLOTS; i++)
-		if (ps->conn[i].in_use && ps->conn[i].fd == fd)
-			return &ps->conn[i];
-	return NULL;
 }
 
 static int do_connect(const struct sockaddr_storage *ss, socklen_t len)
@@ -92,24 +55,10 @@ static void write_all(int fd, const uint8_t *p, size_t n, bool nb)
 	}
 }
 
-/* The upgrade runs while the first bytes travel on TCP: this test is about
- * the SAN's paths at close, so its stream waits until the connection is
- * carried (empty sends move the client's side of the upgrade on). */
-static void wait_carried(int c)
-{
-	const struct sw_conn_stats *st;
-	long end = tp_ms() + 5000;
-
-	while (!(st = conn_stats(c)) || st->state != 5) {
-		TP_CHECK(tp_ms() < end, "the connection was not carried by "
-			 "the provider within 5 s (state %d)",
-			 st ? (int)st->state : -1);
-		TP_CHECK(send(c, "", 0, MSG_NOSIGNAL) == 0, "empty send");
-		usleep(1000);
-	}
-}
-
-/* Client: writes TOTAL bytes of stream 1 in large pieces, closes, exits. */
+/* Client: writes TOTAL bytes of stream 1 in large pieces, closes, exits.
+ * The upgrade runs while the first bytes travel on TCP: this test is about
+ * the SAN's paths at close, so the bulk waits until the connection is
+ * carried. */
 static void client_send(int c, bool nb)
 {
 	uint8_t *buf = malloc(1 << 20);
@@ -119,7 +68,7 @@ static void client_send(int c, bool nb)
 	TP_CHECK(buf != NULL, "malloc");
 	tp_fill(1, 0, buf, off);
 	write_all(c, buf, off, false);
-	wait_carried(c);
+	tp_wait_carried(c);
 	if (nb)
 		tp_nonblock(c);
 	for (i = 0; off < TOTAL; i++) {
@@ -155,7 +104,7 @@ static void client_echo(int c)
 		tp_verify(2, got, in, (size_t)r);
 		got += (size_t)r;
 	}
-	wait_carried(c);
+	tp_wait_carried(c);
 	tp_nonblock(c);
 	while (!eof) {
 		struct pollfd pf = { .fd = c, .events = POLLIN };
@@ -280,7 +229,7 @@ static void run(enum mode m, const char *want_path)
 	TP_CHECK(s >= 0, "accept");
 	close(l);
 	got = m == M_ECHO ? server_echo(s) : server_sink(s);
-	st = conn_stats(s);
+	st = tp_conn_stats(s);
 	TP_CHECK(st && st->state == 5, "the connection is not carried by "
 		 "the provider (state %d): this test needs it",
 		 st ? (int)st->state : -1);

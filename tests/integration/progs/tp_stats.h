@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * tp_stats.h - the integration programs' view of their own connections in
+ * the switch's statistics file (docs/statistics.md): which state a
+ * connection is in, and waiting until the provider carries it.
+ */
+#ifndef TP_STATS_H
+#define TP_STATS_H
+
+#include <sys/mman.h>
+#include "stats.h"
+#include "tprog.h"
+
+#define TP_STATE_SAN 5	/* enum sw_state: SW_SAN */
+
+/* This process's statistics record of the connection on fd (the switch
+ * publishes it in $SDP_STAT_DIR or /dev/shm); NULL when not found. */
+static inline const struct sw_conn_stats *tp_conn_stats(int fd)
+{
+	static const struct sw_proc_stats *ps;
+	static pid_t ps_pid;
+	const char *dir = getenv("SDP_STAT_DIR");
+	char path[256];
+	unsigned int i;
+	int f;
+
+	/* a forked process has a file of its own */
+	if (ps && ps_pid != getpid()) {
+		munmap((void *)ps, sizeof(*ps));
+		ps = NULL;
+	}
+	if (!ps) {
+		ps_pid = getpid();
+		snprintf(path, sizeof(path), "%s/sdp-stat.%d",
+			 dir && *dir ? dir : "/dev/shm", (int)getpid());
+		f = open(path, O_RDONLY);
+		if (f < 0)
+			return NULL;
+		ps = mmap(NULL, sizeof(*ps), PROT_READ, MAP_SHARED, f, 0);
+		close(f);
+		if (ps == MAP_FAILED) {
+			ps = NULL;
+			return NULL;
+		}
+	}
+	for (i = 0; i < ps->nslots && i < SW_STATS_SLOTS; i++)
+		if (ps->conn[i].in_use && ps->conn[i].fd == fd)
+			return &ps->conn[i];
+	return NULL;
+}
+
+/* The upgrade runs while the first bytes travel on TCP: waits (5 s at
+ * most) until this side of c sends by the provider; empty sends move its
+ * upgrade on. */
+static inline void tp_wait_carried(int c)
+{
+	const struct sw_conn_stats *st;
+	long end = tp_ms() + 5000;
+
+	while (!(st = tp_conn_stats(c)) || st->state != TP_STATE_SAN) {
+		TP_CHECK(tp_ms() < end, "the connection was not carried by "
+			 "the provider within 5 s (state %d)",
+			 st ? (int)st->state : -1);
+		TP_CHECK(send(c, "", 0, MSG_NOSIGNAL) == 0, "empty send");
+		usleep(1000);
+	}
+}
+
+#endif /* TP_STATS_H */
