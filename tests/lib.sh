@@ -15,7 +15,8 @@ sdp_preload() {
 
 # sdp_workdir NAME: sets $work (a fresh directory under /tmp) and $pids (add
 # every background process to it); on exit they are killed and reaped and
-# $work is removed.
+# $work is removed, unless the script set keep_work=1 (its logs are named
+# in a failure report).
 sdp_workdir() {
 	work=$(mktemp -d "/tmp/$1.XXXXXX")
 	pids=()
@@ -28,5 +29,5 @@ sdp_cleanup() {
 		kill "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	rm -rf "$work"
+	[ "${keep_work:-0}" = 1 ] || rm -rf "$work"
 }

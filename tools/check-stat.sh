@@ -112,9 +112,11 @@ else
 	failed "--prune left $work/stale/sdp-stat.$dead"
 fi
 
-# 4. A live transfer: 3 MiB from a preloaded client to a preloaded server,
-#    read while both still hold the connection.
-size=$((3 * 1024 * 1024))
+# 4. A live transfer: 16 MiB from a preloaded client to a preloaded server,
+#    read while both still hold the connection. (Its first blocks go on TCP
+#    while the upgrade runs, which a client blocked in 1 MiB writes moves on
+#    only between them: a few ms, several blocks on a loaded machine.)
+size=$((16 * 1024 * 1024))
 port=$((20000 + RANDOM % 20000))
 head -c $size /dev/urandom >"$work/in"
 export SDP_STAT_DIR=$work SDP_PROVIDERS=shm SDP_PROVIDER_DIR=$provdir

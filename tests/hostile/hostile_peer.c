@@ -512,6 +512,16 @@ static int c_credits_beyond(struct peer *p)
 }
 
 /* More messages than the server has receive buffers posted for us. */
+/*
+ * More messages than the server granted credits for. The server gives a
+ * credit back for each message it took, so a burst alone may never outrun
+ * it; but its returns travel in its messages, each of which costs one of
+ * our buffers, and we never give those back (every header here says
+ * credits 0): after at most our NRECV messages the server can return
+ * nothing more, and a message beyond what it had returned by then is an
+ * overrun, however fast it takes them. A failed send means the server
+ * closed the connection (the check that follows sees the close).
+ */
 static int c_credit_overrun(struct peer *p)
 {
 	struct sdp_msg_wake w = { 0 };
@@ -519,10 +529,13 @@ static int c_credit_overrun(struct peer *p)
 
 	if (send_setup(p))
 		return -1;
-	for (i = 0; i < NRECV + 12; i++) {
-		w.seen_seq = 0;
-		if (send_msg(p, SDP_MSG_WAKE_ME, 0, 0, &w, sizeof(w), NULL, 0))
-			return -1;
+	for (i = 0; i < 4 * NRECV * NRECV; i++) {
+		if (send_msg(p, SDP_MSG_WAKE_ME, 0, 0, &w, sizeof(w), NULL,
+			     0))
+			return 0;
+		/* a server asleep on TCP must look at the ring */
+		if (i % NRECV == NRECV - 1)
+			send(p->tcp, "\x44", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
 	return 0;
 }
@@ -880,8 +893,15 @@ static int run_forge(char **argv)
 		printf("FAIL forge: cq_create: %s\n", sdp_strerror(r));
 		return 1;
 	}
-	r = mod.ops.connect(mod.prov, cq, (struct sockaddr *)&dst, sizeof(dst),
-			    &cp, sizeof(cp), NULL, &ep);
+	/* the client opens its listener once its connection is due for the
+	 * upgrade (half a millisecond of its life, or when a call of its
+	 * program comes after that): until then a connect is refused */
+	do {
+		r = mod.ops.connect(mod.prov, cq, (struct sockaddr *)&dst,
+				    sizeof(dst), &cp, sizeof(cp), NULL, &ep);
+		if (r == -ECONNREFUSED)
+			usleep(200);
+	} while (r == -ECONNREFUSED && now_ms() < end);
 	if (r < 0) {
 		printf("PASS forge: the client's listener at port %u refused at once (%s)\n",
 		       cport, sdp_strerror(r));

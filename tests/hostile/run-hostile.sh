@@ -150,4 +150,5 @@ if [ $failn = 0 ]; then
 	exit 0
 fi
 echo "$pass passed, $failn failed, $skip skipped (logs in $work)"
+keep_work=1
 exit 1
