@@ -182,8 +182,10 @@ struct sdp_provider_ops {
 		      socklen_t addrlen, int backlog, struct sdp_listener **l);
 	/* Readable when a connection request is waiting. */
 	int (*listener_fd)(struct sdp_listener *l);
-	/* Takes one request: 0, or -EAGAIN when none waits. The request's
-	 * private data is returned through priv/privlen (in: room). */
+	/* Takes one request: 0, or -EAGAIN when none waits. Never waits: the
+	 * caller is the program's thread (an accept(), an event loop). The
+	 * request's private data is returned through priv/privlen (in:
+	 * room). */
 	int (*get_request)(struct sdp_listener *l, struct sdp_conn_req **req,
 			   void *priv, size_t *privlen);
 	/* Accepts a request: 0 = connected now, SDP_PENDING = an

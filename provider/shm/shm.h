@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "sdp_provider.h"
@@ -25,6 +26,10 @@
 #define SHM_POOL 8			/* regions kept for reuse, each kind */
 #define SHM_MEMFD_KEEP 16		/* live endpoints keeping their memfd */
 #define SHM_POOL_TTL_NS 5000000000ull	/* a pooled region's lifetime */
+#define SHM_OWNER_CACHE 16		/* watched destinations per process */
+#define SHM_MAX_WATCH 256		/* watches a listener keeps */
+#define SHM_MAX_PENDING 32		/* accepted, first message not come */
+#define SHM_WATCH_BACKOFF_NS 1000000000ull
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -36,7 +41,7 @@ struct shm_opts {
 	uint32_t rdma_regs;	/* registration table entries per endpoint */
 	uint32_t fail_reg_every;
 	uint32_t fail_rdma_every;
-	uint32_t handshake_ms;	/* how long get_request waits for a hello */
+	uint32_t handshake_ms;	/* how long a silent connection is kept */
 	bool no_cma;		/* force the staging mode */
 };
 
@@ -139,6 +144,18 @@ struct shm_pooled {
 	uint64_t expires;		/* CLOCK_MONOTONIC ns */
 };
 
+/* A listener's owner as a rendezvous told it, kept with the socket of that
+ * rendezvous (fd, the watch) while the listener keeps the other end. */
+struct shm_owner_ent {
+	struct sockaddr_storage addr;	/* the destination asked about */
+	socklen_t len;			/* 0: a free entry */
+	int fd;				/* the watch, or -1 */
+	uint32_t uid;
+	int32_t pid;
+	uint64_t made_ns, used_ns;
+	uint64_t plain_until_ns;	/* no watch asked before then */
+};
+
 struct shm_provider {
 	struct sdp_provider base;
 	/* the process bell, the peer table and the CQs with a notify fd
@@ -164,6 +181,11 @@ struct shm_provider {
 	struct shm_pooled map_pool[SHM_POOL];
 	uint32_t n_own, n_map;
 	uint32_t memfds_kept;		/* by live endpoints */
+	/* a new region made ahead for the next connect (h NULL: none) */
+	struct shm_pooled spare;
+	/* shm_rendezvous.c: owner answers with their watches; a leaf */
+	pthread_mutex_t owner_lock;
+	struct shm_owner_ent owners[SHM_OWNER_CACHE];
 };
 
 struct shm_mr {
@@ -277,6 +299,15 @@ struct shm_cq {
 struct shm_listener {
 	struct shm_provider *prov;
 	int fd;
+	/* accepted connections whose first message has not come yet */
+	struct {
+		int fd;
+		uint64_t since_ns;
+	} pend[SHM_MAX_PENDING];
+	uint32_t npend;
+	/* clients' watches (their owner queries), kept until the close */
+	int *watch;
+	uint32_t nwatch, cap_watch;
 };
 
 struct shm_conn_req {
@@ -293,7 +324,7 @@ struct shm_conn_req {
 
 /* ---- handshake messages over the rendezvous socket ----------------------- */
 
-enum shm_msg_type { SHM_HELLO = 1, SHM_ACCEPT, SHM_REJECT };
+enum shm_msg_type { SHM_HELLO = 1, SHM_ACCEPT, SHM_REJECT, SHM_WATCH };
 #define SHM_F_CMA 1u
 
 struct shm_hs {
@@ -338,6 +369,8 @@ bool shm_fault_reg(struct shm_provider *p);
 bool shm_fault_rdma(struct shm_provider *p);
 
 /* shm_ring.c */
+int shm_region_new(struct shm_provider *p, struct shm_hdr **out,
+		   struct shm_geom *og, int *memfd);
 int shm_region_create(struct shm_provider *p, struct shm_ep *ep, int *memfd);
 int shm_region_map(struct shm_ep *ep, int memfd);
 void shm_region_unmap(struct shm_ep *ep);
@@ -348,6 +381,7 @@ int shm_region_get(struct shm_provider *p, struct shm_ep *ep,
 void shm_region_sent(struct shm_ep *ep, int memfd);
 int shm_region_map_peer(struct shm_ep *ep, int memfd);
 void shm_region_release(struct shm_ep *ep);
+void shm_region_spare_fill(struct shm_provider *p);
 void shm_pool_free(struct shm_provider *p);
 int shm_ring_put(struct shm_ep *ep, const struct sdp_sge *sgl, int nsge,
 		 uint64_t len);
@@ -363,8 +397,6 @@ void shm_cq_push(struct shm_cq *cq, struct shm_ep *ep, uint32_t op,
 void shm_cq_add_ep(struct shm_cq *cq, struct shm_ep *ep);
 void shm_cq_del_ep(struct shm_cq *cq, struct shm_ep *ep);
 void shm_ep_fail(struct shm_ep *ep, int32_t status);
-int shm_listener_owner(const struct sockaddr *addr, socklen_t addrlen,
-		       struct sdp_listener_owner *o);
 bool shm_ep_drained(struct shm_ep *ep);
 void shm_ep_watch(struct shm_ep *ep, bool on);
 bool shm_cq_rung(struct shm_cq *cq);
@@ -375,18 +407,28 @@ int shm_cq_notify_fd(struct sdp_cq *cq);
 int shm_cq_arm(struct sdp_cq *cq);
 int shm_cq_ack(struct sdp_cq *cq);
 
-/* shm_cm.c */
+/* shm_rendezvous.c */
+int shm_rendezvous(const struct sockaddr *a, socklen_t alen, bool creds,
+		   int *out);
 int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
 	      socklen_t addrlen);
+int shm_listener_owner(struct shm_provider *p, const struct sockaddr *addr,
+		       socklen_t addrlen, struct sdp_listener_owner *o);
+void shm_owners_free(struct shm_provider *p);
 int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
 	       socklen_t addrlen, int backlog, struct sdp_listener **l);
 int shm_listener_fd(struct sdp_listener *l);
 int shm_get_request(struct sdp_listener *l, struct sdp_conn_req **req,
 		    void *priv, size_t *privlen);
+int shm_listener_close(struct sdp_listener *l);
+
+/* shm_cm.c */
+int shm_hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
+		size_t privlen, const int *fds, int nfds, uint64_t bell_id);
+int shm_hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid);
 int shm_accept(struct sdp_conn_req *req, struct sdp_cq *cq, const void *priv,
 	       size_t privlen, void *ep_context, struct sdp_ep **ep);
 int shm_reject(struct sdp_conn_req *req);
-int shm_listener_close(struct sdp_listener *l);
 int shm_connect(struct sdp_provider *p, struct sdp_cq *cq,
 		const struct sockaddr *dst, socklen_t dstlen, const void *priv,
 		size_t privlen, void *ep_context, struct sdp_ep **ep);

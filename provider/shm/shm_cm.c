@@ -1,127 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * shm_cm.c - connection management on the shm address space: abstract
- * UNIX-domain sockets named by (IP, port) as the rendezvous, the handshake
- * that passes the shared regions and process bells, and the endpoint's send
- * and receive calls. The socket is closed once connected: the peer process's
- * pidfd (shm_peer.c) and the region's closed flag tell of its end.
+ * shm_cm.c - connection management on the shm address space: the handshake
+ * over a rendezvous socket (shm_rendezvous.c) that passes the shared regions
+ * and process bells, and the endpoint's send and receive calls. The socket
+ * is closed once connected: the peer process's pidfd (shm_peer.c) and the
+ * region's closed flag tell of its end.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "shm.h"
 
-#define SHM_MAX_NAMES 3
-
-struct shm_name {
-	struct sockaddr_un sun;
-	socklen_t len;
-};
-
-static void set_name(struct shm_name *n, const char *host, unsigned port)
-{
-	int k;
-
-	memset(&n->sun, 0, sizeof(n->sun));
-	n->sun.sun_family = AF_UNIX;
-	k = snprintf(n->sun.sun_path + 1, sizeof(n->sun.sun_path) - 1,
-		     "sdp-shm/%s:%u", host, port);
-	n->len = offsetof(struct sockaddr_un, sun_path) + 1 + k;
-}
-
-/*
- * The rendezvous names for addr, most specific first. For listen only the
- * first is used; connect and probe try them in order: the exact address,
- * then the IPv4 wildcard "*", then the IPv6 wildcard "[::]" (a dual-stack
- * listener also takes IPv4). IPv4-mapped IPv6 addresses count as IPv4.
- */
-static int addr_names(const struct sockaddr *a, socklen_t alen,
-		      struct shm_name *names)
-{
-	char ip[INET6_ADDRSTRLEN + 2], txt[INET6_ADDRSTRLEN];
-	struct in_addr v4;
-	unsigned port;
-
-	if (!a)
-		return -EINVAL;
-	if (a->sa_family == AF_INET && alen >= sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *s = (const void *)a;
-
-		v4 = s->sin_addr;
-		port = ntohs(s->sin_port);
-	} else if (a->sa_family == AF_INET6 &&
-		   alen >= sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *s = (const void *)a;
-
-		port = ntohs(s->sin6_port);
-		if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
-			memcpy(&v4, &s->sin6_addr.s6_addr[12], 4);
-		} else {
-			if (IN6_IS_ADDR_UNSPECIFIED(&s->sin6_addr)) {
-				set_name(&names[0], "[::]", port);
-				return 1;
-			}
-			inet_ntop(AF_INET6, &s->sin6_addr, txt, sizeof(txt));
-			snprintf(ip, sizeof(ip), "[%s]", txt);
-			set_name(&names[0], ip, port);
-			set_name(&names[1], "[::]", port);
-			return 2;
-		}
-	} else {
-		return -EAFNOSUPPORT;
-	}
-	if (v4.s_addr == htonl(INADDR_ANY)) {
-		set_name(&names[0], "*", port);
-		set_name(&names[1], "[::]", port);
-		return 2;
-	}
-	inet_ntop(AF_INET, &v4, ip, sizeof(ip));
-	set_name(&names[0], ip, port);
-	set_name(&names[1], "*", port);
-	set_name(&names[2], "[::]", port);
-	return 3;
-}
-
-/* Connects a new socket to the first name that has a listener. */
-static int rendezvous(const struct sockaddr *a, socklen_t alen, int *out)
-{
-	struct shm_name names[SHM_MAX_NAMES];
-	int n, i, fd, one = 1;
-
-	n = addr_names(a, alen, names);
-	if (n < 0)
-		return n;
-	for (i = 0; i < n; i++) {
-		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
-				     SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-		if (!connect(fd, (struct sockaddr *)&names[i].sun,
-			     names[i].len)) {
-			*out = fd;
-			return 0;
-		}
-		close(fd);
-		/* EAGAIN: the listener's backlog is full; refuse as TCP does */
-		if (errno != ECONNREFUSED && errno != ENOENT &&
-		    errno != EAGAIN)
-			return -errno;
-	}
-	return -ECONNREFUSED;
-}
-
-static int hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
-		   size_t privlen, const int *fds, int nfds, uint64_t bell_id)
+int shm_hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
+		size_t privlen, const int *fds, int nfds, uint64_t bell_id)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 2)];
@@ -169,7 +65,7 @@ static int hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 
 /* Receives one handshake message with two fds. Returns 0, -EAGAIN, or
  * -EPROTO / -ECONNRESET (the peer closed or sent garbage). */
-static int hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
+int shm_hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 4) +
@@ -217,7 +113,8 @@ static int hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
 	    hs->magic != SHM_MAGIC || hs->version != SHM_LAYOUT_VERSION ||
 	    hs->priv_len > SDP_MAX_PRIVATE_DATA)
 		goto bad;
-	if (hs->type != SHM_REJECT && nfds != 2)
+	if ((hs->type == SHM_REJECT || hs->type == SHM_WATCH) != (nfds == 0) ||
+	    (nfds && nfds != 2))
 		goto bad;
 	return 0;
 
@@ -252,157 +149,6 @@ static void ep_free(struct shm_ep *ep)
 	shm_peer_put(ep->prov, ep->pe);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
-}
-
-int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
-	      socklen_t addrlen)
-{
-	int fd, ret;
-
-	ret = rendezvous(addr, addrlen, &fd);
-	if (ret)
-		return ret;
-	close(fd);	/* the listener drops an empty connection silently */
-	return 0;
-}
-
-int shm_listener_owner(const struct sockaddr *addr, socklen_t addrlen,
-		       struct sdp_listener_owner *o)
-{
-	struct ucred cr;
-	socklen_t l = sizeof(cr);
-	int fd, ret;
-
-	ret = rendezvous(addr, addrlen, &fd);
-	if (ret)
-		return ret;
-	/* the kernel's word on who created the listening socket */
-	ret = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) ? -errno : 0;
-	close(fd);
-	if (!ret) {
-		o->uid = cr.uid;
-		o->pid = cr.pid;
-	}
-	return ret;
-}
-
-int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
-	       socklen_t addrlen, int backlog, struct sdp_listener **out)
-{
-	struct shm_name names[SHM_MAX_NAMES];
-	struct shm_listener *l;
-	int ret;
-
-	if (!out)
-		return -EINVAL;
-	ret = addr_names(addr, addrlen, names);
-	if (ret < 0)
-		return ret;
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	l->prov = shm_prov(p);
-	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		       0);
-	if (l->fd < 0) {
-		ret = -errno;
-		goto free_l;
-	}
-	if (bind(l->fd, (struct sockaddr *)&names[0].sun, names[0].len) ||
-	    listen(l->fd, backlog > 0 ? backlog : 128)) {
-		ret = -errno;
-		goto close_fd;
-	}
-	*out = (struct sdp_listener *)l;
-	return 0;
-
-close_fd:
-	close(l->fd);
-free_l:
-	free(l);
-	return ret;
-}
-
-int shm_listener_fd(struct sdp_listener *l)
-{
-	return l ? ((struct shm_listener *)l)->fd : -EINVAL;
-}
-
-int shm_listener_close(struct sdp_listener *sl)
-{
-	struct shm_listener *l = (struct shm_listener *)sl;
-
-	if (!l)
-		return -EINVAL;
-	close(l->fd);
-	free(l);
-	return 0;
-}
-
-int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
-		    void *priv, size_t *privlen)
-{
-	struct shm_listener *l = (struct shm_listener *)sl;
-	struct shm_conn_req *req;
-	struct shm_hs hs;
-	struct ucred cr;
-	socklen_t crlen = sizeof(cr);
-	int fd, fds[2], ret;
-
-	if (!l || !out || (priv && !privlen))
-		return -EINVAL;
-	for (;;) {
-		struct pollfd pfd;
-
-		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-		}
-		pfd.fd = fd;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, (int)l->prov->opt.handshake_ms) == 1 &&
-		    !hs_recv(fd, &hs, fds, NULL)) {
-			if (hs.type == SHM_HELLO &&
-			    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr,
-					&crlen))
-				break;
-			close(fds[0]);
-			close(fds[1]);
-		}
-		/* a probe, a dead client or garbage: drop it silently */
-		close(fd);
-	}
-	req = calloc(1, sizeof(*req));
-	if (!req) {
-		ret = -ENOMEM;
-		goto close_all;
-	}
-	req->prov = l->prov;
-	req->sock = fd;
-	req->memfd = fds[0];
-	req->bell = fds[1];
-	req->bell_id = hs.bell_id;
-	req->pid = cr.pid;
-	req->flags = hs.flags;
-	req->priv_len = hs.priv_len;
-	memcpy(req->priv, hs.priv, hs.priv_len);
-	if (priv) {
-		memcpy(priv, hs.priv, *privlen < hs.priv_len ?
-					      *privlen : hs.priv_len);
-		*privlen = hs.priv_len;
-	} else if (privlen) {
-		*privlen = hs.priv_len;
-	}
-	*out = (struct sdp_conn_req *)req;
-	return 0;
-
-close_all:
-	close(fds[0]);
-	close(fds[1]);
-	close(fd);
-	return ret;
 }
 
 static void req_free(struct shm_conn_req *req)
@@ -461,7 +207,7 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 		ret = fds[1];
 		goto close_memfd;
 	}
-	ret = hs_send(req->sock, SHM_ACCEPT, ep->cma ? SHM_F_CMA : 0, priv,
+	ret = shm_hs_send(req->sock, SHM_ACCEPT, ep->cma ? SHM_F_CMA : 0, priv,
 		      privlen, fds, 2, bell_id);
 	if (ret)
 		goto close_memfd;
@@ -498,7 +244,7 @@ int shm_reject(struct sdp_conn_req *r)
 
 	if (!req)
 		return -EINVAL;
-	hs_send(req->sock, SHM_REJECT, 0, NULL, 0, NULL, 0, 0);
+	shm_hs_send(req->sock, SHM_REJECT, 0, NULL, 0, NULL, 0, 0);
 	req_free(req);
 	return 0;
 }
@@ -521,7 +267,11 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	ep = ep_alloc(sp, ep_context);
 	if (!ep)
 		return -ENOMEM;
-	ret = rendezvous(dst, dstlen, &ep->sock);
+	/* Between the rendezvous and our HELLO the peer's listener holds a
+	 * connection it cannot use yet: everything slow comes before (a new
+	 * region, made ahead) or after (the next one). */
+	shm_region_spare_fill(sp);
+	ret = shm_rendezvous(dst, dstlen, true, &ep->sock);
 	if (ret)
 		goto free_ep;
 	/* the listener's creator: a region it had before may serve again,
@@ -538,11 +288,12 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 		ret = fds[1];
 		goto free_ep;
 	}
-	ret = hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
+	ret = shm_hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
 		      privlen, fds, 2, bell_id);
 	shm_region_sent(ep, memfd);
 	if (ret)
 		goto free_ep;
+	shm_region_spare_fill(sp);
 	ep->state = SHM_EP_CONNECTING;
 	shm_cq_add_ep(cq, ep);
 	*out = (struct sdp_ep *)ep;
@@ -561,7 +312,7 @@ static void connect_answer(struct shm_ep *ep)
 	int fds[2], ret;
 	pid_t pid = 0;
 
-	ret = hs_recv(ep->sock, &hs, fds, &pid);
+	ret = shm_hs_recv(ep->sock, &hs, fds, &pid);
 	if (ret == -EAGAIN)
 		return;
 	if (!ret && hs.type == SHM_ACCEPT && pid > 0) {

@@ -155,6 +155,7 @@ static int shm_query_address_list(struct sdp_provider *p,
 
 static void shm_cleanup(struct sdp_provider *p)
 {
+	shm_owners_free(shm_prov(p));
 	shm_pool_free(shm_prov(p));
 	shm_peers_free(shm_prov(p));
 	free(shm_prov(p));
@@ -186,7 +187,7 @@ static int shm_ioctl(struct sdp_provider *p, uint32_t code, const void *in,
 		if (!in || inlen < sizeof(sa_family_t) || !out ||
 		    outlen < sizeof(o))
 			return -EINVAL;
-		r = shm_listener_owner(in, (socklen_t)inlen, &o);
+		r = shm_listener_owner(shm_prov(p), in, (socklen_t)inlen, &o);
 		if (!r)
 			memcpy(out, &o, sizeof(o));
 		return r;
@@ -289,6 +290,7 @@ sdp_provider_startup(const struct sdp_startup_args *args,
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_init(&p->peer_lock, NULL);
 	pthread_mutex_init(&p->pool_lock, NULL);
+	pthread_mutex_init(&p->owner_lock, NULL);
 	if (args->size >= sizeof(struct sdp_startup_args))
 		p->log = args->log;
 	ret = env_u32("SDP_SHM_FAIL_REG_EVERY", &p->opt.fail_reg_every,
@@ -314,6 +316,7 @@ sdp_provider_startup(const struct sdp_startup_args *args,
 	return 0;
 
 free_prov:
+	pthread_mutex_destroy(&p->owner_lock);
 	pthread_mutex_destroy(&p->pool_lock);
 	pthread_mutex_destroy(&p->peer_lock);
 	pthread_mutex_destroy(&p->lock);

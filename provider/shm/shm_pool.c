@@ -55,6 +55,9 @@ static void pool_tidy(struct shm_provider *p)
 			pooled_free(p, &p->own_pool[i], false);
 		for (i = 0; i < p->n_map; i++)
 			pooled_free(p, &p->map_pool[i], false);
+		if (p->spare.h)
+			pooled_free(p, &p->spare, false);
+		p->spare.h = NULL;
 		p->n_own = p->n_map = 0;
 		p->memfds_kept = 0;
 		p->pool_pid = getpid();
@@ -163,7 +166,23 @@ int shm_region_get(struct shm_provider *p, struct shm_ep *ep,
 		*memfd = e.memfd;
 		return 0;
 	}
-	ret = shm_region_create(p, ep, memfd);
+	/* a connect takes the region made ahead, if there is one: the peer
+	 * waits on its listener meanwhile (shm_region_spare_fill) */
+	pthread_mutex_lock(&p->pool_lock);
+	if (!pe && p->spare.h) {
+		e = p->spare;
+		p->spare.h = NULL;
+		found = true;
+	}
+	pthread_mutex_unlock(&p->pool_lock);
+	if (found) {
+		ep->own = e.h;
+		ep->og = e.g;
+		*memfd = e.memfd;
+		ret = 0;
+	} else {
+		ret = shm_region_create(p, ep, memfd);
+	}
 	if (ret)
 		return ret;
 	/* only so many live endpoints keep an fd for reuse: 10,000 idle
@@ -299,6 +318,30 @@ void shm_region_release(struct shm_ep *ep)
 	shm_region_unmap(ep);
 }
 
+/* Makes a region ahead for the next connect, so that its handshake sends
+ * HELLO right after the rendezvous (the peer's listener has accepted and
+ * waits for it) instead of after a memfd_create, ftruncate and mmap. */
+void shm_region_spare_fill(struct shm_provider *p)
+{
+	struct shm_pooled e = { .memfd = -1 };
+	bool have;
+
+	pthread_mutex_lock(&p->pool_lock);
+	pool_tidy(p);
+	have = p->spare.h != NULL;
+	pthread_mutex_unlock(&p->pool_lock);
+	if (have || shm_region_new(p, &e.h, &e.g, &e.memfd))
+		return;
+	pthread_mutex_lock(&p->pool_lock);
+	if (!p->spare.h && p->pool_pid == getpid()) {
+		p->spare = e;
+		e.h = NULL;
+	}
+	pthread_mutex_unlock(&p->pool_lock);
+	if (e.h)
+		pooled_free(p, &e, false);
+}
+
 /* At cleanup: everything pooled goes. */
 void shm_pool_free(struct shm_provider *p)
 {
@@ -310,7 +353,10 @@ void shm_pool_free(struct shm_provider *p)
 			pooled_free(p, &p->own_pool[i], true);
 		for (i = 0; i < p->n_map; i++)
 			pooled_free(p, &p->map_pool[i], true);
+		if (p->spare.h)
+			pooled_free(p, &p->spare, false);
 	}
+	p->spare.h = NULL;
 	p->n_own = p->n_map = 0;
 	pthread_mutex_unlock(&p->pool_lock);
 	pthread_mutex_destroy(&p->pool_lock);

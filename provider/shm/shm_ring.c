@@ -58,7 +58,10 @@ int shm_sge_check(const struct sdp_sge *sgl, int nsge)
 	return 0;
 }
 
-int shm_region_create(struct shm_provider *p, struct shm_ep *ep, int *memfd)
+/* A new region of ours (its memfd in *memfd, mapped at *out, geometry in
+ * *og), not yet shared. */
+int shm_region_new(struct shm_provider *p, struct shm_hdr **out,
+		   struct shm_geom *og, int *memfd)
 {
 	const struct shm_opts *o = &p->opt;
 	struct shm_geom g = { .magic = SHM_MAGIC,
@@ -98,14 +101,19 @@ int shm_region_create(struct shm_provider *p, struct shm_ep *ep, int *memfd)
 		goto close_fd;
 	}
 	h->g = g;	/* the rest of a fresh memfd reads as zero */
-	ep->own = h;
-	ep->og = g;
+	*out = h;
+	*og = g;
 	*memfd = fd;
 	return 0;
 
 close_fd:
 	close(fd);
 	return ret;
+}
+
+int shm_region_create(struct shm_provider *p, struct shm_ep *ep, int *memfd)
+{
+	return shm_region_new(p, &ep->own, &ep->og, memfd);
 }
 
 /* Maps the peer's region: everything before the table read-write, the

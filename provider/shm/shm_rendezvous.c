@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * shm_rendezvous.c - the shm address space: abstract UNIX-domain listeners
+ * named by (IP, port), probes and owner queries against them, and what a
+ * listener does with the connections it is offered. Nothing here blocks:
+ * a connection whose first message has not come yet waits in the listener
+ * (docs/provider-shm.md, "Address space and rendezvous").
+ *
+ * A client that asked who owns a listener keeps its rendezvous socket as a
+ * watch (one per destination, a few per process): while the listener lives
+ * the owner holds the other end, so a later query for the same destination
+ * costs one poll instead of a rendezvous, and the listener's close (or its
+ * process's end) shows as a hang-up on the watch.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#define SHM_MAX_NAMES 3
+
+struct shm_name {
+	struct sockaddr_un sun;
+	socklen_t len;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_name(struct shm_name *n, const char *host, unsigned port)
+{
+	int k;
+
+	memset(&n->sun, 0, sizeof(n->sun));
+	n->sun.sun_family = AF_UNIX;
+	k = snprintf(n->sun.sun_path + 1, sizeof(n->sun.sun_path) - 1,
+		     "sdp-shm/%s:%u", host, port);
+	n->len = offsetof(struct sockaddr_un, sun_path) + 1 + k;
+}
+
+/*
+ * The rendezvous names for addr, most specific first. For listen only the
+ * first is used; connect and probe try them in order: the exact address,
+ * then the IPv4 wildcard "*", then the IPv6 wildcard "[::]" (a dual-stack
+ * listener also takes IPv4). IPv4-mapped IPv6 addresses count as IPv4.
+ */
+static int addr_names(const struct sockaddr *a, socklen_t alen,
+		      struct shm_name *names)
+{
+	char ip[INET6_ADDRSTRLEN + 2], txt[INET6_ADDRSTRLEN];
+	struct in_addr v4;
+	unsigned port;
+
+	if (!a)
+		return -EINVAL;
+	if (a->sa_family == AF_INET && alen >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *s = (const void *)a;
+
+		v4 = s->sin_addr;
+		port = ntohs(s->sin_port);
+	} else if (a->sa_family == AF_INET6 &&
+		   alen >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *s = (const void *)a;
+
+		port = ntohs(s->sin6_port);
+		if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
+			memcpy(&v4, &s->sin6_addr.s6_addr[12], 4);
+		} else {
+			if (IN6_IS_ADDR_UNSPECIFIED(&s->sin6_addr)) {
+				set_name(&names[0], "[::]", port);
+				return 1;
+			}
+			inet_ntop(AF_INET6, &s->sin6_addr, txt, sizeof(txt));
+			snprintf(ip, sizeof(ip), "[%s]", txt);
+			set_name(&names[0], ip, port);
+			set_name(&names[1], "[::]", port);
+			return 2;
+		}
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	if (v4.s_addr == htonl(INADDR_ANY)) {
+		set_name(&names[0], "*", port);
+		set_name(&names[1], "[::]", port);
+		return 2;
+	}
+	inet_ntop(AF_INET, &v4, ip, sizeof(ip));
+	set_name(&names[0], ip, port);
+	set_name(&names[1], "*", port);
+	set_name(&names[2], "[::]", port);
+	return 3;
+}
+
+/* Connects a new socket to the first name that has a listener. creds:
+ * the socket will receive the peer's SCM_CREDENTIALS (a connect's
+ * answer); a probe or an owner query needs none. */
+int shm_rendezvous(const struct sockaddr *a, socklen_t alen, bool creds,
+		   int *out)
+{
+	struct shm_name names[SHM_MAX_NAMES];
+	int n, i, fd, one = 1;
+
+	n = addr_names(a, alen, names);
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
+				     SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		if (creds)
+			setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one,
+				   sizeof(one));
+		if (!connect(fd, (struct sockaddr *)&names[i].sun,
+			     names[i].len)) {
+			*out = fd;
+			return 0;
+		}
+		close(fd);
+		/* EAGAIN: the listener's backlog is full; refuse as TCP does */
+		if (errno != ECONNREFUSED && errno != ENOENT &&
+		    errno != EAGAIN)
+			return -errno;
+	}
+	return -ECONNREFUSED;
+}
+
+int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
+	      socklen_t addrlen)
+{
+	int fd, ret;
+
+	ret = shm_rendezvous(addr, addrlen, false, &fd);
+	if (ret)
+		return ret;
+	close(fd);	/* the listener drops an empty connection silently */
+	return 0;
+}
+
+/* ---- owner queries and their watches (client side) ---------------------- */
+
+/* A watch still stands while nothing at all is to be read on it: the
+ * owner never writes there, so a hang-up, an error or a byte all mean
+ * the listener it watched is gone (or never kept it). */
+static bool watch_stands(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	int r;
+
+	do
+		r = poll(&pf, 1, 0);
+	while (r < 0 && errno == EINTR);
+	return r == 0;
+}
+
+static bool same_addr(const struct shm_owner_ent *e,
+		      const struct sockaddr *a, socklen_t alen)
+{
+	return e->len == alen && !memcmp(&e->addr, a, alen);
+}
+
+/* An entry for a (owner_lock held): the one for a, else a free slot, else
+ * the least recently used one, emptied. */
+static struct shm_owner_ent *owner_slot(struct shm_provider *p,
+					const struct sockaddr *a,
+					socklen_t alen)
+{
+	struct shm_owner_ent *e, *lru = NULL;
+	uint32_t i;
+
+	for (i = 0; i < SHM_OWNER_CACHE; i++) {
+		e = &p->owners[i];
+		if (e->len && same_addr(e, a, alen))
+			return e;
+	}
+	for (i = 0; i < SHM_OWNER_CACHE; i++) {
+		e = &p->owners[i];
+		if (!e->len)
+			return e;
+		if (!lru || e->used_ns < lru->used_ns)
+			lru = e;
+	}
+	if (lru->fd >= 0)
+		close(lru->fd);
+	memset(lru, 0, sizeof(*lru));
+	lru->fd = -1;
+	return lru;
+}
+
+/*
+ * Who created the listener at addr (SO_PEERCRED, the kernel's word).
+ * Answered from a standing watch on that listener when there is one. A
+ * new answer comes from a rendezvous, whose socket then stays as the
+ * watch: it says WATCH so that the listener keeps its end open. A listener
+ * that does not keep it (too many watches) hangs up at once; its
+ * destination then goes without a watch for SHM_WATCH_BACKOFF_NS.
+ */
+int shm_listener_owner(struct shm_provider *p, const struct sockaddr *addr,
+		       socklen_t addrlen, struct sdp_listener_owner *o)
+{
+	struct shm_owner_ent *e = NULL;
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+	bool locked, keep = false;
+	uint64_t now = mono_ns();
+	int fd, ret;
+
+	if (addrlen > sizeof(e->addr))
+		return -EINVAL;
+	/* only tried: after a fork the lock may be held by a thread that
+	 * is not in the child; then the query is made the plain way */
+	locked = !pthread_mutex_trylock(&p->owner_lock);
+	if (locked) {
+		e = owner_slot(p, addr, addrlen);
+		if (e->len && e->fd >= 0) {
+			if (watch_stands(e->fd)) {
+				e->used_ns = now;
+				o->uid = e->uid;
+				o->pid = e->pid;
+				pthread_mutex_unlock(&p->owner_lock);
+				return 0;
+			}
+			/* hung up: kept only briefly means the listener
+			 * keeps no watch of ours; the next ones go plain */
+			if (now - e->made_ns < SHM_WATCH_BACKOFF_NS)
+				e->plain_until_ns = now + SHM_WATCH_BACKOFF_NS;
+			close(e->fd);
+			e->fd = -1;
+		}
+		keep = now >= e->plain_until_ns;
+	}
+	ret = shm_rendezvous(addr, addrlen, false, &fd);
+	if (!ret && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l)) {
+		ret = -errno;
+		close(fd);
+	}
+	if (ret) {
+		if (locked) {
+			if (e->fd < 0 && !e->plain_until_ns)
+				e->len = 0;	/* nothing worth keeping */
+			pthread_mutex_unlock(&p->owner_lock);
+		}
+		return ret;
+	}
+	o->uid = cr.uid;
+	o->pid = cr.pid;
+	if (keep && !shm_hs_send(fd, SHM_WATCH, 0, NULL, 0, NULL, 0, 0)) {
+		memcpy(&e->addr, addr, addrlen);
+		e->len = addrlen;
+		e->fd = fd;
+		e->uid = cr.uid;
+		e->pid = cr.pid;
+		e->made_ns = e->used_ns = now;
+		fd = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (locked)
+		pthread_mutex_unlock(&p->owner_lock);
+	return 0;
+}
+
+/* Closes every watch (the provider's cleanup). */
+void shm_owners_free(struct shm_provider *p)
+{
+	uint32_t i;
+
+	for (i = 0; i < SHM_OWNER_CACHE; i++)
+		if (p->owners[i].len && p->owners[i].fd >= 0)
+			close(p->owners[i].fd);
+	memset(p->owners, 0, sizeof(p->owners));
+}
+
+/* ---- listeners (server side) -------------------------------------------- */
+
+int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
+	       socklen_t addrlen, int backlog, struct sdp_listener **out)
+{
+	struct shm_name names[SHM_MAX_NAMES];
+	struct shm_listener *l;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ret = addr_names(addr, addrlen, names);
+	if (ret < 0)
+		return ret;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->prov = shm_prov(p);
+	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		       0);
+	if (l->fd < 0) {
+		ret = -errno;
+		goto free_l;
+	}
+	if (bind(l->fd, (struct sockaddr *)&names[0].sun, names[0].len) ||
+	    listen(l->fd, backlog > 0 ? backlog : 128)) {
+		ret = -errno;
+		goto close_fd;
+	}
+	*out = (struct sdp_listener *)l;
+	return 0;
+
+close_fd:
+	close(l->fd);
+free_l:
+	free(l);
+	return ret;
+}
+
+int shm_listener_fd(struct sdp_listener *l)
+{
+	return l ? ((struct shm_listener *)l)->fd : -EINVAL;
+}
+
+/* The watches go before the listener: a client that looks at its watch
+ * after this returns finds it hung up. */
+int shm_listener_close(struct sdp_listener *sl)
+{
+	struct shm_listener *l = (struct shm_listener *)sl;
+	uint32_t i;
+
+	if (!l)
+		return -EINVAL;
+	for (i = 0; i < l->nwatch; i++)
+		close(l->watch[i]);
+	for (i = 0; i < l->npend; i++)
+		close(l->pend[i].fd);
+	close(l->fd);
+	free(l->watch);
+	free(l);
+	return 0;
+}
+
+static void keep_watch(struct shm_listener *l, int fd)
+{
+	int *w;
+
+	if (l->nwatch == l->cap_watch) {
+		uint32_t cap = l->cap_watch ? 2 * l->cap_watch : 8;
+
+		if (cap > SHM_MAX_WATCH ||
+		    !(w = realloc(l->watch, cap * sizeof(*w)))) {
+			/* the client sees the hang-up and stops asking */
+			close(fd);
+			return;
+		}
+		l->watch = w;
+		l->cap_watch = cap;
+	}
+	l->watch[l->nwatch++] = fd;
+}
+
+/* Keeps fd until its first message comes; the oldest goes when full. */
+static void keep_pending(struct shm_listener *l, int fd, uint64_t now)
+{
+	if (l->npend == SHM_MAX_PENDING) {
+		close(l->pend[0].fd);
+		memmove(&l->pend[0], &l->pend[1],
+			(l->npend - 1) * sizeof(l->pend[0]));
+		l->npend--;
+	}
+	l->pend[l->npend].fd = fd;
+	l->pend[l->npend].since_ns = now;
+	l->npend++;
+}
+
+/*
+ * The first message of an accepted connection, without waiting: 1 with a
+ * HELLO in *hs (fds and the peer's credentials taken), 0 when fd was
+ * dealt with (a probe that closed, a watch kept, garbage dropped),
+ * -EAGAIN when nothing came yet.
+ */
+static int first_message(struct shm_listener *l, int fd, struct shm_hs *hs,
+			 int fds[2], struct ucred *cr)
+{
+	socklen_t crlen = sizeof(*cr);
+	int r = shm_hs_recv(fd, hs, fds, NULL);
+
+	if (r == -EAGAIN)
+		return -EAGAIN;
+	if (!r && hs->type == SHM_WATCH) {
+		keep_watch(l, fd);
+		return 0;
+	}
+	if (!r && hs->type == SHM_HELLO &&
+	    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &crlen))
+		return 1;
+	if (!r) {
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
+	}
+	/* a probe, a dead client or garbage: dropped silently */
+	close(fd);
+	return 0;
+}
+
+/*
+ * The next connection request, never waiting: connections that sent
+ * nothing yet (their HELLO follows the connect at once, so rarely) wait in
+ * the listener for handshake_ms and are looked at again on every call.
+ */
+int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
+		    void *priv, size_t *privlen)
+{
+	struct shm_listener *l = (struct shm_listener *)sl;
+	uint64_t now = mono_ns(), limit;
+	struct shm_conn_req *req;
+	struct shm_hs hs;
+	struct ucred cr;
+	int fd = -1, fds[2], r = 0;
+	uint32_t i;
+
+	if (!l || !out || (priv && !privlen))
+		return -EINVAL;
+	limit = (uint64_t)l->prov->opt.handshake_ms * 1000000ull;
+	for (i = 0; i < l->npend && r != 1;) {
+		fd = l->pend[i].fd;
+		r = first_message(l, fd, &hs, fds, &cr);
+		if (r == -EAGAIN && now - l->pend[i].since_ns < limit) {
+			i++;
+			continue;
+		}
+		if (r == -EAGAIN)
+			close(fd);	/* silent for too long */
+		memmove(&l->pend[i], &l->pend[i + 1],
+			(l->npend - i - 1) * sizeof(l->pend[0]));
+		l->npend--;
+	}
+	while (r != 1) {
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		}
+		r = first_message(l, fd, &hs, fds, &cr);
+		if (r == -EAGAIN)
+			keep_pending(l, fd, now);
+	}
+	req = calloc(1, sizeof(*req));
+	if (!req) {
+		close(fds[0]);
+		close(fds[1]);
+		close(fd);
+		return -ENOMEM;
+	}
+	req->prov = l->prov;
+	req->sock = fd;
+	req->memfd = fds[0];
+	req->bell = fds[1];
+	req->bell_id = hs.bell_id;
+	req->pid = cr.pid;
+	req->flags = hs.flags;
+	req->priv_len = hs.priv_len;
+	memcpy(req->priv, hs.priv, hs.priv_len);
+	if (priv) {
+		memcpy(priv, hs.priv, *privlen < hs.priv_len ?
+					      *privlen : hs.priv_len);
+		*privlen = hs.priv_len;
+	} else if (privlen) {
+		*privlen = hs.priv_len;
+	}
+	*out = (struct sdp_conn_req *)req;
+	return 0;
+}
