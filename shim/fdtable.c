@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "fdtable.h"
 
@@ -288,6 +289,51 @@ int fdt_next_managed(int from, int to)
 		if (atomic_load_explicit(&t->slot[fd], memory_order_relaxed))
 			return fd;
 	return -1;
+}
+
+static _Atomic uint8_t fdi[FDI_SIZE];
+
+void fdi_set(int fd, int family)
+{
+	uint8_t v = family == AF_INET ? 4 : family == AF_INET6 ? 6 :
+		    family ? FDI_OTHER : 0;
+
+	if (fd >= 0 && fd < FDI_SIZE)
+		atomic_store_explicit(&fdi[fd], v, memory_order_relaxed);
+}
+
+int fdi_get(int fd)
+{
+	uint8_t v;
+
+	if (fd < 0 || fd >= FDI_SIZE)
+		return 0;
+	v = atomic_load_explicit(&fdi[fd], memory_order_relaxed);
+	return v == 4 ? AF_INET : v == 6 ? AF_INET6 : v ? -1 : 0;
+}
+
+void fdi_copy(int oldfd, int newfd)
+{
+	if (newfd >= 0 && newfd < FDI_SIZE)
+		atomic_store_explicit(&fdi[newfd],
+				      oldfd >= 0 && oldfd < FDI_SIZE ?
+				      atomic_load_explicit(&fdi[oldfd],
+							   memory_order_relaxed) :
+				      0, memory_order_relaxed);
+}
+
+void fdi_clear(unsigned int first, unsigned int last)
+{
+	unsigned int fd;
+
+	if (last >= FDI_SIZE)
+		last = FDI_SIZE - 1;
+	if (first > last)
+		return;	/* also an fd of -1 */
+	for (fd = first; fd <= last; fd++)
+		if (atomic_load_explicit(&fdi[fd], memory_order_relaxed))
+			atomic_store_explicit(&fdi[fd], 0,
+					      memory_order_relaxed);
 }
 
 int fdt_size(void)

@@ -26,6 +26,20 @@ int fdt_next_managed(int from, int to);
 /* Table size (one past the highest fd it can hold now). */
 int fdt_size(void);
 
+/*
+ * What socket() made each fd as, for fds below FDI_SIZE: the family of an
+ * IPv4/IPv6 TCP socket, FDI_OTHER for any other socket, 0 when the shim
+ * did not see it made (then connect asks the kernel). A socket's family
+ * and protocol never change; the record goes with the fd (close, dup2 onto
+ * it) and is copied to a dup.
+ */
+#define FDI_SIZE 65536
+#define FDI_OTHER 0xff
+void fdi_set(int fd, int family);
+int fdi_get(int fd);
+void fdi_copy(int oldfd, int newfd);
+void fdi_clear(unsigned int first, unsigned int last);
+
 void fdt_atfork_prepare(void);
 void fdt_atfork_parent(void);
 void fdt_atfork_child(void);

@@ -16,13 +16,16 @@
 #include "readiness.h"
 
 /* The switch considers only IPv4/IPv6 TCP sockets: their family, or 0.
- * (IPPROTO_TCP is a stream protocol: SO_TYPE adds nothing.) */
+ * (IPPROTO_TCP is a stream protocol: SO_TYPE adds nothing.) Known without
+ * a system call for the sockets the program made with socket(). */
 int shim_tcp_family(int fd)
 {
-	int saved = errno, v, family = 0;
+	int saved = errno, v, family = fdi_get(fd);
 	socklen_t len = sizeof(v);
 	int (*gso)(int, int, int, void *, socklen_t *) = REAL(getsockopt);
 
+	if (family)
+		return family < 0 ? 0 : family;
 	if (gso(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) ||
 	    (v != AF_INET && v != AF_INET6))
 		goto out;
@@ -30,6 +33,7 @@ int shim_tcp_family(int fd)
 	len = sizeof(v);
 	if (gso(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) || v != IPPROTO_TCP)
 		family = 0;
+	fdi_set(fd, family ? family : FDI_OTHER);
 out:
 	errno = saved;
 	return family;
@@ -52,8 +56,16 @@ static int shim_adopt(int fd, struct sw_sock *s)
 
 SHIM_EXPORT int socket(int domain, int type, int protocol)
 {
+	int fd;
+
 	shim_on();	/* make sure init ran before the first socket */
-	return REAL(socket)(domain, type, protocol);
+	fd = REAL(socket)(domain, type, protocol);
+	if (fd >= 0)
+		fdi_set(fd, (domain == AF_INET || domain == AF_INET6) &&
+				    (type & 0xf) == SOCK_STREAM &&
+				    (protocol == 0 || protocol == IPPROTO_TCP) ?
+			    domain : FDI_OTHER);
+	return fd;
 }
 
 SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
@@ -139,18 +151,32 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen,
 {
 	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
 
-	if (!s)
-		return REAL(accept4)(fd, addr, alen, flags);
-	return shim_accept(s, addr, alen, flags);
+	int nfd;
+
+	if (!s) {
+		nfd = REAL(accept4)(fd, addr, alen, flags);
+		fdi_clear(nfd, nfd);
+		return nfd;
+	}
+	nfd = shim_accept(s, addr, alen, flags);
+	fdi_clear(nfd, nfd);
+	return nfd;
 }
 
 SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 {
 	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
 
-	if (!s)
-		return REAL(accept)(fd, addr, alen);
-	return shim_accept(s, addr, alen, 0);
+	int nfd;
+
+	if (!s) {
+		nfd = REAL(accept)(fd, addr, alen);
+		fdi_clear(nfd, nfd);
+		return nfd;
+	}
+	nfd = shim_accept(s, addr, alen, 0);
+	fdi_clear(nfd, nfd);
+	return nfd;
 }
 
 SHIM_EXPORT int shutdown(int fd, int how)
@@ -176,6 +202,7 @@ int shim_close_fd(int fd)
 	bool last;
 
 	rd_fds_closed(fd, fd);
+	fdi_clear(fd, fd);
 	s = fdt_remove(fd, &last, &primary);
 	if (!s)
 		return REAL(close)(fd);
@@ -206,6 +233,7 @@ void shim_closed_range(unsigned int first, unsigned int last)
 
 	to = last > (unsigned int)fdt_size() ? fdt_size() - 1 : (int)last;
 	rd_fds_closed(first, last);
+	fdi_clear(first, last);
 	for (fd = (int)first; fd >= 0 && fd <= to; fd++) {
 		fd = fdt_next_managed(fd, to);
 		if (fd < 0)
@@ -245,9 +273,10 @@ SHIM_EXPORT int dup(int fd)
 	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
 	int nfd;
 
-	if (!s)
-		return REAL(dup)(fd);
 	nfd = REAL(dup)(fd);
+	fdi_copy(fd, nfd);
+	if (!s)
+		return nfd;
 	if (nfd >= 0)
 		nfd = shim_dup_made(nfd, s);
 	shim_unref(s);
@@ -274,8 +303,10 @@ static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 	s = fdt_get(oldfd);
 	ret = is_dup2 ? REAL(dup2)(oldfd, newfd) :
 		REAL(dup3)(oldfd, newfd, flags);
-	if (ret >= 0)
+	if (ret >= 0) {
 		rd_fds_closed(newfd, newfd);
+		fdi_copy(oldfd, newfd);
+	}
 	if (ret >= 0 && s)
 		ret = shim_dup_made(ret, s);
 	if (s)
@@ -303,9 +334,11 @@ static int shim_fcntl(int (*real)(int, int, ...), int fd, int cmd,
 	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
 	int ret;
 
-	if (!s)
-		return real(fd, cmd, arg);
 	ret = real(fd, cmd, arg);
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && ret >= 0)
+		fdi_copy(fd, ret);
+	if (!s)
+		return ret;
 	switch (cmd) {
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:

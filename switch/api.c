@@ -152,10 +152,34 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 	struct msghdr m;
 	ssize_t r;
 
-	for (;;) {
-		settle(s);
+	/* the caller has just moved the upgrade on: again after each wait */
+	for (;; settle(s)) {
 		if (s->state == SW_HELLO_PENDING)
 			sw_upgrade_hello(s, NULL, 0);
+		if (sw_hello_read_merges(s, flags)) {
+			/* the peer's hello and the bytes behind it at once;
+			 * a blocking read waits for them there */
+			msg_advance(msg, got, &m, scratch);
+			r = sw_upgrade_read_hello(s, &m, flags, !nb && !got);
+			if (r == -EAGAIN && !nb && !got) {
+				errno = EAGAIN;	/* the program's timeout */
+				return -1;
+			}
+			if (r > 0) {
+				got += r;
+				if (got == want || !waitall)
+					return got;
+				continue;
+			}
+			if (r < 0 && r != -EAGAIN && r != SW_HELLO_OTHER) {
+				if (got)
+					return got;
+				errno = -r;
+				return -1;
+			}
+			if (r == SW_HELLO_OTHER)
+				settle(s);
+		}
 		if (s->state == SW_TCP)
 			/* fell back: the rest of the stream is plain TCP,
 			 * after what the switch took from it (tcp_recvmsg) */
@@ -208,7 +232,9 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 	ssize_t r;
 
 	pthread_mutex_lock(&s->lock);
-	settle(s);
+	/* a hello ahead is taken with the program's bytes (head_recvmsg) */
+	if (!sw_hello_read_merges(s, flags))
+		settle(s);
 	if (s->state != SW_TCP && s->state != SW_LISTENER && !s->rx_san &&
 	    !(flags & MSG_OOB)) {
 		/* the peer may wait for our hello before it answers */

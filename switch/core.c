@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,31 +223,60 @@ uint64_t sw_now_ns(void)
 /* Randomness comes from getrandom in blocks, handed out per thread: one
  * system call per 32 keys rather than per key. A forked child must not
  * hand out what its parent does: the block is tied to the process. */
-static __thread struct {
-	pid_t pid;
-	size_t off;
+/*
+ * Keys come from a pool of getrandom() bytes, refilled 512 at a time. The
+ * pool, its lock included, lives in a page the kernel wipes in a child
+ * process (MADV_WIPEONFORK): a child, however it was made, finds the pool
+ * empty and the lock free, and never hands out its parent's bytes. No
+ * getpid() per key.
+ */
+struct rnd_pool {
+	pthread_mutex_t lock;	/* all-zero is unlocked */
+	uint32_t valid;		/* 0 in a fresh or wiped pool */
+	uint32_t off;
 	uint8_t b[512];
-} rnd;
+};
+
+static struct rnd_pool *rnd;
+static pthread_once_t rnd_once = PTHREAD_ONCE_INIT;
 
 static void random_fill(void *buf, size_t len);
 
+static void rnd_map(void)
+{
+	void *m = mmap(NULL, sizeof(*rnd), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+	if (madvise(m, sizeof(*rnd), MADV_WIPEONFORK)) {
+		munmap(m, sizeof(*rnd));
+		return;
+	}
+	rnd = m;
+}
+
 void sw_random(void *buf, size_t len)
 {
-	pid_t pid = getpid();
+	struct rnd_pool *r;
 
-	if (len > sizeof(rnd.b) / 4) {
+	pthread_once(&rnd_once, rnd_map);
+	r = rnd;
+	if (!r || len > sizeof(r->b) / 4) {
 		random_fill(buf, len);
 		return;
 	}
-	if (rnd.pid != pid || rnd.off + len > sizeof(rnd.b)) {
-		random_fill(rnd.b, sizeof(rnd.b));
-		rnd.pid = pid;
-		rnd.off = 0;
+	pthread_mutex_lock(&r->lock);
+	if (!r->valid || r->off + len > sizeof(r->b)) {
+		random_fill(r->b, sizeof(r->b));
+		r->off = 0;
+		r->valid = 1;
 	}
-	memcpy(buf, rnd.b + rnd.off, len);
+	memcpy(buf, r->b + r->off, len);
 	/* never handed out twice */
-	memset(rnd.b + rnd.off, 0, len);
-	rnd.off += len;
+	memset(r->b + r->off, 0, len);
+	r->off += len;
+	pthread_mutex_unlock(&r->lock);
 }
 
 static void random_fill(void *buf, size_t len)

@@ -35,6 +35,24 @@ void sw_peer_text(const struct sw_sock *s, char *buf, size_t len)
 	peer_text(s, buf, len);
 }
 
+bool sw_peer_known(struct sw_sock *s)
+{
+	if (!s->peerlen) {
+		s->peerlen = sizeof(s->peer);
+		if (getpeername(s->fd, (struct sockaddr *)&s->peer,
+				&s->peerlen)) {
+			s->peerlen = 0;
+			return false;
+		}
+	}
+	if (s->st && !s->st->peer[0]) {
+		peer_text(s, s->st->peer, sizeof(s->st->peer));
+		s->st->is_client = s->is_client;
+		s->st->local_port = s->local_port;
+	}
+	return true;
+}
+
 void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 {
 	struct sw_proc_stats *ps = sw_stats_proc();
@@ -42,7 +60,10 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 
 	if (s->state == SW_TCP)
 		return;
-	peer_text(s, peer, sizeof(peer));
+	if (sw_cfg.log_level >= 6 && sw_peer_known(s))
+		peer_text(s, peer, sizeof(peer));
+	else
+		snprintf(peer, sizeof(peer), "?");
 	s->fb_reason = reason;
 	if (ps) {
 		if (reason > 0 && reason < SW_STATS_FB_MAX)

@@ -257,14 +257,24 @@ struct sw_sock {
 	 * hello_buf[prefix_off, prefix_len) is delivered before the socket */
 	size_t prefix_off, prefix_len;
 	struct sdp_listener *plisten[SW_MAX_PROVIDERS];
+	/* listener: when probes were last drained, and whether that found
+	 * any (upgrade.c drain_probes) */
+	uint64_t drained_ns;
+	bool drain_found;
 	uint64_t deadline_ns;	/* client: the server's provider connection
-				 * is given up after this */
+				 * is given up after this; server: its
+				 * connect is tried no more after this */
+	uint64_t born_ns;	/* client: when connect() made it */
+	uint32_t cand_provs;	/* client: providers that see a switch at
+				 * the peer (bits): its listeners' */
+	uint32_t connect_tries;	/* server: connects refused so far */
 	struct sw_provider *up_prov; /* server: the provider chosen */
 	uint32_t lsn_provs;	/* server: providers its listener has (bits) */
 	bool hello_out;		/* server: our hello went */
 	bool skip_hello;	/* TCP: the peer's stream may start with its
 				 * hello (sw_hello_skip) */
-	uint64_t upgrade_at_ns;	/* server: its connection is made then */
+	uint64_t upgrade_at_ns;	/* server: its connection is made then
+				 * (again, after a refusal) */
 
 	/* the program's bytes on TCP before each side's switch point
 	 * (tcp_head.c; docs/protocol.md 2.5), counted after the hellos */
@@ -305,6 +315,9 @@ struct sw_sock {
 struct sw_sock *sw_sock_new(int fd, enum sw_state state);
 /* Closes the provider listeners s holds (listener or pending client). */
 void sw_listeners_close(struct sw_sock *s);
+/* s->peer filled (getpeername once, for an accepted connection); false
+ * when the kernel cannot tell (fallback.c). */
+bool sw_peer_known(struct sw_sock *s);
 uint64_t sw_now_ns(void);
 void sw_random(void *buf, size_t len);
 /* Blocks until fd has events or timeout_ms passes (-1 = forever). */
@@ -353,6 +366,17 @@ int sw_upgrade_progress(struct sw_sock *s);
  * hello is due (the caller sends as it would). */
 ssize_t sw_upgrade_hello(struct sw_sock *s, const struct msghdr *msg,
 			 int flags);
+/* A plain read of the program's can take the peer's hello and the bytes
+ * behind it in one go (sw_upgrade_read_hello). */
+static inline bool sw_hello_read_merges(const struct sw_sock *s, int flags)
+{
+	return !(flags & (MSG_PEEK | MSG_OOB)) &&
+	       ((s->state == SW_HELLO_WAIT && !s->is_client) ||
+		(s->state == SW_HELLO_SENT && !s->hello_got));
+}
+#define SW_HELLO_OTHER (-1003)
+ssize_t sw_upgrade_read_hello(struct sw_sock *s, struct msghdr *msg,
+			      int flags, bool block);
 /* TCP after a fallback: drops the peer's hello if its stream starts with
  * one. 0 when the program's bytes are next, -EAGAIN (!wait). */
 int sw_hello_skip(struct sw_sock *s, bool wait);

@@ -56,18 +56,6 @@ static void addr_port(const struct sockaddr_storage *ss, uint16_t *port)
 		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
-static void note_peer(struct sw_sock *s)
-{
-	s->peerlen = sizeof(s->peer);
-	if (getpeername(s->fd, (struct sockaddr *)&s->peer, &s->peerlen))
-		s->peerlen = 0;
-	if (s->st) {
-		sw_peer_text(s, s->st->peer, sizeof(s->st->peer));
-		s->st->is_client = s->is_client;
-		s->st->local_port = s->local_port;
-	}
-}
-
 static void count_tcp(int reason)
 {
 	struct sw_proc_stats *ps = sw_stats_proc();
@@ -90,6 +78,16 @@ static int unless_ended(struct sw_sock *s, int reason)
 	return sdp_sys.poll(&pf, 1, 1) == 1 &&
 		       (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)) ?
 		       SDP_FB_ENDED : reason;
+}
+
+/* Does the client of accepted connection s hold a provider listener for it
+ * (its hello is on the way)? */
+static bool client_listens(struct sw_sock *s)
+{
+	return sw_peer_known(s) &&
+	       !s->up_prov->mod.ops.probe(s->up_prov->mod.prov,
+					  (struct sockaddr *)&s->peer,
+					  s->peerlen);
 }
 
 /* ---- listen / accept (server) --------------------------------------------- */
@@ -155,11 +153,22 @@ int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
 	return 0;
 }
 
-/* Discovery probes land on the server's provider listeners: discard them. */
+/* Discovery probes land on the server's provider listeners: discard them
+ * (the provider keeps the watches among them). Looked for at most once a
+ * millisecond while none come: clients that keep a watch on the listener
+ * probe once, not per connection, and an empty look is a system call per
+ * accept. A listener's backlog holds what comes in between. */
+#define DRAIN_EVERY_NS 1000000ull
+
 static void drain_probes(struct sw_sock *ls)
 {
+	uint64_t now = sw_now_ns();
 	int i;
 
+	if (!ls->drain_found && now - ls->drained_ns < DRAIN_EVERY_NS)
+		return;
+	ls->drained_ns = now;
+	ls->drain_found = false;
 	for (i = 0; i < sw_nproviders; i++) {
 		struct sdp_conn_req *req;
 		uint8_t priv[SDP_MAX_PRIVATE_DATA];
@@ -174,6 +183,7 @@ static void drain_probes(struct sw_sock *ls)
 								&plen))
 				break;
 			sw_providers[i].mod.ops.reject(req);
+			ls->drain_found = true;
 		}
 	}
 }
@@ -351,10 +361,7 @@ static void server_hello_in(struct sw_sock *s, bool writing)
 	}
 	if (r == -EAGAIN && !(writing && !s->hello_out))
 		return;
-	if (r == -EAGAIN &&
-	    !s->up_prov->mod.ops.probe(s->up_prov->mod.prov,
-				       (struct sockaddr *)&s->peer,
-				       s->peerlen))
+	if (r == -EAGAIN && client_listens(s))
 		return;
 	SW_DBG("fd %d: accepted stream starts without a hello: plain TCP",
 	       s->fd);
@@ -387,6 +394,35 @@ static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
 	return true;
 }
 
+/*
+ * Server: the client's listener is not there (yet): a client opens it only
+ * once its connection is due for the upgrade, and one asleep in a read
+ * opens it when it wakes (client_listen_due). The connect is tried again
+ * 1, 2, 4 .. 64 ms later, until SDP_UPGRADE_TIMEOUT_MS after the first try;
+ * nothing is committed meanwhile, so giving up then loses nothing. Returns
+ * 0 when another try is due, -1 when it is time to give up.
+ */
+#define CONNECT_AGAIN_MAX_MS 64
+
+static int connect_again(struct sw_sock *s)
+{
+	uint64_t now = sw_now_ns(), wait_ms;
+
+	if (!s->connect_tries)
+		s->deadline_ns = now + (uint64_t)sw_cfg.upgrade_timeout_ms *
+					       1000000ull;
+	if (now >= s->deadline_ns)
+		return -1;
+	sw_session_free(s);
+	wait_ms = s->connect_tries < 7 ? 1ull << s->connect_tries :
+					 CONNECT_AGAIN_MAX_MS;
+	s->connect_tries++;
+	s->upgrade_at_ns = now + wait_ms * 1000000ull;
+	SW_DBG("fd %d: no provider listener at the client yet: again in %llu ms",
+	       s->fd, (unsigned long long)wait_ms);
+	return 0;
+}
+
 /* Server: the provider connection to the client's listener, proving K. */
 static void server_connect(struct sw_sock *s)
 {
@@ -398,6 +434,11 @@ static void server_connect(struct sw_sock *s)
 	/* the client takes the connection once our hello told it to */
 	if (!s->hello_out && server_hello_send(s, 0, NULL, 0) < 0) {
 		sw_fallback(s, SDP_FB_LOCAL_SETUP, "cannot send hello");
+		return;
+	}
+	if (!sw_peer_known(s)) {
+		sw_fallback(s, unless_ended(s, SDP_FB_LOCAL_SETUP),
+			    "cannot learn the client's address");
 		return;
 	}
 	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
@@ -423,6 +464,10 @@ static void server_connect(struct sw_sock *s)
 		if (e)
 			r = e;
 	}
+	if (r == -ECONNREFUSED &&
+	    (chosen->mod.info.caps & SDP_CAP_LOCAL_ONLY) &&
+	    !connect_again(s))
+		return;
 	if (r < 0) {
 		/* no listener at the client: it may just have left */
 		sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
@@ -462,7 +507,20 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	s->family = ls->family;
 	s->local_port = ls->local_port;
 	s->nonblock = flags & SOCK_NONBLOCK;
-	note_peer(s);
+	if (s->st)
+		s->st->local_port = s->local_port;
+	/* the client's address as accept gave it to the program; asked of
+	 * the kernel only when needed (sw_peer_known): most connections
+	 * that end soon never need it */
+	if (addr && addrlen && *addrlen >= (ls->family == AF_INET6 ?
+					    sizeof(struct sockaddr_in6) :
+					    sizeof(struct sockaddr_in)) &&
+	    addr->sa_family == ls->family) {
+		s->peerlen = *addrlen < sizeof(s->peer) ? *addrlen :
+							    sizeof(s->peer);
+		memcpy(&s->peer, addr, s->peerlen);
+		sw_peer_known(s);
+	}
 	if (!server_upgrade(ls, s)) {
 		sw_sock_unref(s);
 		errno = saved;
@@ -492,7 +550,7 @@ static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
 	h.recv_credits = sw_cfg.recv_bufs;
 	memcpy(h.key, s->key, sizeof(h.key));
 	for (i = 0; i < sw_nproviders && n < SDP_MAX_HELLO_PROVIDERS; i++) {
-		if (!s->plisten[i])
+		if (!(s->cand_provs & (1u << i)))
 			continue;
 		name_copy(h.providers[n++], sw_providers[i].mod.name);
 		if (sw_providers[i].mod.ext.rdma_read)
@@ -735,14 +793,136 @@ static bool switch_listens_at(struct sw_provider *p,
 	return true;	/* same user, and either proven or not visible */
 }
 
-int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
-	       struct sw_sock **out)
+/*
+ * Destinations whose server spoke before our hello came (a banner, as SMTP
+ * or FTP send): the server looked for our provider listener then, and
+ * found none when it is opened only once the upgrade is due (below), so
+ * that connection stayed on TCP. Later connections to them open their
+ * listener at connect, as the server's look needs. A few per process; the
+ * lock is only tried (after a fork it may be held by a thread that is not
+ * in the child): a miss costs an upgrade, never a byte.
+ */
+#define SPEAKS_FIRST_SLOTS 32
+
+struct speaks_first {
+	uint16_t family, port;	/* 0 family: empty */
+	uint8_t addr[16];
+};
+
+static struct speaks_first speaks_first[SPEAKS_FIRST_SLOTS];
+static unsigned int speaks_first_next;
+static pthread_mutex_t speaks_first_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void dest_key(const struct sockaddr_storage *ss, struct speaks_first *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->family = ss->ss_family;
+	addr_port(ss, &k->port);
+	if (ss->ss_family == AF_INET)
+		memcpy(k->addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	else
+		memcpy(k->addr, &((const struct sockaddr_in6 *)ss)->sin6_addr,
+		       16);
+}
+
+static bool speaks_first_known(const struct sockaddr_storage *ss)
+{
+	struct speaks_first k;
+	bool hit = false;
+	int i;
+
+	dest_key(ss, &k);
+	if (pthread_mutex_trylock(&speaks_first_lock))
+		return false;
+	for (i = 0; i < SPEAKS_FIRST_SLOTS && !hit; i++)
+		hit = !memcmp(&speaks_first[i], &k, sizeof(k));
+	pthread_mutex_unlock(&speaks_first_lock);
+	return hit;
+}
+
+static void speaks_first_note(const struct sockaddr_storage *ss)
+{
+	if (speaks_first_known(ss) ||
+	    pthread_mutex_trylock(&speaks_first_lock))
+		return;
+	dest_key(ss, &speaks_first[speaks_first_next++ % SPEAKS_FIRST_SLOTS]);
+	pthread_mutex_unlock(&speaks_first_lock);
+}
+
+/*
+ * Client: the provider listener the server connects to for this connection,
+ * named by the connection's own local address (which connect() chose), on
+ * each provider that saw a switch at the peer. Opened when the upgrade is
+ * due (client_listen_due), not at connect: a connection that ends sooner
+ * never pays for it. Until it exists a server that looks sees no switch
+ * here (it stays on TCP and drops our hello, sw_hello_skip), and a server
+ * that connects is refused and tries again (server_connect).
+ */
+static bool client_listen(struct sw_sock *s)
 {
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
+	int i, r, n = 0;
+
+	if (getsockname(s->fd, (struct sockaddr *)&local, &llen))
+		return false;
+	addr_port(&local, &s->local_port);
+	if (s->st)
+		s->st->local_port = s->local_port;
+	for (i = 0; i < sw_nproviders; i++) {
+		if (!(s->cand_provs & (1u << i)) || s->plisten[i])
+			continue;
+		r = sw_providers[i].mod.ops.listen(sw_providers[i].mod.prov,
+						   (struct sockaddr *)&local,
+						   llen, 4, &s->plisten[i]);
+		if (r) {
+			s->plisten[i] = NULL;
+			SW_INFO("fd %d: provider %s: cannot listen on port %u: %s",
+				s->fd, sw_providers[i].mod.name,
+				s->local_port, sdp_strerror(r));
+			continue;
+		}
+		n++;
+	}
+	return n > 0;
+}
+
+static bool client_listening(const struct sw_sock *s)
+{
+	int i;
+
+	for (i = 0; i < sw_nproviders; i++)
+		if (s->plisten[i])
+			return true;
+	return false;
+}
+
+/* When the client's listener is due: half the server's wait for its
+ * connection (server_hello_take), counted from connect, so that it is
+ * there before the server comes for a connection the program uses. */
+static uint64_t client_listen_at(const struct sw_sock *s)
+{
+	return s->born_ns + (uint64_t)sw_cfg.upgrade_after_us * 500;
+}
+
+static void client_listen_due(struct sw_sock *s)
+{
+	if (!s->is_client || client_listening(s) || s->ss.ep ||
+	    (sw_now_ns() < client_listen_at(s) &&
+	     2 * (s->tcp_rx + s->tcp_tx) < sw_cfg.upgrade_after_bytes))
+		return;
+	if (!client_listen(s))
+		sw_fallback(s, SDP_FB_LOCAL_SETUP,
+			    "cannot open a provider listener");
+}
+
+int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
+	       struct sw_sock **out)
+{
 	struct sw_sock *s;
-	int i, r, cr, e, ncand = 0, nlisten = 0, saved = errno;
-	bool cand[SW_MAX_PROVIDERS] = { false };
+	int i, cr, e, saved = errno;
+	uint32_t cand = 0;
+	bool now;
 	int rule;
 
 	*out = NULL;
@@ -759,16 +939,21 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 		count_tcp(SDP_FB_RULE);
 		return sdp_sys.connect(fd, addr, len);
 	}
-	/* discovery: which providers see a switch listening at addr? */
+	/* discovery: which providers see a switch listening at addr? A
+	 * provider whose connects cross a wire gets its listener at once: a
+	 * refused connect there is not cheaply tried again. */
+	now = false;
 	for (i = 0; i < sw_nproviders; i++) {
 		if (!sw_providers[i].usable)
 			continue;
 		if (switch_listens_at(&sw_providers[i], addr, len)) {
-			cand[i] = true;
-			ncand++;
+			cand |= 1u << i;
+			if (!(sw_providers[i].mod.info.caps &
+			      SDP_CAP_LOCAL_ONLY))
+				now = true;
 		}
 	}
-	if (!ncand) {
+	if (!cand) {
 		if (rule == SDP_RULE_SAN) {
 			SW_WARN("fd %d: a rule requires the SAN but no switch listens at the peer; refusing",
 				fd);
@@ -783,45 +968,24 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	if (cr && errno != EINPROGRESS)
 		return cr;	/* nothing to upgrade */
 	e = cr ? errno : saved;
-	/* The provider listener the server will connect to for this
-	 * connection is named by the connection's own local address, which
-	 * connect() chose (cheaper than a bind of our own beforehand). Until
-	 * it exists the server sees no switch here; a server that looked in
-	 * that moment stays on TCP and drops our hello (sw_hello_skip). */
-	if (getsockname(fd, (struct sockaddr *)&local, &llen))
-		goto plain;
 	s = sw_sock_new(fd, SW_CONNECTING);
 	if (!s)
 		goto plain;
 	s->family = family;
 	s->is_client = true;
 	s->nonblock = fd_nonblocking(fd);
+	s->born_ns = sw_now_ns();
+	s->cand_provs = cand;
 	memcpy(&s->peer, addr, len < sizeof(s->peer) ? len : sizeof(s->peer));
 	s->peerlen = len;
-	addr_port(&local, &s->local_port);
-	for (i = 0; i < sw_nproviders; i++) {
-		if (!cand[i])
-			continue;
-		r = sw_providers[i].mod.ops.listen(sw_providers[i].mod.prov,
-						   (struct sockaddr *)&local,
-						   llen, 4, &s->plisten[i]);
-		if (r) {
-			s->plisten[i] = NULL;
-			SW_INFO("fd %d: provider %s: cannot listen on port %u: %s",
-				fd, sw_providers[i].mod.name, s->local_port,
-				sdp_strerror(r));
-			continue;
-		}
-		nlisten++;
-	}
-	if (!nlisten) {
+	if ((now || speaks_first_known(&s->peer) ||
+	     !sw_cfg.upgrade_after_us) && !client_listen(s)) {
 		sw_sock_unref(s);
 		goto plain;
 	}
 	sw_random(s->key, sizeof(s->key));
 	if (s->st) {
 		s->st->is_client = 1;
-		s->st->local_port = s->local_port;
 		sw_peer_text(s, s->st->peer, sizeof(s->st->peer));
 	}
 	/* no waiting, and no hello yet: it goes with the program's first
@@ -978,9 +1142,13 @@ static void client_hello_sent(struct sw_sock *s)
 			s->hello_got = end;
 			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp)) {
 				/* not a switch after all: these bytes are the
-				 * program's; deliver them first */
+				 * program's; deliver them first. A switch
+				 * listens there, so its program spoke before
+				 * our hello came: next time our listener is
+				 * there for its look (speaks_first). */
 				s->prefix_off = 0;
 				s->prefix_len = s->hello_got;
+				speaks_first_note(&s->peer);
 				sw_fallback(s, SDP_FB_BAD_HELLO,
 					    "peer answered without a server hello");
 				return;
@@ -1014,7 +1182,7 @@ static void client_hello_sent(struct sw_sock *s)
 		    !common; i++) {
 		memcpy(name, h->providers[i], SDP_PROVIDER_NAME_LEN);
 		p = sw_provider_by_name(name);
-		common = p && s->plisten[p->index];
+		common = p && (s->cand_provs & (1u << p->index));
 	}
 	if (!common) {
 		/* our listener closes with the fallback: the server's
@@ -1076,13 +1244,17 @@ int sw_upgrade_progress(struct sw_sock *s)
 		client_connecting(s);
 	if (s->state == SW_HELLO_SENT)
 		client_hello_sent(s);
+	if (s->state == SW_HELLO_PENDING || s->state == SW_HELLO_SENT ||
+	    s->state == SW_UPGRADING)
+		client_listen_due(s);
 	if (s->state == SW_UPGRADING) {
 		if (s->ss.ep)
 			upgrading(s);
 		else if (s->is_client)
 			client_take_request(s);
 		else if (sw_now_ns() >= s->upgrade_at_ns ||
-			 s->tcp_rx + s->tcp_tx >= sw_cfg.upgrade_after_bytes)
+			 (!s->connect_tries && s->tcp_rx + s->tcp_tx >=
+						       sw_cfg.upgrade_after_bytes))
 			server_connect(s);
 	}
 	if (s->st)
@@ -1100,6 +1272,13 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 	uint64_t now;
 
+	if (s->is_client && !ss->ep && sw_pending(s) &&
+	    s->state != SW_CONNECTING && !client_listening(s)) {
+		/* our listener is due then (client_listen_due) */
+		now = sw_now_ns();
+		return now >= client_listen_at(s) ? 1 :
+		       (int)((client_listen_at(s) - now + 999999) / 1000000);
+	}
 	if (s->state != SW_UPGRADING) {
 		s->nap_ms = 0;
 		return 0;
@@ -1137,10 +1316,7 @@ bool sw_upgrade_cut(struct sw_sock *s)
 	 * staying on TCP; a client still waiting for our hello hears it
 	 * from our hello */
 	if ((s->state == SW_UPGRADING && !s->is_client && !s->hello_out) ||
-	    (s->state == SW_HELLO_WAIT && !s->hello_out &&
-	     !s->up_prov->mod.ops.probe(s->up_prov->mod.prov,
-					(struct sockaddr *)&s->peer,
-					s->peerlen)))
+	    (s->state == SW_HELLO_WAIT && !s->hello_out && client_listens(s)))
 		/* the client (which holds a listener, so will read a hello
 		 * first) hears it now; its own hello, still on the way, is
 		 * dropped when it comes (sw_hello_skip) */
@@ -1240,6 +1416,73 @@ int sw_upgrade_step(struct sw_sock *s)
 	 * with data; nor before our last TCP bytes, which wake it anyway. */
 	ss->switch_bell = true;
 	return 0;
+}
+
+/*
+ * The program reads while the peer's hello leads the TCP stream (server:
+ * SW_HELLO_WAIT; client: SW_HELLO_SENT, none of it taken yet). The head is
+ * looked at (block: waiting for it, the lock released, as the program's own
+ * blocking read would, SO_RCVTIMEO included); when a whole hello is there,
+ * one recvmsg takes it and the program's bytes behind it, which are the
+ * program's since the peer cannot have switched before this side's answer.
+ * Returns the program's bytes (0: only the hello came), SW_HELLO_OTHER when
+ * the head is anything else (part of a hello, bytes that are no hello, the
+ * end, or the state moved meanwhile: the caller goes its usual way), or
+ * -errno (-EAGAIN: nothing there; with block, the program's timeout).
+ */
+ssize_t sw_upgrade_read_hello(struct sw_sock *s, struct msghdr *msg,
+			      int flags, bool block)
+{
+	const size_t hl = sizeof(struct sdp_hello);
+	struct iovec iov[65];
+	struct msghdr m = *msg;
+	size_t i, k = 1;
+	ssize_t n;
+	int e;
+
+	if (!sw_hello_read_merges(s, flags))
+		return SW_HELLO_OTHER;
+	if (block) {
+		pthread_mutex_unlock(&s->lock);
+		n = sdp_sys.recv(s->fd, s->hello_buf, hl, MSG_PEEK);
+		e = errno;
+		pthread_mutex_lock(&s->lock);
+		if (!sw_hello_read_merges(s, flags))
+			return SW_HELLO_OTHER;
+	} else {
+		n = sdp_sys.recv(s->fd, s->hello_buf, hl,
+				 MSG_PEEK | MSG_DONTWAIT);
+		e = errno;
+	}
+	if (n < 0)
+		return e == EAGAIN || e == EWOULDBLOCK || e == EINTR ? -e :
+								       SW_HELLO_OTHER;
+	if ((size_t)n < hl || memcmp(s->hello_buf, SDP_HELLO_MAGIC,
+				     SDP_MAGIC_LEN))
+		return SW_HELLO_OTHER;
+	iov[0].iov_base = s->hello_buf;
+	iov[0].iov_len = hl;
+	for (i = 0; i < msg->msg_iovlen && k < 65; i++)
+		iov[k++] = msg->msg_iov[i];
+	m.msg_iov = iov;
+	m.msg_iovlen = k;
+	m.msg_control = NULL;
+	m.msg_controllen = 0;
+	n = sdp_sys.recvmsg(s->fd, &m, (flags & MSG_TRUNC) | MSG_DONTWAIT);
+	if (n < (ssize_t)hl)
+		/* the bytes seen a moment ago went: another reader */
+		return n < 0 ? -errno : -EIO;
+	n -= hl;
+	s->tcp_rx += n;
+	if (s->st)
+		s->st->rx_tcp += n;
+	if (s->is_client) {
+		s->hello_got = hl;
+		client_hello_sent(s);
+	} else {
+		server_hello_take(s);
+	}
+	return n;
 }
 
 /*

@@ -114,7 +114,11 @@ start_server forge $fport 1 800 || exit 1
 "$bin/hostile_peer" forge $fport 10 >"$work/forger.out" 2>&1 &
 forger=$!
 pids+=("$forger")
-honest forge_real_connection $fport 2 san "$work/forge.log"
+# the client opens its provider listener at connect (SDP_UPGRADE_AFTER_US=0;
+# by default only once its connection is due for the upgrade), so the
+# forger has the server's whole accept delay to race it
+SDP_UPGRADE_AFTER_US=0 honest forge_real_connection $fport 2 san \
+	"$work/forge.log"
 wait $forger
 fst=$(grep -m1 -o '^\(PASS\|FAIL\)' "$work/forger.out" || echo FAIL)
 result "$fst" "forge_refused: $(sed -n 1p "$work/forger.out" | sed 's/^[A-Z]* //')"
