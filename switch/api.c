@@ -820,6 +820,14 @@ static void poll_idle(struct sw_sock *s)
 	sw_credit_return_owed(s);
 }
 
+void sw_poll_progress(struct sw_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SW_SAN && s->rx_san)
+		sw_progress(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
 void sw_poll_idle(struct sw_sock *s)
 {
 	pthread_mutex_lock(&s->lock);

@@ -100,6 +100,12 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents);
  */
 void sw_poll_idle(struct sw_sock *s);
 /*
+ * Takes what the provider holds for s (its completions), so that the
+ * arrival counter (sw_event_seq) tells of it; no readiness is computed.
+ * For edge-triggered waits, which look at the counter first.
+ */
+void sw_poll_progress(struct sw_sock *s);
+/*
  * Called before the program would sleep on s: announces "wake me" to the
  * peer for the events asked. Returns the revents already true (then the
  * caller must not sleep) or 0 (sleep on the kernel fd is now safe).
