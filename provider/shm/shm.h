@@ -18,8 +18,11 @@
 
 #define SHM_CL 64			/* cache line */
 #define SHM_MAX_SGE 4
-#define SHM_MAX_RECV 256		/* posted receives per endpoint */
-#define SHM_MAX_SEND 256		/* queued sends per endpoint */
+/* posted receives and queued sends per endpoint: the switch posts at most
+ * 64 receives, so it never has more than 64 messages the peer's ring could
+ * not take */
+#define SHM_MAX_RECV 64
+#define SHM_MAX_SEND 64
 #define SHM_MAX_WRITES 64		/* staged RDMA writes per endpoint */
 #define SHM_STAGE_MAX 256		/* most staging slots */
 #define SHM_MAX_RDMA (1ull << 40)	/* largest single RDMA transfer */
@@ -265,17 +268,21 @@ struct shm_ep {
 	uint64_t tx_prod, tx_cons;	/* producer cursor + cached cons */
 	uint64_t st_prod, st_done;	/* staging producer, harvested */
 
-	struct shm_wr recv[SHM_MAX_RECV];
 	uint32_t recv_head, recv_cnt;
-	struct shm_wr send[SHM_MAX_SEND];
 	uint32_t send_head, send_cnt;
-	struct shm_write wr[SHM_MAX_WRITES];
 	uint32_t wr_head, wr_cnt;
 
 	struct shm_rmr **rmr;		/* authoritative table, og.table_ents */
 
 	uint8_t peer_priv[SDP_MAX_PRIVATE_DATA];
 	uint32_t peer_priv_len;
+
+	/* The queues, last: an entry is written before it is read, so they
+	 * are not cleared at allocation (ep_alloc), and their pages are
+	 * first touched as they are used. */
+	struct shm_wr recv[SHM_MAX_RECV];
+	struct shm_wr send[SHM_MAX_SEND];
+	struct shm_write wr[SHM_MAX_WRITES];
 };
 
 struct shm_cq {

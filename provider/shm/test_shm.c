@@ -241,7 +241,7 @@ static void close_pair(struct ctx *c, struct pair *pr)
  * when the sender runs ahead of the ring (sends go PENDING). */
 static int test_messages(struct ctx *c, struct pair *pr)
 {
-	enum { N = 280, RB = 65536 };
+	enum { N = 90, RB = 65536 };	/* ring 32 + queue 64, less some */
 	uint8_t *sbuf = malloc((size_t)N * 1024 + RB), *rbuf = malloc(RB * 8);
 	struct sdp_mr *smr, *rmr;
 	struct sdp_completion comp;
