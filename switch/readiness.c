@@ -138,6 +138,12 @@ struct rd_ep {
 	pthread_mutex_t lock;	/* the entries */
 	int cap;
 	struct rd_ent **ent;	/* indexed by fd */
+	/* where the next scan starts: after the last fd the previous one
+	 * reported, so that every ready socket's turn comes in order, as in
+	 * the kernel's ready list (a scan from fd 0 served the low fds first
+	 * on every call: under wrk with 16 connections to nginx the highest
+	 * got half the requests of the lowest) */
+	int scan_from;
 };
 
 struct rd_reg {
@@ -825,11 +831,13 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 	struct sw_sock *s;
 	struct rd_ent *e;
 	uint32_t r;
-	int fd;
+	int fd, k;
 
 	*special = 0;
 	pthread_mutex_lock(&ep->lock);
-	for (fd = 0; fd < ep->cap && o->n < o->max; fd++) {
+	for (k = 0; k < ep->cap && o->n < o->max; k++) {
+		fd = ep->scan_from + k < ep->cap ? ep->scan_from + k :
+						   ep->scan_from + k - ep->cap;
 		e = ep->ent[fd];
 		if (!e)
 			continue;
@@ -878,6 +886,8 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		if (s)
 			sw_sock_unref(s);
 	}
+	if (o->n && ep->cap)
+		ep->scan_from = (o->fds[o->n - 1] + 1) % ep->cap;
 	pthread_mutex_unlock(&ep->lock);
 }
 
