@@ -214,7 +214,11 @@ struct sdp_provider_ops {
 	 * SDP_PENDING; a receive is always SDP_PENDING until its message
 	 * arrives. Messages arrive whole, in order, never merged. If the
 	 * peer dies, pending operations complete with -ECONNRESET and later
-	 * calls fail with -ECONNRESET. */
+	 * calls fail with -ECONNRESET. flags SDP_SEND_INLINE (providers with
+	 * SDP_CAP_SEND_INLINE): the message is taken at once from memory
+	 * that need not be registered (sge.mr may be NULL), and the call is
+	 * 0, or -EAGAIN when it could not be taken at once (nothing sent,
+	 * no completion); never SDP_PENDING. */
 	int (*post_send)(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 			 uint64_t context, uint32_t flags);
 	int (*post_recv)(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
@@ -343,6 +347,11 @@ struct sdp_provider_info {
  * as on verbs RC queue pairs: callers must not expect the endpoint to
  * carry on after one. */
 #define SDP_CAP_RDMA_ERR_FATAL (1ull << 2)
+/* post_send takes SDP_SEND_INLINE. */
+#define SDP_CAP_SEND_INLINE (1ull << 3)
+
+/* post_send flags */
+#define SDP_SEND_INLINE 1u
 
 /*
  * The one function a module exports. Returns 0 and *prov, or a negative

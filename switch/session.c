@@ -265,6 +265,77 @@ static int send_buf_get(struct sw_sock *s, uint32_t *idx)
 	}
 }
 
+static void msg_hdr_fill(struct sw_sock *s, struct sdp_msg_hdr *h,
+			 uint8_t type, size_t paylen)
+{
+	struct sw_session *ss = &s->ss;
+
+	h->type = type;
+	h->flags = ss->switch_rcvd ? SDP_MSG_F_SWITCHED : 0;
+	h->credits = sw_credit_take_owed(ss);
+	h->len = paylen;
+	h->seq = ss->tx_seq;
+	h->reserved = 0;
+}
+
+/*
+ * The message straight from the caller's memory into the provider
+ * (SDP_SEND_INLINE): no send buffer, and one copy of the payload fewer
+ * (on shm: from the program's buffer into the peer's ring, not through a
+ * buffer of ours first). -EAGAIN when the provider cannot take it so
+ * (no such send, too many pieces, its ring full): nothing went, and the
+ * caller sends it the buffered way.
+ */
+#define INLINE_HEAD 128
+#define SW_INLINE_SGE 4	/* header and body, then up to 3 pieces */
+
+static int send_inline(struct sw_sock *s, uint8_t type, const void *body,
+		       size_t bodylen, const struct iovec *iov, int iovcnt,
+		       size_t paylen, uint16_t *credits)
+{
+	struct sw_session *ss = &s->ss;
+	union {
+		uint8_t b[INLINE_HEAD];
+		struct sdp_msg_hdr h;
+	} head;
+	struct sdp_sge sge[SW_INLINE_SGE];
+	size_t left = paylen;
+	int n = 1, i, r;
+
+	if (!(ss->prov->mod.info.caps & SDP_CAP_SEND_INLINE) ||
+	    sizeof(head.h) + bodylen > sizeof(head))
+		return -EAGAIN;
+	for (i = 0; i < iovcnt && left; i++) {
+		size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		if (!k)
+			continue;
+		if (n == SW_INLINE_SGE)
+			return -EAGAIN;
+		sge[n].addr = iov[i].iov_base;
+		sge[n].length = k;
+		sge[n].mr = NULL;
+		n++;
+		left -= k;
+	}
+	msg_hdr_fill(s, &head.h, type, paylen);
+	if (bodylen)
+		memcpy(head.b + sizeof(head.h), body, bodylen);
+	sge[0].addr = head.b;
+	sge[0].length = sizeof(head.h) + bodylen;
+	sge[0].mr = NULL;
+	r = ss->prov->mod.ops.post_send(ss->ep, sge, n, 0, SDP_SEND_INLINE);
+	if (r < 0 || r == SDP_PENDING) {
+		/* nothing went out: the credits stay owed */
+		ss->credits_owed += head.h.credits;
+		ss->peer_credits -= head.h.credits;
+		/* more pieces than this provider gathers: the buffered way */
+		return r == -EINVAL ? -EAGAIN : r < 0 ? r : -EIO;
+	}
+	*credits = head.h.credits;
+	return 0;
+}
+
 int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		 size_t bodylen, const struct iovec *iov, int iovcnt,
 		 size_t paylen)
@@ -275,6 +346,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	uint32_t k;
 	uint8_t *buf, *p;
 	size_t left = paylen;
+	uint16_t credits = 0;
 	bool peer_starved;
 	int i, r;
 
@@ -290,42 +362,45 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		if (s->ptx_len)
 			return -EAGAIN;
 	}
-	r = send_buf_get(s, &k);
-	if (r)
-		return r;
-	buf = ss->sslot[k].mem;
-	h = (struct sdp_msg_hdr *)buf;
 	peer_starved = ss->peer_credits <= 1;
-	h->type = type;
-	h->flags = ss->switch_rcvd ? SDP_MSG_F_SWITCHED : 0;
-	h->credits = sw_credit_take_owed(ss);
-	h->len = paylen;
-	h->seq = ss->tx_seq;
-	h->reserved = 0;
-	p = buf + sizeof(*h);
-	if (bodylen) {
-		memcpy(p, body, bodylen);
-		p += bodylen;
-	}
-	for (i = 0; i < iovcnt && left; i++) {
-		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+	r = send_inline(s, type, body, bodylen, iov, iovcnt, paylen, &credits);
+	if (r == -EAGAIN) {
+		r = send_buf_get(s, &k);
+		if (r)
+			return r;
+		buf = ss->sslot[k].mem;
+		h = (struct sdp_msg_hdr *)buf;
+		msg_hdr_fill(s, h, type, paylen);
+		credits = h->credits;
+		p = buf + sizeof(*h);
+		if (bodylen) {
+			memcpy(p, body, bodylen);
+			p += bodylen;
+		}
+		for (i = 0; i < iovcnt && left; i++) {
+			size_t n = iov[i].iov_len < left ? iov[i].iov_len :
+							     left;
 
-		memcpy(p, iov[i].iov_base, n);
-		p += n;
-		left -= n;
-	}
-	sge.addr = buf;
-	sge.length = p - buf;
-	sge.mr = ss->sslot[k].mr;
-	r = ss->prov->mod.ops.post_send(ss->ep, &sge, 1, CTX_SEND_BASE + k, 0);
-	if (r < 0) {
-		/* nothing went out: the credits stay owed */
-		ss->credits_owed += h->credits;
-		ss->peer_credits -= h->credits;
+			memcpy(p, iov[i].iov_base, n);
+			p += n;
+			left -= n;
+		}
+		sge.addr = buf;
+		sge.length = p - buf;
+		sge.mr = ss->sslot[k].mr;
+		r = ss->prov->mod.ops.post_send(ss->ep, &sge, 1,
+						CTX_SEND_BASE + k, 0);
+		if (r < 0) {
+			/* nothing went out: the credits stay owed */
+			ss->credits_owed += credits;
+			ss->peer_credits -= credits;
+			return r;
+		}
+		if (r == SDP_PENDING)
+			ss->send_busy[k] = 1;
+	} else if (r < 0) {
 		return r;
 	}
-	if (r == SDP_PENDING)
-		ss->send_busy[k] = 1;
 	ss->tx_seq++;
 	sw_credit_consume(ss);
 	if (type == SDP_MSG_DATA || type == SDP_MSG_RDATA ||
@@ -335,7 +410,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	if (s->st)
 		s->st->msgs_tx++;
 	/* a credit return to a peer that had none must wake it */
-	if (peer_starved && h->credits)
+	if (peer_starved && credits)
 		ss->peer_wants_wake = true;
 	/* so must the first bytes after our switch point */
 	if (ss->switch_bell &&

@@ -496,7 +496,13 @@ int shm_post_send(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
 
 	if (!ep)
 		return -EINVAL;
-	ret = shm_sge_check(sgl, nsge);
+	/* an inline send is copied into the ring now, from any memory of
+	 * ours: registration only promises the memory lives until a
+	 * completion, and there is none */
+	ret = (flags & SDP_SEND_INLINE) ?
+		      (nsge < 0 || nsge > SHM_MAX_SGE || (nsge && !sgl) ?
+			       -EINVAL : 0) :
+		      shm_sge_check(sgl, nsge);
 	if (ret)
 		return ret;
 	len = shm_sge_len(sgl, nsge);
@@ -510,8 +516,11 @@ int shm_post_send(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
 	}
 	if (!ep->send_cnt) {
 		ret = shm_ring_put(ep, sgl, nsge, len);
-		if (ret != -EAGAIN)
+		if (ret != -EAGAIN || (flags & SDP_SEND_INLINE))
 			goto unlock;
+	} else if (flags & SDP_SEND_INLINE) {
+		ret = -EAGAIN;	/* behind queued sends: in order, later */
+		goto unlock;
 	}
 	if (ep->send_cnt == SHM_MAX_SEND) {
 		ret = -ENOBUFS;

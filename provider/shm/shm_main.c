@@ -253,7 +253,8 @@ static void fill_info(struct sdp_provider_info *info, uint32_t version,
 	snprintf(info->description, sizeof(info->description),
 		 "same-host shared memory rings, RDMA by %s",
 		 cma ? "process_vm_readv/writev" : "staging copy");
-	info->caps = SDP_CAP_LOCAL_ONLY | (cma ? SDP_CAP_RDMA_READ : 0);
+	info->caps = SDP_CAP_LOCAL_ONLY | SDP_CAP_SEND_INLINE |
+		     (cma ? SDP_CAP_RDMA_READ : 0);
 }
 
 /* The one exported symbol (prototype in sdp_provider.h). */
