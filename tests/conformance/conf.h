@@ -224,6 +224,7 @@ int case_mr_stale_desc(void);
 int case_msg_order_threads(void);
 int case_msg_order_fork(void);
 int case_msg_oversize(void);
+int case_msg_inline(void);
 int case_rdma_write_sizes(void);
 int case_rdma_read_sizes(void);
 int case_rdma_protection(void);

@@ -45,6 +45,11 @@ const struct conf_case conf_cases[] = {
 	CASE(msg_oversize, 20, "A send longer than max_msg_size or with more "
 	     "than max_sge elements fails at once with an error and reports "
 	     "no completion, and the endpoint keeps working."),
+	CASE(msg_inline, 60, "Where the provider has SDP_CAP_SEND_INLINE: "
+	     "200 messages sent with SDP_SEND_INLINE from unregistered stack "
+	     "and heap memory in up to max_sge pieces, between ordinary "
+	     "sends, are taken at once or refused with -EAGAIN, never "
+	     "completed, and arrive whole and in order."),
 	CASE(rdma_write_sizes, 180, "RDMA write moves 1 B, 7 B, 4 KiB, "
 	     "64 KiB+3, 1 MiB and 64 MiB between processes exactly, with "
 	     "unaligned addresses on both sides and one or several SGEs, and "
