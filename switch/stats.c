@@ -102,6 +102,7 @@ void sw_stats_init(void)
 	proc->magic = SW_STATS_MAGIC;
 	proc->version = SW_STATS_VERSION;
 	proc->pid = getpid();
+	proc->ppid = getppid();
 	proc->nslots = SW_STATS_SLOTS;
 	proc->start_ns = sw_now_ns();
 	snprintf(proc->program, sizeof(proc->program), "%s",
@@ -143,6 +144,9 @@ void sw_stats_after_fork_child(void)
 		}
 		memcpy(copy, proc, sizeof(*copy));
 		copy->pid = stat_pid;
+		copy->ppid = getppid();
+		copy->closed_tx_san = copy->closed_rx_san = 0;
+		copy->closed_tx_tcp = copy->closed_rx_tcp = 0;
 		ok = write(fd, copy, sizeof(*copy)) == (ssize_t)sizeof(*copy);
 		free(copy);
 		if (!ok || mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
@@ -196,6 +200,12 @@ void sw_stats_conn_free(struct sw_conn_stats *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&slot_lock);
+	if (proc) {
+		proc->closed_tx_san += sw_stats_tx_san(c);
+		proc->closed_rx_san += sw_stats_rx_san(c);
+		proc->closed_tx_tcp += c->tx_tcp;
+		proc->closed_rx_tcp += c->rx_tcp;
+	}
 	c->in_use = 0;
 	pthread_mutex_unlock(&slot_lock);
 }

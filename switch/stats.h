@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define SW_STATS_MAGIC 0x53445053u /* "SPDS" */
-#define SW_STATS_VERSION 2
+#define SW_STATS_VERSION 3
 /* 10,000 idle connections per process must each get a slot (issue 3); the
  * file is sparse, so unused slots cost no memory */
 #define SW_STATS_SLOTS 16384
@@ -53,8 +53,27 @@ struct sw_proc_stats {
 	uint64_t conns_tcp;	/* connections left on TCP */
 	uint64_t fallbacks[SW_STATS_FB_MAX]; /* by enum sdp_fallback_reason */
 	char providers[64];	/* "shm,verbs(no device)" */
+	int32_t ppid;		/* parent process, to find a server's
+				 * forked workers */
+	uint32_t reserved;
+	/* bytes of the connections that have closed, by path: a reader adds
+	 * the live slots to get the process's lifetime totals. A forked
+	 * child starts these at zero (its parent keeps the history). */
+	uint64_t closed_tx_san, closed_rx_san;	/* copy + RDMA read + write */
+	uint64_t closed_tx_tcp, closed_rx_tcp;
 	struct sw_conn_stats conn[SW_STATS_SLOTS];
 };
+
+/* Bytes a connection moved through the provider, by direction. */
+static inline uint64_t sw_stats_tx_san(const struct sw_conn_stats *c)
+{
+	return c->tx_copy + c->tx_rdma_read + c->tx_rdma_write;
+}
+
+static inline uint64_t sw_stats_rx_san(const struct sw_conn_stats *c)
+{
+	return c->rx_copy + c->rx_rdma_read + c->rx_rdma_write;
+}
 
 struct sw_conn_stats *sw_stats_conn_new(void);
 void sw_stats_conn_free(struct sw_conn_stats *c);

@@ -149,7 +149,7 @@ sys.exit(0 if rx >= int(sys.argv[2]) else 1)
 PY
 done
 "$stat_bin" -p "$cli" -w 0.2 -n 2 >"$work/cli.txt" 2>&1
-python3 - "$work/cli.json" "$work/srv.json" $size "$cli" "$srv" "$ver" <<'PY'
+python3 - "$work/cli.json" "$work/srv.json" $size "$cli" "$srv" "$ver" $$ <<'PY'
 import json, sys
 size = int(sys.argv[3])
 def conn(path, pid, role):
@@ -167,6 +167,12 @@ def conn(path, pid, role):
     assert c["state"] == "SAN" and c["provider"] == "shm", c
     assert c["fallback"] == "none", c
     assert c["peer"].startswith("127.0.0.1:"), c
+    assert p["ppid"] == int(sys.argv[7]), ("parent", p["ppid"])
+    # the process's totals: its one live connection, by SAN and TCP
+    b = p["bytes"]
+    assert b["san_tx"] == sum(c["tx"].values()) - c["tx"]["tcp"], (b, c)
+    assert b["san_rx"] == sum(c["rx"].values()) - c["rx"]["tcp"], (b, c)
+    assert (b["tcp_tx"], b["tcp_rx"]) == (c["tx"]["tcp"], c["rx"]["tcp"]), b
     return c
 c = conn(sys.argv[1], int(sys.argv[4]), "client")
 s = conn(sys.argv[2], int(sys.argv[5]), "server")
@@ -212,5 +218,74 @@ if [ ! -e "$work/sdp-stat.$cli" ] && [ ! -e "$work/sdp-stat.$srv" ]; then
 	pass "the files are removed when the processes exit"
 else
 	failed "statistics files left after exit: $(ls "$work")"
+fi
+
+# 5. Lifetime totals: a server that has closed its connection still counts
+#    the bytes it received (SAN and TCP), and a child it forks afterwards
+#    names it as parent and starts from zero.
+port=$((20000 + RANDOM % 20000))
+LD_PRELOAD=$preload python3 - "$port" "$work/srv5.ready" <<'PY' &
+import os, socket, sys, time
+ls = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+c, _ = ls.accept()
+n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    n += len(b)
+c.close()
+if os.fork() == 0:
+    time.sleep(6)
+    os._exit(0)
+open(sys.argv[2], "w").write(str(n))
+time.sleep(6)
+PY
+srv=$!
+pids+=("$srv")
+for _ in $(seq 50); do
+	ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " && break
+	sleep 0.1
+done
+LD_PRELOAD=$preload python3 - "$port" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+blk = bytes(range(256)) * 256
+# 64 KiB every 2 ms: both programs call the switch often while the
+# upgrade runs (from 1 ms on), so most of the 4 MiB goes by the SAN
+for _ in range(64):
+    s.sendall(blk)
+    time.sleep(0.002)
+s.close()
+PY
+for _ in $(seq 50); do
+	[ -s "$work/srv5.ready" ] && break
+	sleep 0.1
+done
+"$stat_bin" --json >"$work/all5.json" 2>"$work/all5.err"
+python3 - "$work/all5.json" "$srv" "$((4 << 20))" "$(cat "$work/srv5.ready" 2>/dev/null)" <<'PY'
+import json, sys
+procs = json.load(open(sys.argv[1]))["processes"]
+srv, size = int(sys.argv[2]), int(sys.argv[3])
+assert sys.argv[4] == str(size), ("server read", sys.argv[4])
+p = [x for x in procs if x["pid"] == srv]
+assert len(p) == 1, procs
+p = p[0]
+assert p["connections"] == [], ("no live connection", p["connections"])
+b = p["bytes"]
+assert b["san_rx"] + b["tcp_rx"] == size, b
+assert b["san_rx"] >= size // 2, ("most bytes by the SAN", b)
+assert b["san_tx"] + b["tcp_tx"] == 0, b
+kids = [x for x in procs if x["ppid"] == srv]
+assert len(kids) == 1, ("one forked child", kids)
+k = kids[0]["bytes"]
+assert not any(k.values()), ("the child starts from zero", k)
+print("closed totals", b)
+PY
+if [ $? = 0 ]; then
+	pass "closed connections stay in the totals; a forked child starts at zero"
+else
+	failed "lifetime totals (JSON below)"
+	cat "$work/all5.json" "$work/all5.err"
 fi
 exit $fail

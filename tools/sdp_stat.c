@@ -303,6 +303,33 @@ static int slot_shown(const struct sw_conn_stats *c, const struct opts *o)
 	return o->all || c->state != 0 /* LISTENER */;
 }
 
+/* The process's lifetime bytes by path: closed connections plus live ones. */
+struct proc_bytes {
+	uint64_t san_tx, san_rx, tcp_tx, tcp_rx;
+};
+
+static struct proc_bytes proc_bytes(const struct snapshot *sn)
+{
+	const struct sw_proc_stats *ps = sn->ps;
+	struct proc_bytes b = {
+		.san_tx = ps->closed_tx_san, .san_rx = ps->closed_rx_san,
+		.tcp_tx = ps->closed_tx_tcp, .tcp_rx = ps->closed_rx_tcp,
+	};
+	uint32_t i;
+
+	for (i = 0; i < sn->nslots; i++) {
+		const struct sw_conn_stats *c = &ps->conn[i];
+
+		if (!c->in_use)
+			continue;
+		b.san_tx += sw_stats_tx_san(c);
+		b.san_rx += sw_stats_rx_san(c);
+		b.tcp_tx += c->tx_tcp;
+		b.tcp_rx += c->rx_tcp;
+	}
+	return b;
+}
+
 static const char *role_name(const struct sw_conn_stats *c)
 {
 	if (c->state == 0)
@@ -345,6 +372,7 @@ static void text_proc(const struct snapshot *sn, const struct opts *o)
 	char prog[sizeof(ps->program) + 1], provs[sizeof(ps->providers) + 1];
 	struct timespec now;
 	uint64_t now_ns, up = 0;
+	struct proc_bytes b;
 	uint32_t i;
 	int any = 0, shown = 0;
 
@@ -354,8 +382,9 @@ static void text_proc(const struct snapshot *sn, const struct opts *o)
 	now_ns = (uint64_t)now.tv_sec * 1000000000ull + now.tv_nsec;
 	if (ps->start_ns && now_ns > ps->start_ns)
 		up = (now_ns - ps->start_ns) / 1000000000ull;
-	printf("pid %" PRId32 " (%s)  up %" PRIu64 "s  providers: %s\n",
-	       ps->pid, prog, up, provs[0] ? provs : "none");
+	printf("pid %" PRId32 " (%s)  parent %" PRId32 "  up %" PRIu64
+	       "s  providers: %s\n",
+	       ps->pid, prog, ps->ppid, up, provs[0] ? provs : "none");
 	printf("  connections: SAN %" PRIu64 "  TCP %" PRIu64
 	       "  fallbacks:", ps->conns_san, ps->conns_tcp);
 	for (i = 1; i < SW_STATS_FB_MAX; i++) {
@@ -365,6 +394,10 @@ static void text_proc(const struct snapshot *sn, const struct opts *o)
 		any = 1;
 	}
 	printf("%s\n", any ? "" : " none");
+	b = proc_bytes(sn);
+	printf("  bytes, closed connections included: SAN tx %" PRIu64
+	       " rx %" PRIu64 "  TCP tx %" PRIu64 " rx %" PRIu64 "\n",
+	       b.san_tx, b.san_rx, b.tcp_tx, b.tcp_rx);
 	for (i = 0; i < sn->nslots; i++) {
 		if (!slot_shown(&ps->conn[i], o))
 			continue;
@@ -429,13 +462,18 @@ static void json_conn(const struct sw_conn_stats *c)
 static void json_proc(const struct snapshot *sn, const struct opts *o)
 {
 	const struct sw_proc_stats *ps = sn->ps;
+	struct proc_bytes b = proc_bytes(sn);
 	uint32_t i;
 	int first = 1;
 
-	printf("  {\"pid\": %" PRId32 ", \"program\": ", ps->pid);
+	printf("  {\"pid\": %" PRId32 ", \"ppid\": %" PRId32
+	       ", \"program\": ", ps->pid, ps->ppid);
 	json_str(ps->program, sizeof(ps->program));
 	printf(", \"providers\": ");
 	json_str(ps->providers, sizeof(ps->providers));
+	printf(",\n   \"bytes\": {\"san_tx\": %" PRIu64 ", \"san_rx\": %" PRIu64
+	       ", \"tcp_tx\": %" PRIu64 ", \"tcp_rx\": %" PRIu64 "}",
+	       b.san_tx, b.san_rx, b.tcp_tx, b.tcp_rx);
 	printf(",\n   \"conns_san\": %" PRIu64 ", \"conns_tcp\": %" PRIu64
 	       ", \"fallbacks\": {", ps->conns_san, ps->conns_tcp);
 	for (i = 1; i < SW_STATS_FB_MAX; i++) {

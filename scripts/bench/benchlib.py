@@ -249,20 +249,41 @@ class Context:
 				   (cmd[0], port, wait, log))
 
 	def stat_of(self, pid):
-		"""sdp-stat's view of PID: SAN/TCP connections and fallbacks."""
+		"""sdp-stat's view of PID and the processes it forked (a
+		server's workers): connections, fallbacks, and the bytes they
+		moved on the SAN and on TCP, closed connections included."""
 		if not os.path.exists(self.sdp_stat):
 			return None
 		try:
-			r = subprocess.run([self.sdp_stat, '-p', str(pid),
-					    '--json'], capture_output=True,
-					   text=True, timeout=5)
+			r = subprocess.run([self.sdp_stat, '--json'],
+					   capture_output=True, text=True,
+					   timeout=5)
 			j = json.loads(r.stdout)
 		except Exception:  # noqa: BLE001
 			return None
-		for pr in j.get('processes', []):
-			if pr.get('pid') == pid:
-				return pr
-		return None
+		procs = {pr.get('pid'): pr for pr in j.get('processes', [])}
+		if pid not in procs:
+			return None
+		tree = {pid}
+		grew = True
+		while grew:
+			grew = False
+			for p, pr in procs.items():
+				if p not in tree and pr.get('ppid') in tree:
+					tree.add(p)
+					grew = True
+		out = {'pids': len(tree), 'conns_san': 0, 'conns_tcp': 0,
+		       'fallbacks': {}, 'bytes_san': 0, 'bytes_tcp': 0}
+		for p in tree:
+			pr = procs[p]
+			out['conns_san'] += pr.get('conns_san', 0)
+			out['conns_tcp'] += pr.get('conns_tcp', 0)
+			for k, v in (pr.get('fallbacks') or {}).items():
+				out['fallbacks'][k] = out['fallbacks'].get(k, 0) + v
+			b = pr.get('bytes') or {}
+			out['bytes_san'] += b.get('san_tx', 0) + b.get('san_rx', 0)
+			out['bytes_tcp'] += b.get('tcp_tx', 0) + b.get('tcp_rx', 0)
+		return out
 
 	def run_client(self, mode, cmd, tag, timeout, peek_at=None,
 		       server=None):
@@ -357,7 +378,17 @@ class Context:
 			s[name + '_conns_tcp'] = pr.get('conns_tcp')
 			if pr.get('fallbacks'):
 				s['fallbacks'] = pr.get('fallbacks')
-		# a "switch" figure from a connection that fell back is TCP's
+		# bytes only grow while a process lives, but a worker that
+		# exited took its count along: the larger look is the truer one
+		looks = [pr for pr in (peek, after) if pr is not None]
+		if looks:
+			best = max(looks, key=lambda pr: pr['bytes_san'] +
+				   pr['bytes_tcp'])
+			s['bytes_san'] = best['bytes_san']
+			s['bytes_tcp'] = best['bytes_tcp']
+			tot = best['bytes_san'] + best['bytes_tcp']
+			s['san_share'] = (round(best['bytes_san'] / tot, 6)
+					  if tot else None)
 		s['fell_back'] = bool(s.get('fallbacks'))
 		return s
 

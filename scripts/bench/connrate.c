@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * connrate.c - connection set-up rate for the benchmark suite: a server that
- * accepts, answers one byte and closes, and a client that counts how many
- * connect + one-byte round trip + close cycles it completes per second.
+ * accepts, answers ROUNDS messages of SIZE bytes (default one of 1) and
+ * closes, and a client that counts how many connect + ROUNDS round trips +
+ * close cycles it completes per second. One byte measures connections that
+ * end before the switch upgrades them; a hundred round trips outlive the
+ * upgrade's start (1 ms) and so measure what an upgrade costs.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,13 +19,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#define MAX_SIZE 65536
+
+static int rounds = 1, size = 1;
+
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: sdp-bench-connrate server PORT\n"
-		"       sdp-bench-connrate client PORT SECONDS\n"
-		"The client prints one JSON line: connections, errors,\n"
-		"seconds, rate.\n");
+		"usage: sdp-bench-connrate server PORT [ROUNDS [SIZE]]\n"
+		"       sdp-bench-connrate client PORT SECONDS [ROUNDS [SIZE]]\n"
+		"Each connection makes ROUNDS round trips of SIZE bytes\n"
+		"(default 1 and 1; SIZE at most %d); give both ends the\n"
+		"same. The client prints one JSON line: connections, errors,\n"
+		"seconds, rate.\n", MAX_SIZE);
 }
 
 static double now_s(void)
@@ -49,7 +58,52 @@ static int parse_port(const char *s, struct sockaddr_in *sa)
 	return 0;
 }
 
-/* Accepts forever: reads the client's byte, echoes it, closes. */
+/* The optional ROUNDS and SIZE arguments. */
+static int parse_shape(int argc, char **argv)
+{
+	char *end;
+	long v;
+
+	if (argc >= 1) {
+		v = strtol(argv[0], &end, 10);
+		if (*end || v < 1 || v > 1000000) {
+			fprintf(stderr,
+				"connrate: bad ROUNDS '%s': give 1..1000000\n",
+				argv[0]);
+			return -EINVAL;
+		}
+		rounds = (int)v;
+	}
+	if (argc >= 2) {
+		v = strtol(argv[1], &end, 10);
+		if (*end || v < 1 || v > MAX_SIZE) {
+			fprintf(stderr,
+				"connrate: bad SIZE '%s': give 1..%d\n",
+				argv[1], MAX_SIZE);
+			return -EINVAL;
+		}
+		size = (int)v;
+	}
+	return 0;
+}
+
+/* Reads (dir 0) or writes (dir 1) exactly N bytes; -1 on error or EOF. */
+static int xfer(int fd, char *p, int n, int dir)
+{
+	while (n > 0) {
+		ssize_t k = dir ? write(fd, p, n) : read(fd, p, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (int)k;
+	}
+	return 0;
+}
+
+/* Accepts forever: echoes ROUNDS messages of the client's, closes. */
 static int run_server(const struct sockaddr_in *sa)
 {
 	int one = 1;
@@ -65,17 +119,24 @@ static int run_server(const struct sockaddr_in *sa)
 	printf("listening\n");
 	fflush(stdout);
 	for (;;) {
-		char b;
+		static char b[MAX_SIZE];
 		int c = accept(ls, NULL, NULL);
+		int i;
 
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			goto err_close;
 		}
-		if (read(c, &b, 1) == 1 && write(c, &b, 1) != 1)
-			fprintf(stderr, "connrate: server write: %s\n",
-				strerror(errno));
+		for (i = 0; i < rounds; i++) {
+			if (xfer(c, b, size, 0))
+				break;
+			if (xfer(c, b, size, 1)) {
+				fprintf(stderr, "connrate: server write: %s\n",
+					strerror(errno));
+				break;
+			}
+		}
 		close(c);
 	}
 err_close:
@@ -85,27 +146,32 @@ err:
 	return 1;
 }
 
-/* One cycle: connect, send a byte, read it back, see EOF, close. */
+/* One cycle: connect, ROUNDS times send a message and read it back, see
+ * EOF, close. Every byte that comes back is checked. */
 static int one_conn(const struct sockaddr_in *sa, char tag)
 {
-	char b = tag, r = 0;
+	static char b[MAX_SIZE], r[MAX_SIZE];
 	int ret = -1;
-	int s;
+	int i, s;
 
 	s = socket(AF_INET, SOCK_STREAM, 0);
 	if (s < 0)
 		return -1;
 	if (connect(s, (const struct sockaddr *)sa, sizeof(*sa)))
 		goto out_close;
-	if (write(s, &b, 1) != 1 || read(s, &r, 1) != 1)
-		goto out_close;
-	if (r != tag) {
-		fprintf(stderr, "connrate: sent 0x%02x, got 0x%02x back\n",
-			(unsigned char)tag, (unsigned char)r);
-		errno = EPROTO;
-		goto out_close;
+	for (i = 0; i < rounds; i++) {
+		memset(b, tag + i, size);
+		if (xfer(s, b, size, 1) || xfer(s, r, size, 0))
+			goto out_close;
+		if (memcmp(b, r, size)) {
+			fprintf(stderr,
+				"connrate: round %d: the echo differs from "
+				"what was sent\n", i);
+			errno = EPROTO;
+			goto out_close;
+		}
 	}
-	if (read(s, &r, 1) != 0)
+	if (read(s, r, 1) != 0)
 		goto out_close;
 	ret = 0;
 out_close:
@@ -137,8 +203,9 @@ static int run_client(const struct sockaddr_in *sa, double secs)
 		}
 		t = now_s() - t0;
 	} while (t < secs);
-	printf("{\"connections\": %lu, \"errors\": %lu, "
-	       "\"seconds\": %.6f, \"rate\": %.1f}\n", n, errs, t, n / t);
+	printf("{\"connections\": %lu, \"errors\": %lu, \"rounds\": %d, "
+	       "\"size\": %d, \"seconds\": %.6f, \"rate\": %.1f}\n", n,
+	       errs, rounds, size, t, n / t);
 	return 0;
 }
 
@@ -147,15 +214,17 @@ int main(int argc, char **argv)
 	struct sockaddr_in sa;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (argc == 3 && !strcmp(argv[1], "server")) {
-		if (parse_port(argv[2], &sa))
+	if (argc >= 3 && argc <= 5 && !strcmp(argv[1], "server")) {
+		if (parse_port(argv[2], &sa) ||
+		    parse_shape(argc - 3, argv + 3))
 			return 2;
 		return run_server(&sa);
 	}
-	if (argc == 4 && !strcmp(argv[1], "client")) {
+	if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "client")) {
 		double secs = atof(argv[3]);
 
-		if (parse_port(argv[2], &sa))
+		if (parse_port(argv[2], &sa) ||
+		    parse_shape(argc - 4, argv + 4))
 			return 2;
 		if (secs <= 0) {
 			fprintf(stderr, "connrate: SECONDS must be > 0\n");

@@ -202,31 +202,68 @@ def write_summary(ctx, rows):
 	if errs:
 		L += ['', 'Failed connections inside connrate runs: %s.' %
 		      ', '.join('%s %d' % kv for kv in sorted(errs.items()))]
-	fb = {}
-	for r in ctx.records:
-		for k, v in (r.get('san') or {}).get('fallbacks', {}).items():
-			fb[k] = fb.get(k, 0) + v
-	notsan = [r for r in ctx.records if r['mode'] == 'switch' and
-		  r.get('san') and r['san'].get('during_conns_san') == 0]
-	fell = {}
-	for r in ctx.records:
-		if r['mode'] == 'switch' and (r.get('san') or {}).get(
-		    'fallbacks'):
-			k = '%s %s %s' % (r['tool'], r['test'], r['param'])
-			fell[k] = fell.get(k, 0) + 1
-	L += ['', '## Did the switch carry the data?', '',
-	      'Server-side sdp-stat looked at 75%% of each switch run and '
-	      'after it: %d runs showed no SAN connection at 75%% (not yet '
-	      'connected, short-lived connections, or a fallback). Fallbacks '
-	      'counted by servers: %s.'
-	      % (len(notsan), json.dumps(fb) if fb else 'none')]
-	if fell:
-		L += ['', 'Switch runs whose server counted a fallback (some of '
-		      'their figure may be TCP\'s): ' +
-		      ', '.join('%s (%d)' % kv for kv in sorted(fell.items()))
-		      + '.']
+	L += san_section(ctx)
 	with open(os.path.join(ctx.out, 'summary.md'), 'w') as fh:
 		fh.write('\n'.join(L) + '\n')
+
+
+FB_MEANING = {
+	'ended': 'connections that closed before their upgrade began '
+		 '(each side upgrades a connection from 1 ms or 64 KiB on)',
+	'cut': 'connections shut down, forked or given urgent data before '
+	       'their upgrade finished',
+	'no-peer-switch': 'connections from a program without the switch '
+			  '(the suite\'s own readiness probe)',
+}
+
+
+def san_section(ctx):
+	"""Where the switch runs' bytes went: SAN or TCP, from the servers'
+	sdp-stat (the server and the processes it forked), and the
+	fallbacks they counted."""
+	L = ['', '## Did the switch carry the data?', '']
+	runs = [r for r in ctx.records if r['mode'] == 'switch' and
+		r.get('san') and r['san'].get('san_share') is not None]
+	if not runs:
+		return L + ['No server statistics were read (sdp-stat missing '
+			    'or no switch run).']
+	pts = {}
+	for r in runs:
+		k = '%s %s %s' % (r['tool'], r['test'], r['param'])
+		pts.setdefault(k, []).append(r['san'])
+	L += ['Bytes each switch run\'s server sent and received (the server '
+	      'and the processes it forked, closed connections included, '
+	      'from sdp-stat at 75% of the run and after it), and the share '
+	      'that went through the provider rather than TCP:', '',
+	      '| point | runs | bytes (median) | on the SAN (min) |',
+	      '|---|---|---|---|']
+	for k in sorted(pts):
+		v = pts[k]
+		tot = sorted(x['bytes_san'] + x['bytes_tcp'] for x in v)
+		share = min(x['san_share'] for x in v)
+		L.append('| %s | %d | %s | %.2f%% |' %
+			 (k, len(v), human_bytes(tot[len(tot) // 2]),
+			  100.0 * share))
+	fb = {}
+	for r in runs:
+		for k, v in (r['san'].get('fallbacks') or {}).items():
+			fb[k] = fb.get(k, 0) + v
+	if fb:
+		L += ['', 'Connections the servers left on TCP, by reason '
+		      '(docs/fallback-reasons.md):', '']
+		for k, v in sorted(fb.items()):
+			L.append('- %s: %d%s' % (k, v, (': ' + FB_MEANING[k])
+						 if k in FB_MEANING else ''))
+	return L
+
+
+def human_bytes(n):
+	for unit in ('B', 'KiB', 'MiB', 'GiB'):
+		if n < 1024 or unit == 'GiB':
+			return ('%d %s' % (n, unit) if unit == 'B'
+				else '%.1f %s' % (n, unit))
+		n /= 1024.0
+	return str(n)
 
 
 def plot(ctx, rows, name, title, ylabel, series, logy):

@@ -196,10 +196,17 @@ def connrate(ctx):
 		return {'conn_s': j['rate'], 'errors': j.get('errors', 0),
 			'_msgs': j['connections']}
 
-	def cmds(port):
-		return ([ctx.connrate, 'server', str(port)],
-			[ctx.connrate, 'client', str(port), str(t)])
-	ctx.pair('connrate', 'connect', '1B', 1, cmds, parse, t + 1)
+	# 1B: one byte each way, a connection that ends before the switch
+	# would upgrade it (the handshake's cost alone); 100x64B: a hundred
+	# 64-byte round trips, which outlive the upgrade's start (1 ms), so
+	# every connection pays for an upgrade too
+	for param, x, shape in (('1B', 1, []), ('100x64B', 6400,
+						 ['100', '64'])):
+		def cmds(port, shape=shape):
+			return ([ctx.connrate, 'server', str(port)] + shape,
+				[ctx.connrate, 'client', str(port), str(t)] +
+				shape)
+		ctx.pair('connrate', 'connect', param, x, cmds, parse, t + 1)
 
 
 # -- redis ---------------------------------------------------------------
