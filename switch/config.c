@@ -33,6 +33,7 @@ struct sw_config sw_cfg = {
 	.xslot_nb_us = 100,
 	.xslot_block_us = 2000,
 	.xslot_split = 128 * 1024,
+	.xslot_claim_ms = 5000,
 	.upgrade_after_us = 1000,
 	.upgrade_after_bytes = 65536,
 	.upgrade_timeout_ms = 2000,
@@ -128,6 +129,8 @@ void sw_config_load(void)
 				       sw_cfg.xslot_block_us, 0, 10000000);
 	sw_cfg.xslot_split = env_ul("SDP_XSLOT_SPLIT", sw_cfg.xslot_split,
 				    4096, 1ul << 40);
+	sw_cfg.xslot_claim_ms = env_ul("SDP_XSLOT_CLAIM_MS",
+				       sw_cfg.xslot_claim_ms, 10, 600000);
 	sw_cfg.upgrade_after_us = env_ul("SDP_UPGRADE_AFTER_US",
 					 sw_cfg.upgrade_after_us, 0, 600000000);
 	sw_cfg.upgrade_after_bytes = env_ul("SDP_UPGRADE_AFTER_BYTES",

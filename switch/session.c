@@ -214,6 +214,7 @@ static void xslot_attach(struct sw_sock *s)
 	/* ours starts idle: no claim of an old offer can match */
 	atomic_store(&ss->xs_mine->push, 0);
 	atomic_store(&ss->xs_mine->consumed, 0);
+	__atomic_store_n(&ss->xs_mine->reserved, 0, __ATOMIC_RELAXED);
 	atomic_store(&ss->xs_mine->state, 0);
 }
 

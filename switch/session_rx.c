@@ -61,14 +61,17 @@ static int pull_remote(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 /* Waits for the sender to finish the push asked for in the slot. Returns
  * 0 when it wrote the bytes, 1 when this side must pull them itself (the
  * sender failed, or did not start within the spin budget and the request
- * was taken back), < 0 when the sender is gone or broke the protocol. The
- * sink stays registered until this returns: while the push is STARTED the
- * sender may be writing into it. */
+ * was taken back), < 0 when the sender is gone (-ECONNRESET), broke the
+ * protocol (-EPROTO) or kept the push STARTED for SDP_XSLOT_CLAIM_MS
+ * (-ETIMEDOUT). The sink stays registered until this returns: while the
+ * push is STARTED the sender may be writing into it. */
 static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 			   uint32_t seq)
 {
 	struct sw_session *ss = &s->ss;
-	uint64_t end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t now = sw_now_ns();
+	uint64_t end = now + (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t give_up = now + (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
 	unsigned spins = 0;
 	uint64_t w;
 
@@ -91,6 +94,10 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 			sw_progress(s);
 			if (ss->peer_dead || ss->abort_rcvd)
 				return -ECONNRESET;
+			/* a push is one bounded write: a sender that
+			 * started it and never ends it is broken */
+			if (sw_now_ns() >= give_up)
+				return -ETIMEDOUT;
 			if (ss->peer_wants_wake)
 				sw_doorbell_ring(s);
 		}
@@ -98,11 +105,33 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 	}
 }
 
+/* Why a claim of offer seq failed, from the state word found instead:
+ * NULL when the sender may have left it there (it took the offer back,
+ * or made later offers since), else what is wrong. The sender stores
+ * OFFERED before it sends XOFFER, and nobody but us claims. */
+static const char *xslot_claim_failed(uint64_t w, uint32_t seq)
+{
+	uint32_t wseq = (uint32_t)(w >> 32), st = (uint32_t)w;
+
+	if (st > SDP_XS_CANCELLED)
+		return "transfer slot state the sender may not set";
+	if ((int32_t)(wseq - seq) < 0)
+		return "transfer slot state older than the offer";
+	if (st == SDP_XS_CLAIMED)
+		return "transfer slot claimed by someone else";
+	if (wseq == seq && st == SDP_XS_OFFERED)
+		return "transfer slot state changed during our claim";
+	return NULL;
+}
+
 /* Takes len bytes at offset skip of an XSLOT item into dst: claims the
  * offer, copies (a large read: the first half by RdmaRead here while the
  * sender writes the second half into dst), and hands the claim back with
  * the new count (none for MSG_PEEK). Returns len, -EAGAIN when the offer
- * is over (taken back by the sender: the item ends here), or < 0. */
+ * is over (taken back by the sender: the item ends here), -EPROTO when
+ * the sender broke the slot (logged, the connection is closed), or < 0.
+ * Nothing is read from the slot but the state and push words and the
+ * reserved word; total and lengths come from XOFFER. */
 static ssize_t xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 			  size_t len, uint64_t skip, bool consume)
 {
@@ -114,12 +143,25 @@ static ssize_t xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	uint64_t base = it->off + skip;
 	struct sdp_rmr *sink_rmr = NULL;
 	struct rx_item tmp = *it;
+	const char *bad = NULL;
 	size_t half = len;
 	int r, pw;
 
+	/* a slot found broken before stays broken: said once */
+	if (ss->error == EPROTO)
+		return -EPROTO;
+	if (__atomic_load_n(&xs->reserved, __ATOMIC_RELAXED)) {
+		sw_proto_error(s, "transfer slot reserved word not zero");
+		return -EPROTO;
+	}
 	if (!atomic_compare_exchange_strong(&xs->state, &w,
-					    SDP_XS_WORD(seq, SDP_XS_CLAIMED)))
-		return -EAGAIN;
+					    SDP_XS_WORD(seq, SDP_XS_CLAIMED))) {
+		bad = xslot_claim_failed(w, seq);
+		if (!bad)
+			return -EAGAIN;
+		sw_proto_error(s, bad);
+		return -EPROTO;
+	}
 	if (consume && len >= sw_cfg.xslot_split) {
 		struct sdp_rdma_desc sink;
 
@@ -146,6 +188,10 @@ static ssize_t xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 		if (pw == 1 && !r) {
 			tmp.off = base + half;
 			r = pull_remote(s, &tmp, dst + half, len - half);
+		} else if (pw == -EPROTO) {
+			bad = "transfer slot push in a state the sender may not set";
+		} else if (pw == -ETIMEDOUT) {
+			bad = "transfer slot push started but not finished within SDP_XSLOT_CLAIM_MS";
 		} else if (pw < 0) {
 			r = pw;
 		} else if (pw == 0 && s->st) {
@@ -153,13 +199,19 @@ static ssize_t xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 		}
 		pv->mod.ext.deregister_rdma_memory(ss->ep, sink_rmr);
 	}
-	if (!r && consume)
+	if (!r && !bad && consume)
 		atomic_store_explicit(&xs->consumed, base + len,
 				      memory_order_relaxed);
-	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_OFFERED),
-			      memory_order_release);
-	if (r == -EPROTO)
-		sw_proto_error(s, "transfer slot push in a state the sender may not set");
+	/* the claim is ours: only a broken sender changes it meanwhile */
+	w = SDP_XS_WORD(seq, SDP_XS_CLAIMED);
+	if (!atomic_compare_exchange_strong(&xs->state, &w,
+					    SDP_XS_WORD(seq, SDP_XS_OFFERED)) &&
+	    !bad && !ss->peer_dead)
+		bad = "transfer slot state changed during our claim";
+	if (bad) {
+		sw_proto_error(s, bad);
+		return -EPROTO;
+	}
 	return r ? r : (ssize_t)len;
 }
 
@@ -245,6 +297,8 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 			sw_proto_error(s, "XOFFER region refused by the provider");
 			return -ECONNRESET;
 		}
+		if (m == -EPROTO)	/* logged: the connection is closed */
+			return -ECONNRESET;
 		if (m < 0)
 			return m;
 		break;

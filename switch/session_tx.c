@@ -142,11 +142,13 @@ static int tx_error(struct sw_sock *s);
 
 /* The receiver asked for a push: write [push_off, push_off + push_len) of
  * the offer into its sink. Everything read from the slot is the peer's:
- * the range must lie inside the offer; the sink is only ever used through
- * rdma_write, which the provider checks against the peer's registration. */
-static void xslot_push(struct sw_sock *s, struct sdp_xslot *xs, uint32_t seq,
-		       uint8_t *p, size_t len, struct sdp_mr *mr,
-		       uint64_t *pushed)
+ * each field is read once, the range must lie inside the offer and inside
+ * the sink's length, and the sink is only ever used through rdma_write,
+ * which the provider checks against the peer's registration. Returns NULL,
+ * or what the peer broke (the push is marked FAILED). */
+static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
+			      uint32_t seq, uint8_t *p, size_t len,
+			      struct sdp_mr *mr, uint64_t *pushed)
 {
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *pv = ss->prov;
@@ -154,16 +156,21 @@ static void xslot_push(struct sw_sock *s, struct sdp_xslot *xs, uint32_t seq,
 	uint64_t off, n, ctx;
 	struct sdp_rdma_desc sink;
 	struct sdp_sge sge;
+	const char *bad = NULL;
 	int r;
 
 	if (!atomic_compare_exchange_strong(&xs->push, &req,
 					    SDP_XS_WORD(seq, SDP_XP_STARTED)))
-		return;	/* taken back */
-	off = xs->push_off;
-	n = xs->push_len;
+		return NULL;	/* taken back */
+	off = __atomic_load_n(&xs->push_off, __ATOMIC_RELAXED);
+	n = __atomic_load_n(&xs->push_len, __ATOMIC_RELAXED);
 	memcpy(&sink, &xs->sink, sizeof(sink));
 	r = -EINVAL;
-	if (off <= len && n && n <= len - off && n <= sink.length) {
+	if (off > len || !n || n > len - off) {
+		bad = "transfer slot push range outside the offer";
+	} else if (n > sink.length) {
+		bad = "transfer slot push longer than its sink";
+	} else {
 		sge.addr = p + off;
 		sge.length = n;
 		sge.mr = mr;
@@ -171,12 +178,36 @@ static void xslot_push(struct sw_sock *s, struct sdp_xslot *xs, uint32_t seq,
 		r = pv->mod.ext.rdma_write(ss->ep, &sge, 1, &sink, 0, ctx, 0);
 		if (r == SDP_PENDING)
 			r = sw_rdma_wait(s, ctx);
+		/* the peer described memory it does not expose */
+		if (r == -SDP_EBADKEY || r == -SDP_EBOUNDS ||
+		    r == -SDP_ERIGHTS)
+			bad = "transfer slot push sink refused by the provider";
 	}
 	if (!r)
 		*pushed += n;
 	atomic_store_explicit(&xs->push,
 			      SDP_XS_WORD(seq, r ? SDP_XP_FAILED : SDP_XP_DONE),
 			      memory_order_release);
+	return bad;
+}
+
+/* Is w a push word the receiver may leave in our slot during offer seq?
+ * NONE (0 from the offer's start, or a request taken back), REQ, or the
+ * DONE or FAILED we stored. STARTED is ours only inside xslot_push. */
+static bool xslot_push_word_ok(uint64_t w, uint32_t seq)
+{
+	if (w == 0)
+		return true;
+	if ((uint32_t)(w >> 32) != seq)
+		return false;
+	switch ((uint32_t)w) {
+	case SDP_XP_NONE:
+	case SDP_XP_REQ:
+	case SDP_XP_DONE:
+	case SDP_XP_FAILED:
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -198,7 +229,9 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 	struct sdp_xslot *xs = ss->xs_mine;
 	uint64_t bound = (uint64_t)(nb ? sw_cfg.xslot_nb_us :
 				    sw_cfg.xslot_block_us) * 1000;
-	uint64_t got = 0, last = 0, pushed = 0, now, deadline, w;
+	uint64_t claim_bound = (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
+	uint64_t got = 0, last = 0, pushed = 0, now, deadline, claim_end, w;
+	const char *bad = NULL;
 	struct sdp_msg_rdata rd;
 	struct sdp_rdma_desc desc;
 	struct sdp_rmr *rmr;
@@ -218,6 +251,7 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 	seq = ++ss->xs_seq ? ss->xs_seq : ++ss->xs_seq;
 	atomic_store_explicit(&xs->consumed, 0, memory_order_relaxed);
 	atomic_store_explicit(&xs->push, 0, memory_order_relaxed);
+	__atomic_store_n(&xs->reserved, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_OFFERED),
 			      memory_order_release);
 	memset(&rd, 0, sizeof(rd));
@@ -230,13 +264,24 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 		goto dereg_rmr;
 	}
 	deadline = sw_now_ns() + bound;
+	claim_end = sw_now_ns() + claim_bound;
 	for (;;) {
 		w = atomic_load_explicit(&xs->state, memory_order_acquire);
+		/* nobody may write the reserved word */
+		if (__atomic_load_n(&xs->reserved, __ATOMIC_RELAXED)) {
+			bad = "transfer slot reserved word not zero";
+			break;
+		}
 		if (w == SDP_XS_WORD(seq, SDP_XS_OFFERED)) {
+			/* the receiver's count only grows, up to the offer */
 			got = atomic_load_explicit(&xs->consumed,
 						   memory_order_relaxed);
-			if (got > len)
-				got = len;
+			if (got > len || got < last) {
+				bad = got > len ?
+				      "transfer slot count beyond the offer" :
+				      "transfer slot count went back";
+				break;
+			}
 			if (got == len)
 				break;
 			now = sw_now_ns();
@@ -245,6 +290,7 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 				steps++;
 				deadline = now + bound;
 			}
+			claim_end = now + claim_bound;
 			/* a receiver told its data is readable must find
 			 * bytes when it reads: take the offer back only
 			 * when a DATA message can follow at once (or,
@@ -262,26 +308,44 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 				 * same again): read it once more, now that
 				 * no claim can change it */
 				got = atomic_load(&xs->consumed);
-				if (got > len)
-					got = len;
+				if (got > len || got < last) {
+					bad = got > len ?
+					      "transfer slot count beyond the offer" :
+					      "transfer slot count went back";
+					break;
+				}
 				break;
 			}
 		} else if (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)) {
-			if (atomic_load_explicit(&xs->push,
-						 memory_order_acquire) ==
-			    SDP_XS_WORD(seq, SDP_XP_REQ))
-				xslot_push(s, xs, seq, p, len, mr, &pushed);
+			uint64_t pw = atomic_load_explicit(
+				&xs->push, memory_order_acquire);
+
+			if (!xslot_push_word_ok(pw, seq)) {
+				bad = "transfer slot push word the receiver may not set";
+				break;
+			}
+			if (pw == SDP_XS_WORD(seq, SDP_XP_REQ)) {
+				bad = xslot_push(s, xs, seq, p, len, mr,
+						 &pushed);
+				if (bad)
+					break;
+				claim_end = sw_now_ns() + claim_bound;
+			}
 			/* a claim is a bounded copy, but not across the
 			 * peer's death */
-			if (ss->peer_dead || ss->error || ss->abort_rcvd) {
-				got = last;
+			if (ss->peer_dead || ss->error || ss->abort_rcvd)
+				break;
+			/* nor forever: a receiver that keeps the claim
+			 * (a hostile one, or one stopped mid-copy) ends
+			 * the connection, not the program's write */
+			if (sw_now_ns() >= claim_end) {
+				bad = "transfer slot claimed for longer than SDP_XSLOT_CLAIM_MS";
 				break;
 			}
 			deadline = sw_now_ns() + bound;
 		} else {
 			/* only the receiver writes something else here */
-			sw_proto_error(s, "transfer slot in a state the receiver may not set");
-			got = last;
+			bad = "transfer slot in a state the receiver may not set";
 			break;
 		}
 		if (!(++spins & 63)) {
@@ -292,6 +356,12 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 		}
 		__builtin_ia32_pause();
 	}
+	/* a broken slot, a dead peer or an error: what the receiver had
+	 * counted when we last looked is what went */
+	if (bad || (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)))
+		got = last;
+	if (bad)
+		sw_proto_error(s, bad);
 	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_IDLE),
 			      memory_order_release);
 	/* a program that reads in small pieces pays a system call per piece

@@ -53,6 +53,7 @@ struct sw_config {
 	unsigned xslot_nb_us;	/* non-blocking send: wait for a claim */
 	unsigned xslot_block_us; /* blocking send: wait for a claim */
 	size_t xslot_split;	/* a read this large is copied by both */
+	unsigned xslot_claim_ms; /* a claim or a push may stand this long */
 	unsigned upgrade_after_us;  /* provider connection once this old */
 	size_t upgrade_after_bytes; /* ... or once this much went on TCP */
 	unsigned upgrade_timeout_ms; /* the rest of an upgrade, once begun */

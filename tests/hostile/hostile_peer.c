@@ -6,6 +6,7 @@
  * connection ("cases"), a forged provider connection racing a real client
  * ("forge"), and a squatter on a server's provider address ("squat").
  *   hostile_peer cases PORT LOGFILE SERVER_PID [CASE...]
+ *   hostile_peer slot PORT LOGFILE SERVER_PID [CASE...]  (transfer slot)
  *   hostile_peer forge SERVER_PORT SECONDS
  *   hostile_peer squat PORT SECONDS
  * Prints PASS/FAIL/SKIP lines; exits 1 when anything failed.
@@ -17,6 +18,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +54,15 @@ struct peer {
 	bool srv_can_read;
 	struct sdp_msg_setup srv_setup;
 	bool got_setup;
+	uint16_t port;			/* the server's */
 	uint64_t tcp_tx, tcp_rx;	/* program bytes on TCP each way */
 	unsigned int rx_msgs;
+	struct sdp_xslot *my_xs;	/* ours: the server claims in it */
+	struct sdp_xslot *srv_xs;	/* the server's: it offers in it */
+	uint8_t *obuf;			/* what we offer, registered */
+	struct sdp_rmr *ormr, *smr;	/* its registration; a sink's */
+	uint8_t *sbuf;			/* a sink for pushes we ask for */
+	struct sdp_rdma_desc sink;
 	char err[256];
 };
 
@@ -126,6 +135,14 @@ static int peer_poll(struct peer *p)
 
 static void peer_close(struct peer *p)
 {
+	if (p->ormr)
+		mod.ext.deregister_rdma_memory(p->ep, p->ormr);
+	if (p->smr)
+		mod.ext.deregister_rdma_memory(p->ep, p->smr);
+	free(p->obuf);
+	free(p->sbuf);
+	p->ormr = p->smr = NULL;
+	p->obuf = p->sbuf = NULL;
 	if (p->ep)
 		mod.ops.ep_close(p->ep);
 	if (p->mr)
@@ -188,6 +205,7 @@ static int peer_open(struct peer *p, uint16_t port)
 	int r, i;
 
 	memset(p, 0, sizeof(*p));
+	p->port = port;
 	p->tcp = socket(AF_INET, SOCK_STREAM, 0);
 	srv.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	p->local = srv;
@@ -355,6 +373,49 @@ static int send_setup(struct peer *p)
 	}
 	if (!p->got_setup)
 		return fail(p, "the server sent no SETUP");
+	if (send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0))
+		return -1;
+	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
+	return 0;
+}
+
+/* The same, telling the server we take XOFFER (SDP_SETUP_F_XSLOT) and can
+ * RdmaRead, and finding both transfer slots (the SharedArea extension). */
+static int send_setup_xs(struct peer *p)
+{
+	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
+	struct sdp_msg_setup su = { .msg_size = MSG_SIZE,
+				    .recv_credits = NRECV,
+				    .flags = SDP_SETUP_F_RDMA_READ |
+					     SDP_SETUP_F_XSLOT };
+	struct sdp_msg_switch sw = { .tcp_bytes = p->tcp_tx };
+	sdp_shared_area_fn fn = NULL;
+	void *mine, *peers;
+	size_t len;
+	uint64_t end;
+	int r;
+
+	if (mod.ops.ioctl(mod.prov, SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER,
+			  &g, sizeof(g), &fn, sizeof(fn)) || !fn ||
+	    fn(p->ep, &mine, &peers, &len) ||
+	    len < sizeof(struct sdp_xslot))
+		return fail(p, "SKIP: the provider has no shared area");
+	p->my_xs = mine;
+	p->srv_xs = peers;
+	if (send_msg(p, SDP_MSG_SETUP, 0, 0, &su, sizeof(su), NULL, 0))
+		return -1;
+	end = now_ms() + 3000;
+	while (!p->got_setup && now_ms() < end) {
+		r = peer_poll(p);
+		if (r < 0)
+			return fail(p, "provider connection lost before SETUP: %s",
+				    sdp_strerror(r));
+		usleep(500);
+	}
+	if (!p->got_setup)
+		return fail(p, "the server sent no SETUP");
+	if (!(p->srv_setup.flags & SDP_SETUP_F_XSLOT))
+		return fail(p, "SKIP: the server has no transfer slot");
 	if (send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0))
 		return -1;
 	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
@@ -673,10 +734,428 @@ static int c_tcp_garbage(struct peer *p)
 	return 0;
 }
 
+static int wait_closed(struct peer *p, int ms);
+
+/* ---- the transfer slot (docs/protocol.md 4.10) --------------------------
+ * Run against a server started with SDP_XSLOT_CLAIM_MS, SDP_SPIN_US and
+ * SDP_XSLOT_BLOCK_US raised or lowered by run-hostile.sh, so that every
+ * window the attacks need is wide and every bound short. */
+
+#define XS_SEQ(w) ((uint32_t)((w) >> 32))
+#define XS_ST(w) ((uint32_t)(w))
+#define SLOT_MS 3000
+
+/* Offers len bytes in our slot with XOFFER 1, the slot's words as given
+ * (honest: state (1, OFFERED), reserved 0). */
+static int offer(struct peer *p, size_t len, uint64_t state,
+		 uint64_t reserved)
+{
+	struct sdp_msg_rdata rd = { .xfer_id = 1, .total = len };
+	struct sdp_xslot *x = p->my_xs;
+	struct sdp_rdma_desc d;
+	size_t i;
+	int r;
+
+	p->obuf = malloc(len);
+	if (!p->obuf)
+		return fail(p, "out of memory");
+	for (i = 0; i < len; i++)
+		p->obuf[i] = (uint8_t)(i * 7);
+	r = mod.ext.register_rdma_memory(p->ep, p->obuf, len,
+					 SDP_ACCESS_REMOTE_READ, &d, &p->ormr);
+	if (r)
+		return fail(p, "register_rdma_memory: %s", sdp_strerror(r));
+	rd.region = d;
+	atomic_store(&x->consumed, 0);
+	atomic_store(&x->push, 0);
+	x->reserved = reserved;
+	atomic_store(&x->state, state);
+	if (send_msg(p, SDP_MSG_XOFFER, 0, 0, &rd, sizeof(rd), NULL, 0))
+		return -1;
+	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
+	return 0;
+}
+
+/* The server offers its echo of our offer: sets up the connection,
+ * offers len bytes, waits until the server took them all, then until its
+ * own offer stands in its slot (spinning: it waits SDP_XSLOT_BLOCK_US for
+ * a claim). Returns 0 and the offer's sequence number in *seq. */
+static int server_offers(struct peer *p, uint32_t *seq)
+{
+	uint64_t end, w;
+	unsigned long n = 0;
+
+	if (send_setup_xs(p) || send_magic(p) ||
+	    offer(p, 96 * 1024, SDP_XS_WORD(1, SDP_XS_OFFERED), 0))
+		return -1;
+	end = now_ms() + SLOT_MS;
+	while (atomic_load(&p->my_xs->state) !=
+	       SDP_XS_WORD(1, SDP_XS_OFFERED) ||
+	       atomic_load(&p->my_xs->consumed) != (uint64_t)96 * 1024) {
+		if (now_ms() > end)
+			return fail(p, "the server did not take our offer (state 0x%llx, %llu bytes)",
+				    (unsigned long long)atomic_load(&p->my_xs->state),
+				    (unsigned long long)atomic_load(&p->my_xs->consumed));
+		if (!(++n & 1023))
+			peer_poll(p);
+	}
+	atomic_store(&p->my_xs->state, SDP_XS_WORD(1, SDP_XS_IDLE));
+	for (;;) {
+		w = atomic_load(&p->srv_xs->state);
+		if (XS_SEQ(w) && XS_ST(w) == SDP_XS_OFFERED)
+			break;
+		if (now_ms() > end)
+			return fail(p, "the server offered nothing in its slot (state 0x%llx)",
+				    (unsigned long long)w);
+		if (!(++n & 1023))
+			peer_poll(p);
+	}
+	*seq = XS_SEQ(w);
+	return 0;
+}
+
+/* Claims the server's offer seq as its receiver would. */
+static int claim(struct peer *p, uint32_t seq)
+{
+	uint64_t w = SDP_XS_WORD(seq, SDP_XS_OFFERED);
+
+	if (!atomic_compare_exchange_strong(&p->srv_xs->state, &w,
+					    SDP_XS_WORD(seq, SDP_XS_CLAIMED)))
+		return fail(p, "the server took its offer back before our claim (0x%llx)",
+			    (unsigned long long)w);
+	return 0;
+}
+
+/* Claims and asks for a push of [off, off + len) into sink. */
+static int ask_push(struct peer *p, uint32_t seq, uint64_t off, uint64_t len,
+		    const struct sdp_rdma_desc *sink)
+{
+	struct sdp_xslot *x = p->srv_xs;
+
+	if (claim(p, seq))
+		return -1;
+	memcpy(&x->sink, sink, sizeof(*sink));
+	x->push_off = off;
+	x->push_len = len;
+	atomic_store(&x->push, SDP_XS_WORD(seq, SDP_XP_REQ));
+	return 0;
+}
+
+/* A real sink of ours, remote-write. */
+static int make_sink(struct peer *p, size_t len)
+{
+	int r;
+
+	p->sbuf = calloc(1, len);
+	if (!p->sbuf)
+		return fail(p, "out of memory");
+	r = mod.ext.register_rdma_memory(p->ep, p->sbuf, len,
+					 SDP_ACCESS_REMOTE_WRITE, &p->sink,
+					 &p->smr);
+	return r ? fail(p, "register_rdma_memory: %s", sdp_strerror(r)) : 0;
+}
+
+/* The server as sender: everything below is written into its slot. */
+
+static int c_slot_state_garbage(struct peer *p)
+{
+	uint32_t q = 0;
+
+	if (server_offers(p, &q))
+		return -1;
+	atomic_store(&p->srv_xs->state, SDP_XS_WORD(q, 7));
+	return 0;
+}
+
+static int c_slot_state_seq(struct peer *p)
+{
+	uint32_t q = 0;
+	uint64_t w;
+
+	if (server_offers(p, &q))
+		return -1;
+	w = SDP_XS_WORD(q, SDP_XS_OFFERED);
+	if (!atomic_compare_exchange_strong(&p->srv_xs->state, &w,
+					    SDP_XS_WORD(q + 5,
+							SDP_XS_CLAIMED)))
+		return fail(p, "the server took its offer back first");
+	return 0;
+}
+
+/* Claimed and never given back: the server must not wait forever. */
+static int c_slot_claim_forever(struct peer *p)
+{
+	uint32_t q = 0;
+
+	return server_offers(p, &q) ?: claim(p, q);
+}
+
+static int c_slot_count_beyond(struct peer *p)
+{
+	uint32_t q = 0;
+
+	if (server_offers(p, &q) || claim(p, q))
+		return -1;
+	atomic_store(&p->srv_xs->consumed, 1ull << 40);
+	atomic_store(&p->srv_xs->state, SDP_XS_WORD(q, SDP_XS_OFFERED));
+	return 0;
+}
+
+static int c_slot_count_back(struct peer *p)
+{
+	uint64_t t;
+	uint32_t q = 0;
+
+	if (server_offers(p, &q) || claim(p, q))
+		return -1;
+	atomic_store(&p->srv_xs->consumed, 4096);
+	atomic_store(&p->srv_xs->state, SDP_XS_WORD(q, SDP_XS_OFFERED));
+	/* let the server see the count, then claim again and lower it */
+	t = now_ms() + 20;
+	while (now_ms() < t)
+		;
+	if (claim(p, q))
+		return -1;
+	atomic_store(&p->srv_xs->consumed, 1024);
+	atomic_store(&p->srv_xs->state, SDP_XS_WORD(q, SDP_XS_OFFERED));
+	return 0;
+}
+
+static int c_slot_push_range(struct peer *p)
+{
+	uint32_t q = 0;
+
+	return server_offers(p, &q) ?: make_sink(p, 65536) ?:
+	       ask_push(p, q, 1ull << 40, 4096, &p->sink);
+}
+
+/* off + len wraps 2^64 into the offer */
+static int c_slot_push_wrap(struct peer *p)
+{
+	uint32_t q = 0;
+
+	return server_offers(p, &q) ?: make_sink(p, 65536) ?:
+	       ask_push(p, q, 4096, 0ull - 2048, &p->sink);
+}
+
+static int c_slot_push_zero(struct peer *p)
+{
+	uint32_t q = 0;
+
+	return server_offers(p, &q) ?: make_sink(p, 65536) ?:
+	       ask_push(p, q, 0, 0, &p->sink);
+}
+
+static int c_slot_sink_short(struct peer *p)
+{
+	struct sdp_rdma_desc d;
+	uint32_t q = 0;
+
+	if (server_offers(p, &q) || make_sink(p, 65536))
+		return -1;
+	d = p->sink;
+	d.length = 4096;
+	return ask_push(p, q, 0, 8192, &d);
+}
+
+static int c_slot_sink_forged(struct peer *p)
+{
+	struct sdp_rdma_desc d;
+	uint32_t q = 0;
+
+	if (server_offers(p, &q) || make_sink(p, 65536))
+		return -1;
+	d = p->sink;
+	d.tag ^= 0x5a5a;
+	return ask_push(p, q, 0, 4096, &d);
+}
+
+/* A sink we registered read-only. */
+static int c_slot_sink_ro(struct peer *p)
+{
+	struct sdp_rdma_desc d;
+	struct sdp_rmr *rmr;
+	uint32_t q = 0;
+	int r;
+
+	if (server_offers(p, &q) || make_sink(p, 65536))
+		return -1;
+	r = mod.ext.register_rdma_memory(p->ep, p->sbuf, 65536,
+					 SDP_ACCESS_REMOTE_READ, &d, &rmr);
+	if (r)
+		return fail(p, "register_rdma_memory: %s", sdp_strerror(r));
+	return ask_push(p, q, 0, 4096, &d);
+}
+
+static int c_slot_push_word(struct peer *p)
+{
+	uint32_t q = 0;
+
+	if (server_offers(p, &q) || claim(p, q))
+		return -1;
+	atomic_store(&p->srv_xs->push, SDP_XS_WORD(q, 9));
+	return 0;
+}
+
+static int c_slot_reserved(struct peer *p)
+{
+	uint32_t q = 0;
+
+	if (server_offers(p, &q))
+		return -1;
+	__atomic_store_n(&p->srv_xs->reserved, 0xbadull, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* We as sender: our own slot lies to the server claiming our offer. */
+
+static int c_xoffer_forged(struct peer *p)
+{
+	struct sdp_msg_rdata rd = { .xfer_id = 1, .total = 4096 };
+
+	rd.region.addr = (uintptr_t)p->bufs;
+	rd.region.length = 4096;
+	rd.region.key = 200;
+	rd.region.access = SDP_ACCESS_REMOTE_READ;
+	rd.region.tag = 77;
+	if (send_setup_xs(p) || send_magic(p))
+		return -1;
+	atomic_store(&p->my_xs->state, SDP_XS_WORD(1, SDP_XS_OFFERED));
+	return send_msg(p, SDP_MSG_XOFFER, 0, 0, &rd, sizeof(rd), NULL, 0);
+}
+
+static int c_xoffer_total(struct peer *p)
+{
+	struct sdp_msg_rdata rd = { .xfer_id = 1, .total = 8192 };
+
+	rd.region.length = 4096;
+	rd.region.access = SDP_ACCESS_REMOTE_READ;
+	return send_setup_xs(p) ?: send_magic(p) ?:
+	       send_msg(p, SDP_MSG_XOFFER, 0, 0, &rd, sizeof(rd), NULL, 0);
+}
+
+/* XOFFER with nothing offered in the slot: must not wait for it */
+static int c_xslot_never_offered(struct peer *p)
+{
+	return send_setup_xs(p) ?: send_magic(p) ?: offer(p, 4096, 0, 0);
+}
+
+static int c_xslot_state_garbage(struct peer *p)
+{
+	return send_setup_xs(p) ?: send_magic(p) ?:
+	       offer(p, 4096, SDP_XS_WORD(1, 9), 0);
+}
+
+static int c_xslot_claimed(struct peer *p)
+{
+	return send_setup_xs(p) ?: send_magic(p) ?:
+	       offer(p, 4096, SDP_XS_WORD(1, SDP_XS_CLAIMED), 0);
+}
+
+static int c_xslot_reserved(struct peer *p)
+{
+	return send_setup_xs(p) ?: send_magic(p) ?:
+	       offer(p, 4096, SDP_XS_WORD(1, SDP_XS_OFFERED), 0xbad);
+}
+
+/* A read of 200 KiB asks us for a push (SDP_XSLOT_SPLIT): waits for the
+ * request and answers it with the word given (0: CAS to STARTED). */
+static int push_req(struct peer *p)
+{
+	uint64_t end, w;
+	unsigned long n = 0;
+
+	if (send_setup_xs(p) || send_magic(p) ||
+	    offer(p, 200 * 1024, SDP_XS_WORD(1, SDP_XS_OFFERED), 0))
+		return -1;
+	end = now_ms() + SLOT_MS;
+	for (;;) {
+		w = SDP_XS_WORD(1, SDP_XP_REQ);
+		if (atomic_compare_exchange_strong(&p->my_xs->push, &w,
+						   SDP_XS_WORD(1,
+							SDP_XP_STARTED)))
+			return 0;
+		if (now_ms() > end)
+			return fail(p, "the server asked for no push (push 0x%llx, %llu bytes taken)",
+				    (unsigned long long)w,
+				    (unsigned long long)atomic_load(
+					    &p->my_xs->consumed));
+		if (!(++n & 1023))
+			peer_poll(p);
+	}
+}
+
+static int c_xslot_push_garbage(struct peer *p)
+{
+	if (push_req(p))
+		return -1;
+	atomic_store(&p->my_xs->push, SDP_XS_WORD(1, 9));
+	return 0;
+}
+
+/* Started and never finished: the server must not wait forever. */
+static int c_xslot_push_stuck(struct peer *p)
+{
+	return push_req(p);
+}
+
+/* The offer taken back while the server copies under its claim. */
+static int c_xslot_flip(struct peer *p)
+{
+	if (push_req(p))
+		return -1;
+	atomic_store(&p->my_xs->state, SDP_XS_WORD(1, SDP_XS_CANCELLED));
+	atomic_store(&p->my_xs->push, SDP_XS_WORD(1, SDP_XP_FAILED));
+	return 0;
+}
+
+/* Both slots written after the connection closed: the server notices
+ * nothing, and our next connection's offers work. Checks itself. */
+static int c_slot_after_close(struct peer *p)
+{
+	struct sdp_xslot *mine, *srv;
+	struct peer p2;
+	uint32_t q = 0;
+	int r;
+
+	if (server_offers(p, &q))
+		return -1;
+	mine = p->my_xs;
+	srv = p->srv_xs;
+	send_msg(p, SDP_MSG_FIN, 0, 0, NULL, 0, NULL, 0);
+	shutdown(p->tcp, SHUT_WR);
+	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
+	if (wait_closed(p, CLOSE_BOUND_MS) < 0)
+		return fail(p, "the server did not close after our FIN");
+	usleep(50000);
+	/* the endpoint is still ours: its regions are still mapped */
+	atomic_store(&srv->state, SDP_XS_WORD(q, SDP_XS_CLAIMED));
+	atomic_store(&srv->push, SDP_XS_WORD(q, SDP_XP_REQ));
+	srv->push_off = 1ull << 62;
+	srv->push_len = ~0ull;
+	srv->reserved = ~0ull;
+	atomic_store(&mine->state, SDP_XS_WORD(1, 9));
+	atomic_store(&mine->push, SDP_XS_WORD(1, SDP_XP_STARTED));
+	mine->reserved = ~0ull;
+	usleep(100000);
+	/* the next connection from this process */
+	if (peer_open(&p2, p->port)) {
+		r = fail(p, "the next connection failed: %s", p2.err);
+	} else if (server_offers(&p2, &q)) {
+		r = fail(p, "the next connection: %s", p2.err);
+	} else {
+		r = 0;
+	}
+	peer_close(&p2);
+	return r;
+}
+
 struct hcase {
 	const char *name;
 	int (*run)(struct peer *p);
-	const char *reason;	/* expected in the server's log line */
+	const char *reason;	/* expected in the server's log line; NULL:
+				 * run() checks, the server must log no
+				 * closing and live */
 };
 
 static const struct hcase cases[] = {
@@ -709,6 +1188,33 @@ static const struct hcase cases[] = {
 	{ "tcp_garbage", c_tcp_garbage, "on TCP while carried" },
 	{ "data_before_switch", c_data_before_switch, "before SWITCH" },
 	{ "switch_behind", c_switch_behind, "SWITCH before bytes already read" },
+};
+
+/* hostile_peer slot: against a server with short slot bounds */
+static const struct hcase slot_cases[] = {
+	{ "xoffer_total", c_xoffer_total, "malformed XOFFER" },
+	{ "xoffer_forged", c_xoffer_forged, "XOFFER region refused" },
+	{ "xslot_never_offered", c_xslot_never_offered, "older than the offer" },
+	{ "xslot_state_garbage", c_xslot_state_garbage, "transfer slot state the sender may not set" },
+	{ "xslot_claimed", c_xslot_claimed, "claimed by someone else" },
+	{ "xslot_reserved", c_xslot_reserved, "reserved word not zero" },
+	{ "xslot_push_garbage", c_xslot_push_garbage, "push in a state the sender may not set" },
+	{ "xslot_push_stuck", c_xslot_push_stuck, "push started but not finished" },
+	{ "xslot_flip", c_xslot_flip, "state changed during our claim" },
+	{ "slot_state_garbage", c_slot_state_garbage, "state the receiver may not set" },
+	{ "slot_state_seq", c_slot_state_seq, "state the receiver may not set" },
+	{ "slot_claim_forever", c_slot_claim_forever, "claimed for longer" },
+	{ "slot_count_beyond", c_slot_count_beyond, "count beyond the offer" },
+	{ "slot_count_back", c_slot_count_back, "count went back" },
+	{ "slot_push_range", c_slot_push_range, "push range outside the offer" },
+	{ "slot_push_wrap", c_slot_push_wrap, "push range outside the offer" },
+	{ "slot_push_zero", c_slot_push_zero, "push range outside the offer" },
+	{ "slot_sink_short", c_slot_sink_short, "push longer than its sink" },
+	{ "slot_sink_forged", c_slot_sink_forged, "sink refused by the provider" },
+	{ "slot_sink_ro", c_slot_sink_ro, "sink refused by the provider" },
+	{ "slot_push_word", c_slot_push_word, "push word the receiver may not set" },
+	{ "slot_reserved", c_slot_reserved, "reserved word not zero" },
+	{ "slot_after_close", c_slot_after_close, NULL },
 };
 
 /* Waits for the server to close the TCP connection (EOF or RST), skipping
@@ -772,15 +1278,16 @@ static long log_size(const char *log)
 	return stat(log, &st) ? 0 : st.st_size;
 }
 
-static int run_cases(int argc, char **argv)
+static int run_cases(int argc, char **argv, const struct hcase *table,
+		     int ncases)
 {
 	uint16_t port = (uint16_t)atoi(argv[2]);
 	const char *log = argv[3];
 	pid_t spid = atoi(argv[4]);
 	int i, k, npass = 0, nfail = 0, nskip = 0;
 
-	for (i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
-		const struct hcase *c = &cases[i];
+	for (i = 0; i < ncases; i++) {
+		const struct hcase *c = &table[i];
 		struct peer p;
 		long from;
 		int ms;
@@ -805,6 +1312,24 @@ static int run_cases(int argc, char **argv)
 			} else {
 				printf("FAIL %s: %s\n", c->name, p.err);
 				nfail++;
+			}
+			peer_close(&p);
+			continue;
+		}
+		if (!c->reason) {
+			usleep(50000);
+			if (!server_alive(spid)) {
+				printf("FAIL %s: the server process died\n",
+				       c->name);
+				nfail++;
+			} else if (log_has(log, from, "closing", "")) {
+				printf("FAIL %s: the server closed a connection\n",
+				       c->name);
+				nfail++;
+			} else {
+				printf("PASS %s: nothing noticed, the next connection works\n",
+				       c->name);
+				npass++;
 			}
 			peer_close(&p);
 			continue;
@@ -990,10 +1515,14 @@ static int run_squat(char **argv)
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 4 || (strcmp(argv[1], "cases") && strcmp(argv[1], "forge") &&
+	bool cases_cmd = argc > 1 && (!strcmp(argv[1], "cases") ||
+				      !strcmp(argv[1], "slot"));
+
+	if (argc < 4 || (!cases_cmd && strcmp(argv[1], "forge") &&
 			 strcmp(argv[1], "squat")) ||
-	    (!strcmp(argv[1], "cases") && argc < 5)) {
+	    (cases_cmd && argc < 5)) {
 		fprintf(stderr, "usage: hostile_peer cases PORT LOGFILE SERVER_PID [CASE...]\n"
+				"       hostile_peer slot PORT LOGFILE SERVER_PID [CASE...]\n"
 				"       hostile_peer forge SERVER_PORT SECONDS\n"
 				"       hostile_peer squat PORT SECONDS\n");
 		return 2;
@@ -1002,7 +1531,11 @@ int main(int argc, char **argv)
 	if (load_shm())
 		return 1;
 	if (!strcmp(argv[1], "cases"))
-		return run_cases(argc, argv);
+		return run_cases(argc, argv, cases,
+				 sizeof(cases) / sizeof(cases[0]));
+	if (!strcmp(argv[1], "slot"))
+		return run_cases(argc, argv, slot_cases,
+				 sizeof(slot_cases) / sizeof(slot_cases[0]));
 	if (!strcmp(argv[1], "forge"))
 		return run_forge(argv);
 	return run_squat(argv);

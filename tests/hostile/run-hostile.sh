@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # run-hostile.sh - the hostile-peer tests: a preloaded echo server attacked
-# by hostile_peer (one malformed sequence per connection) while an honest
+# by hostile_peer (one malformed sequence per connection, then attacks on
+# the transfer slots in the shared area) while an honest
 # preloaded client streams hashed data beside it; a forged provider
 # connection racing a real client; squatters on a server's provider address.
 #   tests/hostile/run-hostile.sh [BUILD_DIR]     (SANITIZE=1: ASan runtime)
@@ -106,6 +107,35 @@ fi
 honest honest_after $port 1 san "$work/client.log"
 alive server_after_cases "$mainpid"
 no_stray main_no_stray main
+kill "$srv" 2>/dev/null
+
+echo "== transfer slot attacks against a preloaded echo server"
+# short bounds and wide windows: a claim or a push may stand 500 ms; a
+# push request waits 20 ms for the sender to start, an offer 200 ms for a
+# claim, so each attack lands however the machine schedules us
+xport=$((port + 4))
+SDP_XSLOT_CLAIM_MS=500 SDP_SPIN_US=20000 SDP_XSLOT_BLOCK_US=200000 \
+	start_server slot $xport 1 || exit 1
+slotpid=$srvpid
+SDP_LOG_FILE=$work/client.log LD_PRELOAD="$preload" timeout 80 \
+	"$bin/honest_client" $xport 15 san >"$work/slot-during.out" 2>&1 &
+during=$!
+pids+=("$during")
+timeout 200 "$bin/hostile_peer" slot $xport "$work/slot.log" "$slotpid" \
+	>"$work/slot-cases.out" 2>&1
+while read -r st rest; do
+	case $st in
+	PASS|FAIL|SKIP) result "$st" "$rest" ;;
+	esac
+done <"$work/slot-cases.out"
+if wait $during; then
+	result PASS "slot_honest_during: $(tail -1 "$work/slot-during.out")"
+else
+	result FAIL "slot_honest_during: $(tail -3 "$work/slot-during.out" | tr '\n' ' ')"
+fi
+honest slot_honest_after $xport 1 san "$work/client.log"
+alive server_after_slot_cases "$slotpid"
+no_stray slot_no_stray slot
 kill "$srv" 2>/dev/null
 
 echo "== forged upgrade: a third process races to the client's provider listener"
