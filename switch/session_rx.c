@@ -72,7 +72,7 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 	uint64_t now = sw_now_ns();
 	uint64_t end = now + (uint64_t)sw_cfg.spin_us * 1000;
 	uint64_t give_up = now + (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
-	unsigned spins = 0;
+	unsigned spins = 0, relax = 0;
 	uint64_t w;
 
 	for (;;) {
@@ -101,7 +101,7 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 			if (ss->peer_wants_wake)
 				sw_doorbell_ring(s);
 		}
-		__builtin_ia32_pause();
+		sw_spin_relax(&relax);
 	}
 }
 
@@ -451,13 +451,14 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 				 * once; the program was told there was data,
 				 * so wait for it a little */
 				uint64_t end = sw_now_ns() + SW_XSLOT_REFILL_NS;
+				unsigned relax = 0;
 
 				ss->xs_dropped = false;
 				while (!ss->rxq && !ss->peer_dead &&
 				       !ss->error && !ss->abort_rcvd &&
 				       sw_now_ns() < end) {
 					sw_progress(s);
-					__builtin_ia32_pause();
+					sw_spin_relax(&relax);
 				}
 				continue;
 			}

@@ -236,7 +236,7 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 	struct sdp_rdma_desc desc;
 	struct sdp_rmr *rmr;
 	struct sdp_mr *mr;
-	unsigned spins = 0, steps = 0;
+	unsigned spins = 0, steps = 0, relax = 0;
 	uint32_t seq;
 	int r;
 
@@ -354,7 +354,7 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 			if (ss->peer_wants_wake)
 				sw_doorbell_ring(s);
 		}
-		__builtin_ia32_pause();
+		sw_spin_relax(&relax);
 	}
 	/* a broken slot, a dead peer or an error: what the receiver had
 	 * counted when we last looked is what went */
@@ -460,6 +460,7 @@ static bool staging_wait(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 	uint64_t end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
+	unsigned relax = 0;
 
 	do {
 		if (sw_progress(s) < 0 || ss->error || ss->peer_dead ||
@@ -470,7 +471,7 @@ static bool staging_wait(struct sw_sock *s)
 			return true;
 		if (ss->peer_wants_wake)
 			sw_doorbell_ring(s);
-		__builtin_ia32_pause();
+		sw_spin_relax(&relax);
 	} while (sw_now_ns() < end);
 	return false;
 }

@@ -7,6 +7,8 @@
  * budget is read and written whole (relaxed), and a lost update only
  * delays the adaptation by one sleep.
  */
+#include <sched.h>
+
 #include "spin.h"
 #include "sw_internal.h"
 
@@ -40,4 +42,12 @@ void sw_spin_slept(struct sw_spin *sp, uint64_t slept_ns, bool event)
 	if (hi > lo && ns > hi)
 		ns = hi;
 	__atomic_store_n(&sp->ns, ns, __ATOMIC_RELAXED);
+}
+
+void sw_spin_relax(unsigned *rounds)
+{
+	if (++*rounds % SW_SPIN_YIELD_EVERY == 0)
+		sched_yield();
+	else
+		__builtin_ia32_pause();
 }

@@ -27,4 +27,17 @@ uint64_t sw_spin_budget_ns(struct sw_spin *sp);
  */
 void sw_spin_slept(struct sw_spin *sp, uint64_t slept_ns, bool event);
 
+/*
+ * One round of a busy-wait on the peer: a pause, and every
+ * SW_SPIN_YIELD_EVERY rounds a sched_yield. A peer that shares this CPU
+ * (a machine with more busy threads than cores, a container held to one
+ * CPU, both ends pinned together) can only make the progress this loop
+ * waits for when the loop lets it run; without the yield each wait ran to
+ * its bound (up to SDP_XSLOT_BLOCK_US, 2 ms) before the peer got the CPU.
+ * With the peer on another core the yield finds nothing else to run and
+ * returns at once.
+ */
+#define SW_SPIN_YIELD_EVERY 16
+void sw_spin_relax(unsigned *rounds);
+
 #endif /* SW_SPIN_H */

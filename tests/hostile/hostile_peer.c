@@ -311,8 +311,10 @@ static int send_raw(struct peer *p, const struct sdp_msg_hdr *h,
 	if (n > (size_t)MSG_SIZE * 2)
 		return fail(p, "test message too large");
 	memcpy(b, h, sizeof(*h));
-	memcpy(b + sizeof(*h), body, blen);
-	memcpy(b + sizeof(*h) + blen, pay, plen);
+	if (blen)	/* body and pay may be NULL when empty */
+		memcpy(b + sizeof(*h), body, blen);
+	if (plen)
+		memcpy(b + sizeof(*h) + blen, pay, plen);
 	sge.addr = b;
 	sge.length = wire_len >= 0 ? (size_t)wire_len : n;
 	sge.mr = p->mr;

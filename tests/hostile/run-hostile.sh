@@ -83,6 +83,21 @@ no_stray() {	# NAME SERVER
 	fi
 }
 
+# cases_run NAME OUT RC: reads hostile_peer's PASS/FAIL/SKIP lines from OUT;
+# a peer that exited non-zero or reported no case at all (it crashed, or a
+# sanitizer stopped it) is a failure, not a silent pass
+cases_run() {
+	local n=0 st rest
+	while read -r st rest; do
+		case $st in
+		PASS|FAIL|SKIP) result "$st" "$rest"; n=$((n + 1)) ;;
+		esac
+	done <"$2"
+	if [ "$3" != 0 ] || [ $n = 0 ]; then
+		result FAIL "$1: hostile_peer exited $3 after $n case(s): $(tail -3 "$2" | tr '\n' ' ')"
+	fi
+}
+
 echo "== hostile session peer against a preloaded echo server (port $port)"
 start_server main $port 1 || exit 1
 mainpid=$srvpid
@@ -92,13 +107,10 @@ SDP_LOG_FILE=$work/client.log LD_PRELOAD="$preload" timeout 80 \
 	"$bin/honest_client" $port 20 san >"$work/during.out" 2>&1 &
 during=$!
 pids+=("$during")
+rc=0
 timeout 200 "$bin/hostile_peer" cases $port "$work/main.log" "$mainpid" \
-	>"$work/cases.out" 2>&1
-while read -r st rest; do
-	case $st in
-	PASS|FAIL|SKIP) result "$st" "$rest" ;;
-	esac
-done <"$work/cases.out"
+	>"$work/cases.out" 2>&1 || rc=$?
+cases_run hostile_cases "$work/cases.out" $rc
 if wait $during; then
 	result PASS "honest_during: $(tail -1 "$work/during.out")"
 else
@@ -121,13 +133,10 @@ SDP_LOG_FILE=$work/client.log LD_PRELOAD="$preload" timeout 80 \
 	"$bin/honest_client" $xport 15 san >"$work/slot-during.out" 2>&1 &
 during=$!
 pids+=("$during")
+rc=0
 timeout 200 "$bin/hostile_peer" slot $xport "$work/slot.log" "$slotpid" \
-	>"$work/slot-cases.out" 2>&1
-while read -r st rest; do
-	case $st in
-	PASS|FAIL|SKIP) result "$st" "$rest" ;;
-	esac
-done <"$work/slot-cases.out"
+	>"$work/slot-cases.out" 2>&1 || rc=$?
+cases_run slot_cases "$work/slot-cases.out" $rc
 if wait $during; then
 	result PASS "slot_honest_during: $(tail -1 "$work/slot-during.out")"
 else
