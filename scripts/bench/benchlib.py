@@ -131,6 +131,7 @@ class Context:
 		sw['SDP_PROVIDERS'] = self.provider
 		sw.setdefault('SDP_PROVIDER_DIR', self.provider_dir)
 		self.nlog = 0
+		self.server_cpu = 1
 
 	# -- prerequisites and environment --------------------------------
 	def check_prereqs(self, only):
@@ -226,7 +227,8 @@ class Context:
 	def start_server(self, mode, cmd, port, tag, wait=10.0):
 		log = self._logf(tag + '-server')
 		fh = open(log, 'w')
-		p = subprocess.Popen(self._cmd(cmd, 1), env=self.env[mode],
+		p = subprocess.Popen(self._cmd(cmd, self.server_cpu),
+				     env=self.env[mode],
 				     stdout=fh, stderr=subprocess.STDOUT,
 				     stdin=subprocess.DEVNULL, cwd=self.tmp,
 				     start_new_session=True)
@@ -412,9 +414,20 @@ class Context:
 			m['cpu_ms_per_kmsg_server'] = round(
 			    c['server_s'] / k * 1000, 4)
 
-	def pair(self, tool, test, param, x, make_cmds, parse, duration):
+	def pair(self, tool, test, param, x, make_cmds, parse, duration,
+		 same_cpu=False):
 		"""Runs one point RUNS times in each mode, alternating which
-		mode goes first, each run on fresh ports."""
+		mode goes first, each run on fresh ports. same_cpu: the server
+		on the client's cpu 0 too (a point that shows what busy-polling
+		does when both ends share one CPU)."""
+		self.server_cpu = 0 if same_cpu else 1
+		try:
+			self._pair(tool, test, param, x, make_cmds, parse,
+				   duration)
+		finally:
+			self.server_cpu = 1
+
+	def _pair(self, tool, test, param, x, make_cmds, parse, duration):
 		for i in range(self.runs):
 			order = MODES if i % 2 == 0 else MODES[::-1]
 			for mode in order:

@@ -18,6 +18,8 @@ HEADLINE = {
 	('sockperf', 'throughput'): ['msg_s', 'cpu_ms_per_kmsg'],
 	('qperf', 'tcp_bw'): ['gbit_s', 'cpu_s_per_gib'],
 	('qperf', 'tcp_lat'): ['avg_us', 'cpu_ms_per_kmsg'],
+	('qperf', 'tcp_bw-1cpu'): ['gbit_s', 'cpu_s_per_gib'],
+	('qperf', 'tcp_lat-1cpu'): ['avg_us', 'cpu_ms_per_kmsg'],
 	('connrate', None): ['conn_s', 'cpu_ms_per_kmsg'],
 	('redis', None): ['set_rps', 'get_rps', 'cpu_ms_per_kmsg'],
 	('nginx', None): ['req_s', 'p50_us', 'p99_us', 'cpu_ms_per_kmsg',

@@ -75,6 +75,17 @@ def iperf3(ctx):
 				 '-J'])
 		ctx.pair('iperf3', '%dstream' % streams, size, nbytes(size),
 			 cmds, parse, t + 1)
+	# both ends on cpu 0: what busy-polling does when the peer shares
+	# the CPU (a one-CPU container, more busy threads than cores)
+	if ctx.pin:
+		for size in (('1M',) if ctx.quick else ('64K', '1M')):
+			def cmds(port, size=size):
+				return (['iperf3', '-s', '-p', str(port)],
+					['iperf3', '-c', '127.0.0.1', '-p',
+					 str(port), '-t', str(t), '-l', size,
+					 '-J'])
+			ctx.pair('iperf3', '1stream-1cpu', size, nbytes(size),
+				 cmds, parse, t + 1, same_cpu=True)
 
 
 # -- sockperf --------------------------------------------------------------
@@ -182,6 +193,9 @@ def qperf(ctx):
 				 str(port + 1 if port < 65535 else port - 1),
 				 '-t', str(t), test])
 		ctx.pair('qperf', test, '-', 0, cmds, parse, t + 1)
+		if ctx.pin:
+			ctx.pair('qperf', test + '-1cpu', '-', 0, cmds, parse,
+				 t + 1, same_cpu=True)
 
 
 # -- connection set-up rate ------------------------------------------------
