@@ -352,14 +352,12 @@ static int send_msg(struct peer *p, uint8_t type, uint8_t flags,
 	return send_raw(p, &h, body, blen, pay, plen, -1);
 }
 
-/* Our SETUP, the server's (its commitment, docs/protocol.md 2.5), then
- * our SWITCH: our bytes on TCP end after the magic; the first message of
- * the stream after it rings a doorbell, as the switch does. */
-static int send_setup(struct peer *p)
+/* Our SETUP with flags, then the server's (its commitment,
+ * docs/protocol.md 2.5), waited for up to 3 s. */
+static int setup_swap(struct peer *p, uint32_t flags)
 {
 	struct sdp_msg_setup su = { .msg_size = MSG_SIZE,
-				    .recv_credits = NRECV };
-	struct sdp_msg_switch sw = { .tcp_bytes = p->tcp_tx };
+				    .recv_credits = NRECV, .flags = flags };
 	uint64_t end;
 	int r;
 
@@ -375,10 +373,24 @@ static int send_setup(struct peer *p)
 	}
 	if (!p->got_setup)
 		return fail(p, "the server sent no SETUP");
+	return 0;
+}
+
+/* Our SWITCH: our bytes on TCP end after the magic; the first message of
+ * the stream after it rings a doorbell, as the switch does. */
+static int send_switch(struct peer *p)
+{
+	struct sdp_msg_switch sw = { .tcp_bytes = p->tcp_tx };
+
 	if (send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0))
 		return -1;
 	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
 	return 0;
+}
+
+static int send_setup(struct peer *p)
+{
+	return setup_swap(p, 0) ?: send_switch(p);
 }
 
 /* The same, telling the server we take XOFFER (SDP_SETUP_F_XSLOT) and can
@@ -386,16 +398,9 @@ static int send_setup(struct peer *p)
 static int send_setup_xs(struct peer *p)
 {
 	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
-	struct sdp_msg_setup su = { .msg_size = MSG_SIZE,
-				    .recv_credits = NRECV,
-				    .flags = SDP_SETUP_F_RDMA_READ |
-					     SDP_SETUP_F_XSLOT };
-	struct sdp_msg_switch sw = { .tcp_bytes = p->tcp_tx };
 	sdp_shared_area_fn fn = NULL;
 	void *mine, *peers;
 	size_t len;
-	uint64_t end;
-	int r;
 
 	if (mod.ops.ioctl(mod.prov, SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER,
 			  &g, sizeof(g), &fn, sizeof(fn)) || !fn ||
@@ -404,24 +409,11 @@ static int send_setup_xs(struct peer *p)
 		return fail(p, "SKIP: the provider has no shared area");
 	p->my_xs = mine;
 	p->srv_xs = peers;
-	if (send_msg(p, SDP_MSG_SETUP, 0, 0, &su, sizeof(su), NULL, 0))
+	if (setup_swap(p, SDP_SETUP_F_RDMA_READ | SDP_SETUP_F_XSLOT))
 		return -1;
-	end = now_ms() + 3000;
-	while (!p->got_setup && now_ms() < end) {
-		r = peer_poll(p);
-		if (r < 0)
-			return fail(p, "provider connection lost before SETUP: %s",
-				    sdp_strerror(r));
-		usleep(500);
-	}
-	if (!p->got_setup)
-		return fail(p, "the server sent no SETUP");
 	if (!(p->srv_setup.flags & SDP_SETUP_F_XSLOT))
 		return fail(p, "SKIP: the server has no transfer slot");
-	if (send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0))
-		return -1;
-	send(p->tcp, "\x44", 1, MSG_NOSIGNAL);
-	return 0;
+	return send_switch(p);
 }
 
 /* SETUP and the server's, but no SWITCH. */

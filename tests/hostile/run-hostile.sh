@@ -98,27 +98,35 @@ cases_run() {
 	fi
 }
 
+# attacks PREFIX SERVER PORT PID SECS MODE: an honest preloaded client
+# streams for SECS while hostile_peer runs its MODE cases against SERVER;
+# then the honest connection, one more after it, the server's life and
+# its input are checked
+attacks() {
+	local pre=$1 name=$2 p=$3 pid=$4 secs=$5 mode=$6 during rc=0
+	SDP_LOG_FILE=$work/client.log LD_PRELOAD="$preload" timeout 80 \
+		"$bin/honest_client" "$p" "$secs" san \
+		>"$work/${pre}during.out" 2>&1 &
+	during=$!
+	pids+=("$during")
+	timeout 200 "$bin/hostile_peer" "$mode" "$p" "$work/$name.log" "$pid" \
+		>"$work/$mode.out" 2>&1 || rc=$?
+	cases_run "${pre}cases" "$work/$mode.out" $rc
+	if wait $during; then
+		result PASS "${pre}honest_during: $(tail -1 "$work/${pre}during.out")"
+	else
+		result FAIL "${pre}honest_during: $(tail -3 "$work/${pre}during.out" | tr '\n' ' ')"
+	fi
+	honest "${pre}honest_after" "$p" 1 san "$work/client.log"
+	alive "${pre}server_after_cases" "$pid"
+	no_stray "${name}_no_stray" "$name"
+}
+
 echo "== hostile session peer against a preloaded echo server (port $port)"
 start_server main $port 1 || exit 1
 mainpid=$srvpid
 honest honest_before $port 1 san "$work/client.log"
-# the honest connection streams during every hostile case
-SDP_LOG_FILE=$work/client.log LD_PRELOAD="$preload" timeout 80 \
-	"$bin/honest_client" $port 20 san >"$work/during.out" 2>&1 &
-during=$!
-pids+=("$during")
-rc=0
-timeout 200 "$bin/hostile_peer" cases $port "$work/main.log" "$mainpid" \
-	>"$work/cases.out" 2>&1 || rc=$?
-cases_run hostile_cases "$work/cases.out" $rc
-if wait $during; then
-	result PASS "honest_during: $(tail -1 "$work/during.out")"
-else
-	result FAIL "honest_during: $(tail -3 "$work/during.out" | tr '\n' ' ')"
-fi
-honest honest_after $port 1 san "$work/client.log"
-alive server_after_cases "$mainpid"
-no_stray main_no_stray main
+attacks "" main $port $mainpid 20 cases
 kill "$srv" 2>/dev/null
 
 echo "== transfer slot attacks against a preloaded echo server"
@@ -129,22 +137,7 @@ xport=$((port + 4))
 SDP_XSLOT_CLAIM_MS=500 SDP_SPIN_US=20000 SDP_XSLOT_BLOCK_US=200000 \
 	start_server slot $xport 1 || exit 1
 slotpid=$srvpid
-SDP_LOG_FILE=$work/client.log LD_PRELOAD="$preload" timeout 80 \
-	"$bin/honest_client" $xport 15 san >"$work/slot-during.out" 2>&1 &
-during=$!
-pids+=("$during")
-rc=0
-timeout 200 "$bin/hostile_peer" slot $xport "$work/slot.log" "$slotpid" \
-	>"$work/slot-cases.out" 2>&1 || rc=$?
-cases_run slot_cases "$work/slot-cases.out" $rc
-if wait $during; then
-	result PASS "slot_honest_during: $(tail -1 "$work/slot-during.out")"
-else
-	result FAIL "slot_honest_during: $(tail -3 "$work/slot-during.out" | tr '\n' ' ')"
-fi
-honest slot_honest_after $xport 1 san "$work/client.log"
-alive server_after_slot_cases "$slotpid"
-no_stray slot_no_stray slot
+attacks slot_ slot $xport $slotpid 15 slot
 kill "$srv" 2>/dev/null
 
 echo "== forged upgrade: a third process races to the client's provider listener"
