@@ -171,6 +171,7 @@ static void shim_init(void)
 	pthread_atfork(shim_atfork_prepare, shim_atfork_parent,
 		       shim_atfork_child);
 	pthread_atfork(sw_atfork_prepare, sw_atfork_parent, sw_atfork_child);
+	shim_inherit();
 	__atomic_store_n(&shim_active, true, __ATOMIC_RELEASE);
 }
 
