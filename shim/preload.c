@@ -94,6 +94,7 @@ static void shim_resolve_all(void)
 	RESOLVE(execvp);
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
+	RESOLVE(prctl);
 }
 
 /* The switch makes its own real calls through sdp_sys: point it past us. */

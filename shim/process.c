@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -204,4 +205,28 @@ SHIM_EXPORT int execle(const char *path, const char *arg, ...)
 		return -1;
 	argv[n] = NULL;
 	return execve(path, argv, envp);
+}
+
+/*
+ * prctl: a program that puts itself in a seccomp sandbox (sshd's pre-auth
+ * child) may be killed for any system call its filter does not list; the
+ * switch is told, and leaves out at exit what such a filter would not
+ * allow (sw_sandboxed).
+ */
+SHIM_EXPORT int prctl(int option, ...)
+{
+	unsigned long a2, a3, a4, a5;
+	va_list ap;
+	int r;
+
+	va_start(ap, option);
+	a2 = va_arg(ap, unsigned long);
+	a3 = va_arg(ap, unsigned long);
+	a4 = va_arg(ap, unsigned long);
+	a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	r = REAL(prctl)(option, a2, a3, a4, a5);
+	if (option == PR_SET_SECCOMP && !r && shim_on())
+		sw_sandboxed();
+	return r;
 }

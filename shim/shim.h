@@ -91,6 +91,7 @@ struct shim_real {
 	int (*execvp)(const char *, char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
+	int (*prctl)(int, ...);
 };
 
 extern struct shim_real shim_real;

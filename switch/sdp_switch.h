@@ -149,6 +149,10 @@ void sw_atfork_child(void);
  * the environment entry SW_EXEC_ENV=... that tells the new program's
  * switch which inherited fds still have the peer's hello to drop; the
  * exec wrappers add it to the new program's environment. */
+/* The program entered a seccomp sandbox (prctl PR_SET_SECCOMP): from here
+ * on the switch makes no system call it can do without (the statistics
+ * file stays at exit, and later processes collect it). */
+void sw_sandboxed(void);
 #define SW_EXEC_ENV "SDP_EXEC_HELLO_SKIP"
 char *sw_before_exec(void);
 /* At start, after exec: a TCP fd named in SW_EXEC_ENV whose peer's
