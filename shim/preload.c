@@ -94,6 +94,7 @@ static void shim_resolve_all(void)
 	RESOLVE(execvp);
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
+	RESOLVE(prctl);
 }
 
 /* The switch makes its own real calls through sdp_sys: point it past us. */
@@ -171,6 +172,7 @@ static void shim_init(void)
 	pthread_atfork(shim_atfork_prepare, shim_atfork_parent,
 		       shim_atfork_child);
 	pthread_atfork(sw_atfork_prepare, sw_atfork_parent, sw_atfork_child);
+	shim_inherit();
 	__atomic_store_n(&shim_active, true, __ATOMIC_RELEASE);
 }
 

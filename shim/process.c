@@ -8,27 +8,74 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "shim.h"
+#include "fdtable.h"
 
 extern char **environ;
 
-static void shim_before_exec(void)
+/* Returns NULL, or the environment entry for the new program's switch
+ * (sw_before_exec), which the caller frees. */
+static char *shim_before_exec(void)
 {
+	char *e;
+
 	if (!shim_on())
-		return;
+		return NULL;
 	shim_enter();
-	sw_before_exec();
+	e = sw_before_exec();
 	shim_leave();
+	return e;
 }
+
+/* envp with entry added (an older one of the same name left out), or NULL
+ * without memory; the caller frees the array (not the strings). */
+static char **env_with(char *const envp[], char *entry)
+{
+	size_t n = 0, k = 0, nlen = strchr(entry, '=') - entry + 1;
+	char **v;
+
+	while (envp && envp[n])
+		n++;
+	v = malloc((n + 2) * sizeof(*v));
+	if (!v)
+		return NULL;
+	for (n = 0; envp && envp[n]; n++)
+		if (strncmp(envp[n], entry, nlen))
+			v[k++] = envp[n];
+	v[k++] = entry;
+	v[k] = NULL;
+	return v;
+}
+
+/* The exec calls below: with the entry, if any, in the environment of the
+ * new program; the entry is freed when exec fails. */
+#define EXEC_WITH_ENV(envp, call_env, call_plain) do {			\
+	char *e_ = shim_before_exec(), **v_;				\
+	int r_, saved_;							\
+									\
+	if (!e_)							\
+		return call_plain;					\
+	v_ = env_with(envp, e_);					\
+	r_ = v_ ? call_env(v_) : call_plain;				\
+	saved_ = errno;							\
+	free(v_);							\
+	free(e_);							\
+	errno = saved_;							\
+	return r_;							\
+} while (0)
 
 SHIM_EXPORT int execve(const char *path, char *const argv[],
 		       char *const envp[])
 {
-	shim_before_exec();
-	return REAL(execve)(path, argv, envp);
+#define CALL_ENV(v) REAL(execve)(path, argv, v)
+	EXEC_WITH_ENV(envp, CALL_ENV, REAL(execve)(path, argv, envp));
+#undef CALL_ENV
 }
 
 SHIM_EXPORT int execv(const char *path, char *const argv[])
@@ -38,21 +85,57 @@ SHIM_EXPORT int execv(const char *path, char *const argv[])
 
 SHIM_EXPORT int execvp(const char *file, char *const argv[])
 {
-	shim_before_exec();
-	return REAL(execvp)(file, argv);
+#define CALL_ENV(v) REAL(execvpe)(file, argv, v)
+	EXEC_WITH_ENV(environ, CALL_ENV, REAL(execvp)(file, argv));
+#undef CALL_ENV
 }
 
 SHIM_EXPORT int execvpe(const char *file, char *const argv[],
 			char *const envp[])
 {
-	shim_before_exec();
-	return REAL(execvpe)(file, argv, envp);
+#define CALL_ENV(v) REAL(execvpe)(file, argv, v)
+	EXEC_WITH_ENV(envp, CALL_ENV, REAL(execvpe)(file, argv, envp));
+#undef CALL_ENV
 }
 
 SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	shim_before_exec();
-	return REAL(fexecve)(fd, argv, envp);
+#define CALL_ENV(v) REAL(fexecve)(fd, argv, v)
+	EXEC_WITH_ENV(envp, CALL_ENV, REAL(fexecve)(fd, argv, envp));
+#undef CALL_ENV
+}
+
+/*
+ * After exec: the fds the previous program's switch named in SW_EXEC_ENV
+ * (FD:INO:GOT,...) still have their peer's hello to drop; they are managed
+ * here as TCP sockets that drop it (sw_sock_inherit). The entry is removed
+ * from the environment: it is about this process's fds only.
+ */
+void shim_inherit(void)
+{
+	const char *p = getenv(SW_EXEC_ENV);
+
+	while (p && *p) {
+		unsigned long long ino;
+		int fd, used = 0;
+		size_t got;
+		struct sw_sock *s;
+
+		if (sscanf(p, "%d:%llu:%zu%n", &fd, &ino, &got, &used) != 3 ||
+		    !used)
+			break;
+		p += used;
+		if (*p == ',')
+			p++;
+		shim_enter();
+		s = sw_sock_inherit(fd, ino, got);
+		if (s && fdt_install(fd, s)) {
+			sw_sock_unref(s);
+			s = NULL;
+		}
+		shim_leave();
+	}
+	unsetenv(SW_EXEC_ENV);
 }
 
 /* The execl family: gathers the variadic arguments into an argv on the
@@ -122,4 +205,28 @@ SHIM_EXPORT int execle(const char *path, const char *arg, ...)
 		return -1;
 	argv[n] = NULL;
 	return execve(path, argv, envp);
+}
+
+/*
+ * prctl: a program that puts itself in a seccomp sandbox (sshd's pre-auth
+ * child) may be killed for any system call its filter does not list; the
+ * switch is told, and leaves out at exit what such a filter would not
+ * allow (sw_sandboxed).
+ */
+SHIM_EXPORT int prctl(int option, ...)
+{
+	unsigned long a2, a3, a4, a5;
+	va_list ap;
+	int r;
+
+	va_start(ap, option);
+	a2 = va_arg(ap, unsigned long);
+	a3 = va_arg(ap, unsigned long);
+	a4 = va_arg(ap, unsigned long);
+	a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	r = REAL(prctl)(option, a2, a3, a4, a5);
+	if (option == PR_SET_SECCOMP && !r && shim_on())
+		sw_sandboxed();
+	return r;
 }

@@ -91,6 +91,7 @@ struct shim_real {
 	int (*execvp)(const char *, char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
+	int (*prctl)(int, ...);
 };
 
 extern struct shim_real shim_real;
@@ -154,6 +155,8 @@ static inline void shim_unref(struct sw_sock *s)
 /* Shared helpers of the wrappers (shim/sock_setup.c). */
 int shim_close_fd(int fd);
 void shim_closed_range(unsigned int first, unsigned int last);
+/* process.c: at start, the fds an exec'd-from switch named (SW_EXEC_ENV) */
+void shim_inherit(void);
 int shim_tcp_family(int fd);
 
 #endif /* SDP_SHIM_H */

@@ -982,7 +982,10 @@ void sw_atfork_child(void)
 	sw_stats_after_fork_child();
 }
 
-void sw_before_exec(void)
+char *sw_exec_hello_skips(void);
+
+char *sw_before_exec(void)
 {
 	sw_downgrade_all(false);
+	return sw_exec_hello_skips();
 }

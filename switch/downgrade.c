@@ -9,9 +9,11 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "sw_internal.h"
 
@@ -275,4 +277,80 @@ void sw_downgrade_all(bool capture)
 		sw_sock_unref(s);
 	}
 	free(v);
+}
+
+/*
+ * Before exec: a connection that fell back before the peer's hello came
+ * (a server that forked right after accept, as sshd does, before its
+ * client wrote) still has that hello to drop (sw_hello_skip). The new
+ * program must not read it: what is here is dropped now; for the rest, the
+ * new program's switch is told through its environment, as
+ * SW_EXEC_ENV=FD:INO:GOT,... (GOT: bytes of the hello already dropped), and
+ * drops it there (sw_sock_inherit). Returns that entry (malloc'd) or NULL.
+ */
+char *sw_exec_hello_skips(void);
+char *sw_exec_hello_skips(void)
+{
+	struct sw_sock **v;
+	int n = sw_sock_list(&v), i;
+	size_t len = 0, cap = 0;
+	char *env = NULL;
+
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+		struct stat sb;
+		char item[64];
+		int k;
+
+		pthread_mutex_lock(&s->lock);
+		if (s->state == SW_TCP && !s->closed && s->skip_hello)
+			sw_hello_skip(s, false);
+		if (s->state == SW_TCP && !s->closed && s->skip_hello &&
+		    !fstat(s->fd, &sb)) {
+			k = snprintf(item, sizeof(item), "%s%d:%llu:%zu",
+				     len ? "," : SW_EXEC_ENV "=", s->fd,
+				     (unsigned long long)sb.st_ino,
+				     s->hello_got);
+			if (len + k + 1 > cap) {
+				char *ne = realloc(env, cap + 4096);
+
+				if (ne) {
+					env = ne;
+					cap += 4096;
+				}
+			}
+			if (len + k + 1 <= cap) {
+				memcpy(env + len, item, k + 1);
+				len += k;
+			}
+		}
+		if (s->prefix_len > s->prefix_off)
+			SW_WARN("fd %d: %zu byte(s) taken while looking for a hello are lost to the program exec'd",
+				s->fd, s->prefix_len - s->prefix_off);
+		pthread_mutex_unlock(&s->lock);
+		sw_sock_unref(s);
+	}
+	free(v);
+	return env;
+}
+
+struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
+{
+	struct sw_sock *s;
+	struct stat sb;
+
+	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode) || sb.st_ino != ino ||
+	    got >= sizeof(struct sdp_hello) || (got && got < SDP_MAGIC_LEN))
+		return NULL;
+	s = sw_sock_new(fd, SW_TCP);
+	if (!s)
+		return NULL;
+	s->skip_hello = true;
+	/* the bytes dropped before exec: the magic, then the rest */
+	memcpy(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
+	s->hello_got = got;
+	s->fb_reason = SDP_FB_CUT;
+	if (s->st)
+		s->st->fb_reason = SDP_FB_CUT;
+	return s;
 }

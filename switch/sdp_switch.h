@@ -145,7 +145,21 @@ void sw_atfork_prepare(void);
 void sw_atfork_parent(void);
 void sw_atfork_child(void);
 /* exec(2) is about to replace the program: return every SAN connection to
- * TCP so the new program inherits plain TCP fds. */
-void sw_before_exec(void);
+ * TCP so the new program inherits plain TCP fds. Returns NULL, or (malloc'd)
+ * the environment entry SW_EXEC_ENV=... that tells the new program's
+ * switch which inherited fds still have the peer's hello to drop; the
+ * exec wrappers add it to the new program's environment. */
+/* The program entered a seccomp sandbox (prctl PR_SET_SECCOMP): from here
+ * on the switch makes no system call it can do without (the statistics
+ * file stays at exit, and later processes collect it). */
+void sw_sandboxed(void);
+#define SW_EXEC_ENV "SDP_EXEC_HELLO_SKIP"
+char *sw_before_exec(void);
+/* At start, after exec: a TCP fd named in SW_EXEC_ENV whose peer's
+ * hello may still come (sw_before_exec), got bytes of it dropped already:
+ * the socket to install for it, or NULL when fd is not that socket (any
+ * more). */
+struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino,
+				size_t got);
 
 #endif /* SDP_SWITCH_H */

@@ -1064,10 +1064,15 @@ int sw_rdma_wait(struct sw_sock *s, uint64_t ctx)
 			return -ECONNRESET;
 		if (ss->rdma_ctx_done == ctx)
 			break;
-		/* the staging mode needs the peer's progress */
+		/* the staging mode needs the peer's progress: a doorbell
+		 * wakes the peer; what it then does sends no message (it
+		 * copies our chunks out), so no doorbell comes back: the
+		 * provider's CQ tells of it (sw_cq_sleep_fd) */
 		if (ss->peer_wants_wake)
 			sw_doorbell_ring(s);
+		ss->rdma_waiting = true;
 		r = sw_session_wait(s, POLLIN, 0);
+		ss->rdma_waiting = false;
 		if (r < 0 && r != -ETIMEDOUT && r != -EINTR)
 			return r;
 	}
@@ -1114,7 +1119,9 @@ static bool arm_wake(struct sw_sock *s)
  * doorbell left to come), and our own sends and RDMA complete with no
  * doorbell at all. Such a wait sleeps on the provider's CQ as well, armed
  * here before the last check. A local provider's messages are in place
- * before the doorbell goes: its CQ keeps no fd (SDP_CAP_LOCAL_ONLY).
+ * before the doorbell goes: its CQ keeps no fd (SDP_CAP_LOCAL_ONLY), except
+ * for a wait on our own PENDING RDMA (shm's staging mode), which the
+ * peer's progress completes without a message, hence without a doorbell.
  * Returns the fd to add to the sleep, or -1.
  */
 int sw_cq_sleep_fd(struct sw_sock *s)
@@ -1122,7 +1129,8 @@ int sw_cq_sleep_fd(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 	int fd;
 
-	if (!ss->cq || (ss->prov->mod.info.caps & SDP_CAP_LOCAL_ONLY))
+	if (!ss->cq || ((ss->prov->mod.info.caps & SDP_CAP_LOCAL_ONLY) &&
+			!ss->rdma_waiting))
 		return -1;
 	fd = ss->prov->mod.ops.cq_notify_fd(ss->cq);
 	if (fd < 0 || ss->prov->mod.ops.cq_arm(ss->cq))

@@ -23,9 +23,19 @@ static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static char stat_path[300];
 static pid_t stat_pid;
 
+static bool sandboxed;
+
+/* A seccomp filter may kill the process for an unlink: the file then
+ * stays, and the next process that starts the switch collects it
+ * (stats_collect_stale), as it does the files of killed processes. */
+void sw_sandboxed(void)
+{
+	sandboxed = true;
+}
+
 static void stats_unlink(void)
 {
-	if (stat_path[0] && getpid() == stat_pid)
+	if (stat_path[0] && getpid() == stat_pid && !sandboxed)
 		unlink(stat_path);
 }
 
@@ -127,6 +137,8 @@ void sw_stats_after_fork_child(void)
 	if (!dir || !*dir)
 		dir = "/dev/shm";
 	stat_pid = getpid();
+	if (sandboxed)
+		goto keep;
 	snprintf(stat_path, sizeof(stat_path), "%s/sdp-stat.%d", dir,
 		 (int)stat_pid);
 	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

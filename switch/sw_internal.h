@@ -215,6 +215,9 @@ struct sw_session {
 	uint64_t rdma_ctx_next;
 	uint64_t rdma_ctx_done;
 	int rdma_status;
+	bool rdma_waiting;	/* in sw_rdma_wait: a PENDING op finishes
+				 * with the peer's progress (shm staging),
+				 * told by the provider's CQ, not TCP */
 
 	/* return to TCP (downgrade.c) */
 	bool dg_sent;		/* our data goes on TCP now */

@@ -258,6 +258,10 @@ static const struct {
 	  M_SEND_NONBLOCKING },
 	{ "write, echo", "SDP_PATH=write", "write", M_ECHO },
 	{ "no CMA, blocking", "SDP_SHM_NO_CMA=1", "any", M_SEND_BLOCKING },
+	/* staged RDMA writes into the receiver's ring (nginx's sendfile
+	 * to curl across uids hung here) */
+	{ "no CMA, non-blocking", "SDP_SHM_NO_CMA=1", "write",
+	  M_SEND_NONBLOCKING },
 	{ "no CMA, echo", "SDP_SHM_NO_CMA=1", "any", M_ECHO },
 	{ "read, blocking", "SDP_PATH=read", "read", M_SEND_BLOCKING },
 	{ "auto, echo", "SDP_PATH=auto", "any", M_ECHO },
