@@ -891,6 +891,18 @@ bool sw_poll_carried(struct sw_sock *s)
 	return r;
 }
 
+bool sw_poll_plain(struct sw_sock *s)
+{
+	bool r;
+
+	pthread_mutex_lock(&s->lock);
+	r = s->state == SW_TCP && !s->dg_marker && !s->skip_hello &&
+	    !s->prefix_len &&
+	    !(s->fork_buf && s->fork_buf->off < s->fork_buf->len);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 /*
  * For readiness.c, while the upgrade of s is pending: the fds besides the
  * TCP fd whose events move it on, so that a sleep watches them too: the

@@ -848,6 +848,13 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 				sw_sock_unref(s);
 			continue;	/* a ghost, gone */
 		}
+		if (s && e->live && e->known && !e->carried && !e->pend &&
+		    !e->out_veto && sw_poll_plain(s)) {
+			/* on TCP for good: the kernel answers for it, and
+			 * its reports pass through rd_ep_merge */
+			sw_sock_unref(s);
+			continue;
+		}
 		if (!s && !e->is_ep)
 			continue;
 		++*special;
@@ -1308,6 +1315,11 @@ static int rd_ps_lookup(struct rd_pollset *ps)
 
 	for (i = 0; i < ps->nfds; i++) {
 		ps->socks[i] = rd_lookup(ps->fds[i].fd);
+		if (ps->socks[i] && sw_poll_plain(ps->socks[i])) {
+			/* on TCP for good: a plain fd to poll */
+			sw_sock_unref(ps->socks[i]);
+			ps->socks[i] = NULL;
+		}
 		ps->eps[i] = ps->socks[i] ? NULL : rd_ep_get(ps->fds[i].fd);
 		ps->veto[i] = false;
 		n += rd_ps_special(ps, i);

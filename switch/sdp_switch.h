@@ -130,6 +130,12 @@ void sw_poll_upgrade_woken(struct sw_sock *s);
  * readiness comes from sw_poll_revents/sw_poll_arm.
  */
 bool sw_poll_carried(struct sw_sock *s);
+/*
+ * True once s is on TCP for good with nothing of the switch's left in its
+ * stream (no bytes held back, no marker or hello still to drop): its
+ * readiness is the kernel's alone, and a wait on it needs no busy-poll.
+ */
+bool sw_poll_plain(struct sw_sock *s);
 /* Longest a wait over switch sockets should sleep before re-arming (so
  * idle connections can give buffers back), or -1 for no limit. */
 int sw_idle_sleep_ms(void);

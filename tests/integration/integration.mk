@@ -3,7 +3,7 @@
 # under LD_PRELOAD (each checks the bytes it receives), and the runner that
 # starts them, with the ASan runtime first when SANITIZE=1.
 
-ITEST_PROGS := epoll_et epoll_carried epoll_oneshot epoll_two_sets epoll_nested \
+ITEST_PROGS := epoll_et epoll_carried plain_idle epoll_oneshot epoll_two_sets epoll_nested \
 	poll_mixed dup2_sock fork_conn threads_conn prefork epoll_upgrade \
 	poll_upgrade fork_peer server_first \
 	stream_close upgrade_flush shut_pending fork_exec seccomp_exit
