@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "fdtable.h"
+#include "readiness.h"
 
 #define FDT_STRIPES 64
 #define FDT_MIN_SIZE 1024
@@ -247,9 +248,15 @@ int fdt_install(int fd, struct sw_sock *s)
 	pthread_mutex_unlock(m);
 	if (old) {
 		/* The fd was closed behind our back (raw syscall): forget the
-		 * stale socket; its fd is gone, so no sw_close. */
+		 * stale socket; its fd is gone, so no sw_close. So are its
+		 * epoll registrations, which the kernel dropped with the file:
+		 * a kept one answered EEXIST to the new socket's ADD and the
+		 * kernel ENOENT to the MOD that follows (libuv, which closes
+		 * with syscall(SYS_close), then aborts: node's http server
+		 * died on the first connection after a closed one's fd). */
 		cnt_update(old, fd, false, &primary);
 		sw_sock_unref(old);
+		rd_fds_closed(fd, fd);
 	}
 	return 0;
 }
