@@ -125,7 +125,12 @@ static int head_wait(struct sw_sock *s)
 		}
 	}
 	i = sw_upgrade_nap_ms(s);
-	if (atomic_load(&s->users) > 1 && (!i || i > 2))
+	/* Another thread of the program may take the doorbell that says
+	 * the peer's bytes now come by the provider (its wait drains the
+	 * TCP fd), also one that started its call after this check; with a
+	 * provider connection up that news is at most a few ms away, so
+	 * the sleep looks again every 2 ms until then. */
+	if ((atomic_load(&s->users) > 1 || s->ss.ep) && (!i || i > 2))
 		i = 2;
 	pthread_mutex_unlock(&s->lock);
 	r = sdp_sys.poll(pf, n, i ? i : -1);

@@ -348,7 +348,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	uint8_t *buf, *p;
 	size_t left = paylen;
 	uint16_t credits = 0;
-	bool peer_starved;
+	bool peer_starved, news;
 	int i, r;
 
 	if (sizeof(*h) + bodylen + paylen > ss->peer_msg_size &&
@@ -397,12 +397,22 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 			ss->peer_credits -= credits;
 			return r;
 		}
-		if (r == SDP_PENDING)
+		if (r == SDP_PENDING) {
 			ss->send_busy[k] = 1;
+			ss->sends_pending++;
+		}
 	} else if (r < 0) {
 		return r;
 	}
 	ss->tx_seq++;
+	/* credits returned (in any message's header) to a peer that had
+	 * none left are news; a WAKE_ME or CREDIT otherwise tells a
+	 * sleeping peer nothing to wake for (two idle readers rang each
+	 * other awake with them, 1,800 times a second each way) */
+	news = (peer_starved && credits) ||
+	       (type != SDP_MSG_WAKE_ME && type != SDP_MSG_CREDIT);
+	if (news)
+		ss->tx_news_seq = ss->tx_seq;
 	sw_credit_consume(ss);
 	if (type == SDP_MSG_DATA || type == SDP_MSG_RDATA ||
 	    type == SDP_MSG_WDATA || type == SDP_MSG_FIN ||
@@ -419,7 +429,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	     type == SDP_MSG_WDATA || type == SDP_MSG_XOFFER ||
 	     type == SDP_MSG_OOB || type == SDP_MSG_FIN))
 		sw_switch_bell(s);
-	if (ss->peer_wants_wake && type != SDP_MSG_WAKE_ME)
+	if (ss->peer_wants_wake && news)
 		sw_doorbell_ring(s);
 	return 0;
 }
@@ -823,8 +833,9 @@ static int on_control(struct sw_sock *s, uint32_t idx,
 		if (h->len || w.reserved)
 			return proto_error(s, "malformed WAKE_ME");
 		ss->peer_waiting = true;
-		/* sent before we saw this: the peer may sleep on it unseen */
-		if (w.seen_seq != ss->tx_seq)
+		/* news sent before the peer asked: it may sleep on it unseen
+		 * (seen_seq counts the messages it has taken) */
+		if ((int32_t)(ss->tx_news_seq - w.seen_seq) > 0)
 			sw_doorbell_ring(s);
 		else
 			ss->peer_wants_wake = true;
@@ -1021,9 +1032,13 @@ int sw_progress(struct sw_sock *s)
 				break;
 			case SDP_OP_SEND:
 				if (c[i].context >= CTX_SEND_BASE &&
-				    c[i].context < CTX_SEND_BASE + SW_MAX_BUFS)
+				    c[i].context < CTX_SEND_BASE + SW_MAX_BUFS &&
+				    ss->send_busy[c[i].context -
+						  CTX_SEND_BASE]) {
 					ss->send_busy[c[i].context -
 						      CTX_SEND_BASE] = 0;
+					ss->sends_pending--;
+				}
 				if (c[i].status)
 					ss->peer_dead = true;
 				break;
@@ -1192,7 +1207,11 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 		return r;
 	if (atomic_load(&s->event_seq) != seq)
 		return 0;
-	if (ss->peer_wants_wake)
+	/* what we wait for may need the peer's progress (our queued sends,
+	 * our RDMA in the provider's staging mode): a peer asleep must be
+	 * woken for it. Nothing of ours pending: no doorbell, or two idle
+	 * ends wake each other for ever. */
+	if (ss->peer_wants_wake && (ss->sends_pending || ss->rdma_waiting))
 		sw_doorbell_ring(s);
 	if (deadline_ns) {
 		uint64_t now = sw_now_ns();

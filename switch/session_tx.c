@@ -237,6 +237,7 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 	struct sdp_rmr *rmr;
 	struct sdp_mr *mr;
 	unsigned spins = 0, steps = 0, relax = 0;
+	bool hurry;
 	uint32_t seq;
 	int r;
 
@@ -291,11 +292,16 @@ static ssize_t send_xoffer(struct sw_sock *s, uint8_t *p, size_t len,
 				deadline = now + bound;
 			}
 			claim_end = now + claim_bound;
+			/* another thread of ours waits for this socket's
+			 * lock (a reader the peer's own offer may wait for:
+			 * Java's echo clients jammed both ends until the
+			 * bound ran out): the offer goes back at once */
+			hurry = atomic_load(&s->users) > 1;
 			/* a receiver told its data is readable must find
 			 * bytes when it reads: take the offer back only
 			 * when a DATA message can follow at once (or,
 			 * without credits, after ten bounds) */
-			if ((now >= deadline &&
+			if (((now >= deadline || hurry) &&
 			     (sw_credit_can_send(ss, SDP_MSG_DATA) ||
 			      now >= deadline + 9 * bound)) || tx_error(s)) {
 				if (!atomic_compare_exchange_strong(

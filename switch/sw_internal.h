@@ -138,6 +138,7 @@ struct sw_session {
 	uint32_t nrecv;		/* receive buffers present */
 	struct sw_buf_slot sslot[SW_MAX_BUFS]; /* send: allocated on demand */
 	uint8_t send_busy[SW_MAX_BUFS];	/* 1 while a send is pending */
+	uint32_t sends_pending;		/* how many of send_busy are 1 */
 	uint32_t nsend;		/* send slots present */
 	uint32_t send_next;
 	uint64_t last_rx_ns;	/* last message that carried data */
@@ -202,6 +203,9 @@ struct sw_session {
 	size_t wdata_piece;	/* largest RDMA write into the peer's ring */
 
 	/* wake-ups */
+	uint32_t tx_news_seq;	/* tx_seq after our last message that is
+				 * news to the peer (anything but WAKE_ME and
+				 * a CREDIT to a peer that was not short) */
 	bool peer_waiting;	/* peer sleeps waiting for data: RDATA pays */
 	bool peer_wants_wake;	/* peer asked for a doorbell */
 	bool wake_armed;	/* we asked the peer for one */
