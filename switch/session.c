@@ -348,7 +348,7 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	uint8_t *buf, *p;
 	size_t left = paylen;
 	uint16_t credits = 0;
-	bool peer_starved, news;
+	bool peer_starved, peer_short, news;
 	int i, r;
 
 	if (sizeof(*h) + bodylen + paylen > ss->peer_msg_size &&
@@ -364,6 +364,11 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 			return -EAGAIN;
 	}
 	peer_starved = ss->peer_credits <= 1;
+	/* the peer short of buffers: a credit return may be what it waits
+	 * for, if it asked (its count here can be high by the messages
+	 * still on their way, so "short" is generous: half the pool) */
+	peer_short = peer_starved ||
+		     ss->peer_credits * 2 <= (int32_t)ss->nrecv;
 	r = send_inline(s, type, body, bodylen, iov, iovcnt, paylen, &credits);
 	if (r == -EAGAIN) {
 		r = send_buf_get(s, &k);
@@ -405,11 +410,11 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		return r;
 	}
 	ss->tx_seq++;
-	/* credits returned (in any message's header) to a peer that had
-	 * none left are news; a WAKE_ME or CREDIT otherwise tells a
-	 * sleeping peer nothing to wake for (two idle readers rang each
-	 * other awake with them, 1,800 times a second each way) */
-	news = (peer_starved && credits) ||
+	/* credits returned (in any message's header) to a peer short of
+	 * them are news; a WAKE_ME or CREDIT otherwise tells a sleeping
+	 * peer nothing to wake for (two idle readers rang each other awake
+	 * with them, 1,800 times a second each way) */
+	news = (peer_short && credits) ||
 	       (type != SDP_MSG_WAKE_ME && type != SDP_MSG_CREDIT);
 	if (news)
 		ss->tx_news_seq = ss->tx_seq;

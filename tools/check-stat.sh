@@ -262,7 +262,15 @@ for _ in $(seq 50); do
 	[ -s "$work/srv5.ready" ] && break
 	sleep 0.1
 done
-"$stat_bin" --json >"$work/all5.json" 2>"$work/all5.err"
+# the forked child writes its own file as it starts: look until it is there
+for _ in $(seq 30); do
+	"$stat_bin" --json >"$work/all5.json" 2>"$work/all5.err"
+	python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))["processes"]
+sys.exit(0 if any(x["ppid"] == int(sys.argv[2]) for x in p) else 1)' \
+		"$work/all5.json" "$srv" 2>/dev/null && break
+	sleep 0.1
+done
 python3 - "$work/all5.json" "$srv" "$((4 << 20))" "$(cat "$work/srv5.ready" 2>/dev/null)" <<'PY'
 import json, sys
 procs = json.load(open(sys.argv[1]))["processes"]
