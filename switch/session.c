@@ -1252,6 +1252,11 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	}
 	pthread_mutex_lock(&s->lock);
 	sw_spin_slept(&s->spin, slept, r > 0);
+	/* closed by another thread meanwhile: the session is gone and the
+	 * fd number may already name another file, whose bytes are not
+	 * ours to drain */
+	if (s->closed && !ss->prov)
+		return -EBADF;
 	if (cfd >= 0 && ss->cq)
 		ss->prov->mod.ops.cq_ack(ss->cq);
 	sw_doorbell_drain(s);

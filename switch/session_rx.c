@@ -479,7 +479,10 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			errno = ECONNRESET;
 			return -1;
 		}
-		if (ss->fin_rcvd)
+		/* another thread closed the socket (or dup2'ed a file over
+		 * it, as the JDK does to interrupt a blocked read): the read
+		 * ends as on the file that now has the number, at its end */
+		if (ss->fin_rcvd || s->closed)
 			break;
 		if (sw_peer_ended(s)) {
 			SW_DBG("fd %d: end of stream without FIN (provider: peer gone %d, TCP closed %d)",

@@ -492,6 +492,9 @@ static int tx_error(struct sw_sock *s)
 
 	if (ss->abort_rcvd || ss->error)
 		return ECONNRESET;
+	/* closed by another thread: its session is gone */
+	if (s->closed && !ss->prov)
+		return EPIPE;
 	/* a FIN waiting to go waits for the bytes kept in s->ptx: they were
 	 * written before the close or shutdown, and go first */
 	if (ss->fin_sent || (ss->fin_pending && !ptx_busy))
