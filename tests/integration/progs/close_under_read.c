@@ -42,16 +42,7 @@ int main(int argc, char **argv)
 	tp_start("close_under_read", 30);
 	sigaction(SIGUSR1, &sa, NULL);
 	tp_pair(family, &c, &fd);
-	/* both sides moved on until the connection is carried */
-	t0 = tp_ms() + 5000;
-	while (!tp_conn_stats(c) || !tp_conn_stats(fd) ||
-	       tp_conn_stats(c)->state != TP_STATE_SAN ||
-	       tp_conn_stats(fd)->state != TP_STATE_SAN) {
-		TP_CHECK(tp_ms() < t0, "not carried within 5 s");
-		TP_CHECK(send(c, "", 0, MSG_NOSIGNAL) == 0 &&
-			 send(fd, "", 0, MSG_NOSIGNAL) == 0, "empty send");
-		usleep(1000);
-	}
+	tp_carry_both(c, fd);
 	tp_send(c, 3, 0, 5000);
 	tp_recv(fd, 3, 0, 5000);
 	/* the pre-closed socket: one end of a pair whose other end holds

@@ -16,15 +16,6 @@
 
 static int fds[2];
 
-static long cpu_ms(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
-	       ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
-}
-
 /* Blocks in recv until the other end speaks: 100 bytes of stream 7 + i. */
 static void *reader(void *arg)
 {
@@ -45,15 +36,7 @@ int main(int argc, char **argv)
 
 	tp_start("idle_readers", 30);
 	tp_pair(family, &fds[0], &fds[1]);
-	/* both ends in one process: each one's calls move its side on */
-	c0 = tp_ms() + 5000;
-	while (!(a = tp_conn_stats(fds[0])) || !(b = tp_conn_stats(fds[1])) ||
-	       a->state != TP_STATE_SAN || b->state != TP_STATE_SAN) {
-		TP_CHECK(tp_ms() < c0, "not carried within 5 s");
-		TP_CHECK(send(fds[0], "", 0, MSG_NOSIGNAL) == 0 &&
-			 send(fds[1], "", 0, MSG_NOSIGNAL) == 0, "empty send");
-		usleep(1000);
-	}
+	tp_carry_both(fds[0], fds[1]);
 	/* traffic both ways first: credits and buffers in use */
 	for (i = 0; i < 8; i++) {
 		tp_send(fds[0], 1, (size_t)i * 20000, 20000);
@@ -70,9 +53,9 @@ int main(int argc, char **argv)
 			 "pthread_create");
 	usleep(100 * 1000);	/* both asleep, their wake-me sent */
 	wake0 = a->wakeups + b->wakeups;
-	c0 = cpu_ms();
+	c0 = tp_cpu_ms();
 	usleep(IR_IDLE_MS * 1000);
-	spent = cpu_ms() - c0;
+	spent = tp_cpu_ms() - c0;
 	wake1 = a->wakeups + b->wakeups;
 	TP_CHECK(spent <= IR_CPU_MS && wake1 - wake0 <= 10,
 		 "two idle readers used %ld ms of CPU in %d ms with %llu "

@@ -18,15 +18,6 @@
 #define PI_CPU_MS 15	/* for PI_WAITS sleeps of 1 ms; a busy-poll of the
 			 * smallest budget (50 us) each would take 20 ms */
 
-static long cpu_ms(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
-	       ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
-}
-
 /* n bytes of stream id from off, written by the raw client. */
 static void raw_send(int fd, unsigned int id, size_t off, size_t n)
 {
@@ -87,20 +78,20 @@ int main(int argc, char **argv)
 	ep = epoll_create1(0);
 	TP_CHECK(ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev),
 		 "epoll set");
-	t0 = cpu_ms();
+	t0 = tp_cpu_ms();
 	for (i = 0; i < PI_WAITS; i++)
 		TP_CHECK(epoll_wait(ep, &out, 1, 1) == 0,
 			 "epoll reported an idle connection");
-	spent = cpu_ms() - t0;
+	spent = tp_cpu_ms() - t0;
 	TP_CHECK(spent <= PI_CPU_MS, "%d epoll waits of 1 ms on a TCP "
 		 "connection used %ld ms of CPU", PI_WAITS, spent);
 	pf.fd = s;
 	pf.events = POLLIN;
-	t0 = cpu_ms();
+	t0 = tp_cpu_ms();
 	for (i = 0; i < PI_WAITS; i++)
 		TP_CHECK(poll(&pf, 1, 1) == 0, "poll reported an idle "
 			 "connection");
-	spent = cpu_ms() - t0;
+	spent = tp_cpu_ms() - t0;
 	TP_CHECK(spent <= PI_CPU_MS, "%d polls of 1 ms on a TCP connection "
 		 "used %ld ms of CPU", PI_WAITS, spent);
 

@@ -11,22 +11,6 @@
 #include <sys/syscall.h>
 #include "tp_stats.h"
 
-static void carry(int c, int s)
-{
-	const struct sw_conn_stats *a = NULL, *b = NULL;
-	long end = tp_ms() + 5000;
-
-	while (!(a = tp_conn_stats(c)) || !(b = tp_conn_stats(s)) ||
-	       a->state != TP_STATE_SAN || b->state != TP_STATE_SAN) {
-		TP_CHECK(tp_ms() < end, "not carried by the provider within "
-			 "5 s (states %d, %d)", a ? (int)a->state : -1,
-			 b ? (int)b->state : -1);
-		TP_CHECK(send(c, "", 0, MSG_NOSIGNAL) == 0 &&
-			 send(s, "", 0, MSG_NOSIGNAL) == 0, "empty send");
-		usleep(1000);
-	}
-}
-
 static int conn(int l, struct sockaddr_storage *ss, socklen_t len, int *s)
 {
 	int c = socket(ss->ss_family, SOCK_STREAM, 0);
@@ -55,7 +39,7 @@ int main(int argc, char **argv)
 	tp_send(c, 1, 0, 100000);
 	TP_CHECK(epoll_wait(ep, &out, 1, 5000) == 1, "epoll_wait");
 	tp_recv(s, 1, 0, 100000);
-	carry(c, s);
+	tp_carry_both(c, s);
 	/* the set's waits keep the carried socket's entry from now on */
 	tp_send(c, 1, 100000, 10);
 	TP_CHECK(epoll_wait(ep, &out, 1, 5000) == 1, "epoll_wait carried");

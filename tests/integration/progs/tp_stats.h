@@ -8,6 +8,7 @@
 #define TP_STATS_H
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include "stats.h"
 #include "tprog.h"
 
@@ -64,6 +65,35 @@ static inline void tp_wait_carried(int c)
 		TP_CHECK(send(c, "", 0, MSG_NOSIGNAL) == 0, "empty send");
 		usleep(1000);
 	}
+}
+
+/* Both ends of a connection in this one process: each side's calls move
+ * its own upgrade on, so both are nudged (empty sends) until both are
+ * carried by the provider (5 s at most). */
+static inline void tp_carry_both(int c, int s)
+{
+	const struct sw_conn_stats *a = NULL, *b = NULL;
+	long end = tp_ms() + 5000;
+
+	while (!(a = tp_conn_stats(c)) || !(b = tp_conn_stats(s)) ||
+	       a->state != TP_STATE_SAN || b->state != TP_STATE_SAN) {
+		TP_CHECK(tp_ms() < end, "not carried by the provider within "
+			 "5 s (states %d, %d)", a ? (int)a->state : -1,
+			 b ? (int)b->state : -1);
+		TP_CHECK(send(c, "", 0, MSG_NOSIGNAL) == 0 &&
+			 send(s, "", 0, MSG_NOSIGNAL) == 0, "empty send");
+		usleep(1000);
+	}
+}
+
+/* CPU milliseconds this process (all its threads) has used. */
+static inline long tp_cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
+	       ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 }
 
 #endif /* TP_STATS_H */
