@@ -56,15 +56,8 @@ int main(int argc, char **argv)
 		family = AF_INET6;
 	tp_start("fork_exec", 50);
 	l = tp_listener(family, 4, &ss, &len);
-	cli = fork();
-	TP_CHECK(cli >= 0, "fork");
-	if (cli == 0) {
-		tp_name = "fork_exec (client)";
-		close(l);
-		for (i = 0; i < FE_ROUNDS; i++)
-			fe_client(&ss, len, family, i);
-		_exit(0);
-	}
+	cli = tp_fork_client(l, "fork_exec (client)", FE_ROUNDS, fe_client, &ss, len,
+			     family);
 	for (i = 0; i < FE_ROUNDS; i++) {
 		char fds[16], rounds[16];
 

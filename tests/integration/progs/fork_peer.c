@@ -92,15 +92,8 @@ int main(int argc, char **argv)
 
 	tp_start("fork_peer", 50);
 	l = tp_listener(family, 4, &ss, &len);
-	cli = fork();
-	TP_CHECK(cli >= 0, "fork");
-	if (cli == 0) {
-		tp_name = "fork_peer (client)";
-		close(l);
-		for (i = 0; i < FP_ROUNDS; i++)
-			fp_client(&ss, len, family, i);
-		_exit(0);
-	}
+	cli = tp_fork_client(l, "fork_peer (client)", FP_ROUNDS, fp_client, &ss, len,
+			     family);
 	for (i = 0; i < FP_ROUNDS; i++) {
 		s = accept(l, NULL, NULL);
 		TP_CHECK(s >= 0, "accept");

@@ -204,6 +204,29 @@ static inline pid_t tp_fork_server(int family, const char *name,
 	return pid;
 }
 
+/* Forks a client process, named NAME, that runs client(ss, len, family, i)
+ * for i = 0 .. rounds - 1 against the listener l (which it closes) and
+ * exits; returns its pid. */
+static inline pid_t tp_fork_client(int l, const char *name, int rounds,
+				   void (*client)(const struct sockaddr_storage *,
+						  socklen_t, int, int),
+				   const struct sockaddr_storage *ss,
+				   socklen_t len, int family)
+{
+	pid_t pid = fork();
+	int i;
+
+	TP_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		tp_name = name;
+		close(l);
+		for (i = 0; i < rounds; i++)
+			client(ss, len, family, i);
+		_exit(0);
+	}
+	return pid;
+}
+
 static inline long tp_ms(void)
 {
 	struct timespec ts;
