@@ -540,4 +540,84 @@ static inline void sw_event(struct sw_sock *s)
 	atomic_fetch_add_explicit(&s->event_seq, 1, memory_order_relaxed);
 }
 
+/* ---- TEMP ---- */
+#define DG_TIMEOUT_NS 2000000000ull
+/* A read that found its offer taken back waits this long at most for the
+ * bytes the sender sends instead at once: only a descheduled sender (a busy
+ * machine) takes more than microseconds. */
+#define SW_XSLOT_REFILL_NS (50 * 1000000ull)
+
+/* buffers.c */
+int sw_recv_post_new(struct sw_sock *s, uint32_t idx);
+/* connect.c */
+bool sw_client_listening(const struct sw_sock *s);
+void sw_client_listen_due(struct sw_sock *s);
+uint64_t sw_client_listen_at(const struct sw_sock *s);
+/* credits.c */
+int sw_credit_send_releases(struct sw_sock *s);
+/* discovery.c */
+bool sw_switch_listens_at(struct sw_provider *p,
+			      const struct sockaddr *addr, socklen_t len);
+void sw_speaks_first_note(const struct sockaddr_storage *ss);
+bool sw_speaks_first_known(const struct sockaddr_storage *ss);
+/* fallback.c */
+void sw_peer_text(const struct sw_sock *s, char *buf, size_t len);
+/* fork_exec.c */
+char *sw_exec_hello_skips(void);
+void sw_downgrade_all(bool capture);
+/* iov.c */
+size_t sw_iov_total(const struct iovec *iov, int n);
+void sw_iov_at(const struct iovec *iov, int n, size_t off, uint8_t **p,
+		   size_t *len);
+int sw_iov_slice(const struct iovec *iov, int n, size_t off, size_t len,
+		     struct iovec *out);
+/* rdma_read.c */
+int sw_rdata_pull(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
+		       size_t len);
+ssize_t sw_rdata_send(struct sw_sock *s, uint8_t *p, size_t len);
+int sw_rdata_on_msg(struct sw_sock *s, uint32_t idx,
+		    const struct sdp_msg_hdr *h, const void *body);
+int sw_rdata_on_ack(struct sw_sock *s, uint32_t idx,
+		  const struct sdp_msg_hdr *h, const void *body);
+/* rdma_write.c */
+bool sw_staging_wait(struct sw_sock *s);
+ssize_t sw_wdata_send(struct sw_sock *s, uint8_t *p, size_t len);
+int sw_wdata_on_msg(struct sw_sock *s, uint32_t idx,
+		    const struct sdp_msg_hdr *h, const void *body);
+/* session.c */
+int sw_session_prepare(struct sw_sock *s, struct sw_provider *p);
+/* session_msg.c */
+int sw_proto_error(struct sw_sock *s, const char *why);
+uint64_t sw_rdma_ctx_new(struct sw_session *ss);
+/* session_rx.c */
+void sw_rxq_push(struct sw_session *ss, struct rx_item *it);
+/* session_tx.c */
+int sw_tx_error(struct sw_sock *s);
+bool sw_ptx_due(struct sw_sock *s);
+/* stats.c */
+void sw_stats_after_fork_child(void);
+/* tcp_inband.c */
+int sw_hello_server_read(struct sw_sock *s);
+ssize_t sw_hello_server_send(struct sw_sock *s, int status,
+				 const struct msghdr *msg, int flags);
+/* upgrade.c */
+void sw_upgrade_advance(struct sw_sock *s);
+void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port);
+void sw_upgrade_server_hello_take(struct sw_sock *s);
+void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing);
+void sw_upgrade_client_hello_sent(struct sw_sock *s);
+void sw_name_copy(char dst[SDP_PROVIDER_NAME_LEN], const char *src);
+bool sw_fd_nonblocking(int fd);
+void sw_fallback_count(int reason);
+/* xslot.c */
+ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
+			  size_t len, uint64_t skip, bool consume);
+void sw_xslot_drop(struct sw_session *ss, struct rx_item *it,
+		       struct rx_item **peek_it, uint64_t *peek_off);
+void sw_xslot_attach(struct sw_sock *s);
+ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
+			   bool nb);
+int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
+		     const struct sdp_msg_hdr *h, const void *body);
+
 #endif /* SW_INTERNAL_H */
