@@ -93,28 +93,19 @@ static size_t msg_total(const struct msghdr *msg)
 static int head_wait(struct sw_sock *s)
 {
 	struct pollfd pf[3] = { { .fd = s->fd, .events = POLLIN } };
-	int n = 1, i, cfd = -1, r;
+	int fds[2];
+	int n, i, cfd, r;
 
 	/* a non-blocking connect the program now waits on finishes first */
 	if (s->state == SW_CONNECTING)
 		pf[0].events |= POLLOUT;
 
-	if (s->state == SW_UPGRADING && !s->ss.ep && s->is_client) {
-		for (i = 0; i < sw_nproviders && n < 3; i++) {
-			if (!s->plisten[i])
-				continue;
-			pf[n].fd = sw_providers[i].mod.ops.listener_fd(
-				s->plisten[i]);
-			pf[n].events = POLLIN;
-			n += pf[n].fd >= 0;
-		}
-	} else if (s->ss.ep && !s->ss.switch_rcvd) {
-		cfd = sw_cq_sleep_fd(s);
-		if (cfd >= 0) {
-			pf[n].fd = cfd;
-			pf[n++].events = POLLIN;
-		}
+	n = sw_upgrade_fds(s, fds, 2, &cfd);
+	for (i = 0; i < n; i++) {
+		pf[1 + i].fd = fds[i];
+		pf[1 + i].events = POLLIN;
 	}
+	n++;
 	i = sw_upgrade_nap_ms(s);
 	/* Another thread of the program may take the doorbell that says
 	 * the peer's bytes now come by the provider (its wait drains the

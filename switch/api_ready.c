@@ -238,10 +238,8 @@ bool sw_poll_plain(struct sw_sock *s)
 
 /*
  * For readiness.c, while the upgrade of s is pending: the fds besides the
- * TCP fd whose events move it on, so that a sleep watches them too: the
- * provider listener of a client waiting for the server's connection, and,
- * across a wire, the CQ that brings the peer's SWITCH (a local provider's
- * peer rings a doorbell on TCP instead). *tcp_in: the TCP fd must be
+ * TCP fd whose events move it on (sw_upgrade_fds), so that a sleep watches
+ * them too. *tcp_in: the TCP fd must be
  * watched for POLLIN whatever the program asked (the server's hello). With
  * max 0, only asks. Returns -1 when nothing of s is pending, -2 when the
  * upgrade moved on here (do not sleep), else the number of fds.
@@ -250,7 +248,7 @@ int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max, bool *tcp_in,
 			int *nap_ms)
 {
 	enum sw_state was;
-	int n = -1, i, fd;
+	int n = -1, fd;
 
 	*tcp_in = false;
 	*nap_ms = 0;
@@ -264,20 +262,7 @@ int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max, bool *tcp_in,
 	if (!max)
 		goto unlock;
 	*nap_ms = sw_upgrade_nap_ms(s);
-	if (s->state == SW_UPGRADING && s->is_client && !s->ss.ep) {
-		for (i = 0; i < sw_nproviders && n < max; i++) {
-			if (!s->plisten[i])
-				continue;
-			fd = sw_providers[i].mod.ops.listener_fd(
-				s->plisten[i]);
-			if (fd >= 0)
-				fds[n++] = fd;
-		}
-	} else if (s->ss.ep && !s->ss.switch_rcvd) {
-		fd = sw_cq_sleep_fd(s);
-		if (fd >= 0)
-			fds[n++] = fd;
-	}
+	n = sw_upgrade_fds(s, fds, max, &fd);
 	/* look once more before the caller sleeps */
 	sw_upgrade_advance(s);
 	if (s->state != was)

@@ -602,6 +602,7 @@ ssize_t sw_hello_server_send(struct sw_sock *s, int status,
 				 const struct msghdr *msg, int flags);
 /* upgrade.c */
 void sw_upgrade_advance(struct sw_sock *s);
+int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd);
 void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port);
 void sw_upgrade_server_hello_take(struct sw_sock *s);
 void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing);

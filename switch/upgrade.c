@@ -705,3 +705,35 @@ void sw_upgrade_advance(struct sw_sock *s)
 	if (sw_pending(s))
 		sw_upgrade_progress(s);
 }
+
+/*
+ * The fds besides the TCP fd whose events move the pending upgrade of s on,
+ * up to max into fds: the provider listeners of a client waiting for the
+ * server's connection, or, across a wire, the CQ that brings the peer's
+ * SWITCH (a local provider's peer rings a doorbell on TCP instead). *cq_fd:
+ * the CQ's fd among them, armed (the caller acks it after its sleep), or -1.
+ * Returns their number.
+ */
+int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd)
+{
+	int n = 0, i, fd;
+
+	*cq_fd = -1;
+	if (s->state == SW_UPGRADING && s->is_client && !s->ss.ep) {
+		for (i = 0; i < sw_nproviders && n < max; i++) {
+			if (!s->plisten[i])
+				continue;
+			fd = sw_providers[i].mod.ops.listener_fd(
+				s->plisten[i]);
+			if (fd >= 0)
+				fds[n++] = fd;
+		}
+	} else if (s->ss.ep && !s->ss.switch_rcvd && max > 0) {
+		fd = sw_cq_sleep_fd(s);
+		if (fd >= 0) {
+			fds[n++] = fd;
+			*cq_fd = fd;
+		}
+	}
+	return n;
+}
