@@ -15,7 +15,17 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "buffers.h"
+#include "core.h"
+#include "credits.h"
+#include "fallback.h"
+#include "session.h"
+#include "session_msg.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wakeup.h"
 
 int sw_shutdown(struct sw_sock *s, int how)
 {

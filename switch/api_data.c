@@ -15,7 +15,20 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "core.h"
+#include "credits.h"
+#include "downgrade.h"
+#include "fork_exec.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "status.h"
+#include "sys.h"
+#include "tcp_head.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wakeup.h"
 
 /* TCP state: the bytes taken while looking for a hello come first. */
 static ssize_t tcp_prefix(struct sw_sock *s, struct msghdr *msg, int flags)
@@ -123,12 +136,10 @@ static int head_wait(struct sw_sock *s)
 	return r == -EINTR ? -EINTR : 0;
 }
 
-#define HEAD_FELL_BACK (-1002)
-
 /*
  * Before the peer's switch point: its program's bytes from TCP, then
  * (MSG_WAITALL) the rest from the SAN. Returns bytes, -1 with errno, or
- * HEAD_FELL_BACK when the connection fell back before a byte was read.
+ * SW_HEAD_FELL_BACK when the connection fell back before a byte was read.
  */
 static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 {
@@ -170,7 +181,7 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 		if (s->state == SW_TCP)
 			/* fell back: the rest of the stream is plain TCP,
 			 * after what the switch took from it (tcp_recvmsg) */
-			return got ? (ssize_t)got : HEAD_FELL_BACK;
+			return got ? (ssize_t)got : SW_HEAD_FELL_BACK;
 		if (s->rx_san) {
 			msg_advance(msg, got, &m, scratch);
 			r = got == want ? 0 :
@@ -228,14 +239,14 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 		if (s->state == SW_HELLO_PENDING)
 			sw_upgrade_hello(s, NULL, 0);
 		r = head_recvmsg(s, msg, flags);
-		if (r != HEAD_FELL_BACK) {
+		if (r != SW_HEAD_FELL_BACK) {
 			pthread_mutex_unlock(&s->lock);
 			return r;
 		}
 	}
 	if (s->state == SW_SAN) {
 		r = sw_session_recv(s, msg->msg_iov, msg->msg_iovlen, flags);
-		if (r != -2) {
+		if (r != SW_RX_DOWNGRADE) {
 			pthread_mutex_unlock(&s->lock);
 			return r;
 		}
@@ -277,7 +288,6 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 
 static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			      int flags);
-int sw_ptx_flush(struct sw_sock *s);
 
 /* Our bytes go on TCP, before our switch point (counted). */
 static bool head_tx(const struct sw_sock *s)
@@ -490,5 +500,3 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 	return done;
 }
 
-void sw_stats_after_fork_child(void);
-void sw_downgrade_all(bool capture);

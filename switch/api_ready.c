@@ -15,7 +15,18 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "core.h"
+#include "credits.h"
+#include "downgrade.h"
+#include "fork_exec.h"
+#include "session_msg.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_head.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wakeup.h"
 
 /* SAN readiness; rx: the peer's bytes come from the SAN (all its TCP bytes
  * were read), else only the sending side and errors count here. */

@@ -16,9 +16,11 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "msg_decode.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "buffers.h"
+#include "config.h"
+#include "core.h"
+#include "log.h"
+#include "sock.h"
 
 uint8_t *sw_buf(struct sw_session *ss, uint32_t idx)
 {
@@ -36,7 +38,6 @@ static int post_recv(struct sw_sock *s, uint32_t idx)
 }
 
 /* Posts a buffer added by a credit increase. */
-int sw_recv_post_new(struct sw_sock *s, uint32_t idx);
 int sw_recv_post_new(struct sw_sock *s, uint32_t idx)
 {
 	return post_recv(s, idx);

@@ -16,9 +16,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "connect.h"
+#include "core.h"
+#include "discovery.h"
+#include "fallback.h"
+#include "log.h"
 #include "rules.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "sock.h"
+#include "sys.h"
+#include "upgrade.h"
 
 /*
  * Client: the provider listener the server connects to for this connection,
@@ -101,13 +108,13 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 		return sdp_sys.connect(fd, addr, len);
 	if (!sw_init()) {
 		/* providers loaded but none has a device, or none loaded */
-		sw_fallback_count(sw_nproviders ? SDP_FB_NO_DEVICE :
-					  SDP_FB_NO_PROVIDER);
+		sw_fallback(NULL, sw_nproviders ? SDP_FB_NO_DEVICE :
+					  SDP_FB_NO_PROVIDER, NULL);
 		return sdp_sys.connect(fd, addr, len);
 	}
 	rule = sw_rules_decide('c', addr);
 	if (rule == SDP_RULE_TCP) {
-		sw_fallback_count(SDP_FB_RULE);
+		sw_fallback(NULL, SDP_FB_RULE, NULL);
 		return sdp_sys.connect(fd, addr, len);
 	}
 	/* discovery: which providers see a switch listening at addr? A
@@ -131,7 +138,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 			errno = ECONNREFUSED;
 			return -1;
 		}
-		sw_fallback_count(SDP_FB_NO_PEER_SWITCH);
+		sw_fallback(NULL, SDP_FB_NO_PEER_SWITCH, NULL);
 		errno = saved;
 		return sdp_sys.connect(fd, addr, len);
 	}
@@ -166,7 +173,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	errno = e;
 	return cr;
 plain:
-	sw_fallback_count(SDP_FB_LOCAL_SETUP);
+	sw_fallback(NULL, SDP_FB_LOCAL_SETUP, NULL);
 	errno = e;
 	return cr;
 }

@@ -16,14 +16,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "config.h"
+#include "core.h"
+#include "fork_exec.h"
+#include "log.h"
+#include "session.h"
+#include "sock.h"
+#include "stats.h"
+#include "sys.h"
+#include "wire.h"
 
 struct sw_provider sw_providers[SW_MAX_PROVIDERS];
 int sw_nproviders;
 static bool sw_active;
 static pthread_once_t sw_once = PTHREAD_ONCE_INIT;
 
-void sw_log_open(void);
 
 static void provider_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rules.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "core.h"
+#include "discovery.h"
+#include "log.h"
 
 /*
  * The TCP listener on port in this network namespace (/proc/net/tcp{,6}):

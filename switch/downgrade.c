@@ -12,7 +12,15 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "sw_internal.h"
+#include "core.h"
+#include "credits.h"
+#include "downgrade.h"
+#include "log.h"
+#include "session.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "wire.h"
 
 
 int sw_downgrade_start(struct sw_sock *s)
@@ -39,15 +47,6 @@ int sw_downgrade_start(struct sw_sock *s)
 	return r;
 }
 
-static void finish(struct sw_sock *s)
-{
-	sw_session_free(s);
-	s->state = SW_TCP;
-	if (s->st)
-		s->st->state = SW_TCP;
-	sw_event(s);
-}
-
 void sw_downgrade_rx_point(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
@@ -64,5 +63,5 @@ void sw_downgrade_rx_point(struct sw_sock *s)
 	/* both directions are on TCP; the peer's doorbells and marker
 	 * precede its data there */
 	s->dg_marker = true;
-	finish(s);
+	sw_fallback(s, SW_FB_DOWNGRADED, NULL);
 }

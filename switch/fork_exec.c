@@ -18,7 +18,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "core.h"
+#include "credits.h"
+#include "downgrade.h"
+#include "fallback.h"
+#include "fork_exec.h"
+#include "log.h"
+#include "sdp_switch.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wire.h"
 
 /* Both processes will hold the connections: return them to TCP first, so
  * the kernel shares them as it shares any socket. */
@@ -125,7 +138,6 @@ static int capture_rx(struct sw_sock *s)
 }
 
 /* Returns every managed connection to TCP (before fork or exec). */
-void sw_downgrade_all(bool capture);
 void sw_downgrade_all(bool capture)
 {
 	struct sw_sock **v;
@@ -212,7 +224,6 @@ void sw_downgrade_all(bool capture)
  * SW_EXEC_ENV=FD:INO:GOT,... (GOT: bytes of the hello already dropped), and
  * drops it there (sw_sock_inherit). Returns that entry (malloc'd) or NULL.
  */
-char *sw_exec_hello_skips(void);
 char *sw_exec_hello_skips(void)
 {
 	struct sw_sock **v;
@@ -273,8 +284,6 @@ struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
 	/* the bytes dropped before exec: the magic, then the rest */
 	memcpy(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
 	s->hello_got = got;
-	s->fb_reason = SDP_FB_CUT;
-	if (s->st)
-		s->st->fb_reason = SDP_FB_CUT;
+	sw_fallback_inherited(s, SDP_FB_CUT);
 	return s;
 }

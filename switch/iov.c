@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sw_internal.h"
+#include "iov.h"
 
 size_t sw_iov_total(const struct iovec *iov, int n)
 {

@@ -16,9 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "core.h"
+#include "fallback.h"
+#include "log.h"
 #include "rules.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "sock.h"
+#include "sys.h"
 
 int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
 {
@@ -130,7 +134,7 @@ static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
 				s->up_prov = &sw_providers[i];
 		}
 	if (!s->up_prov) {
-		sw_fallback_count(SDP_FB_NO_PEER_SWITCH);
+		sw_fallback(NULL, SDP_FB_NO_PEER_SWITCH, NULL);
 		return false;
 	}
 	s->state = SW_HELLO_WAIT;
@@ -149,12 +153,12 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	if (fd < 0)
 		return fd;
 	if (ls->rule_tcp) {
-		sw_fallback_count(SDP_FB_RULE);
+		sw_fallback(NULL, SDP_FB_RULE, NULL);
 		return fd;
 	}
 	s = sw_sock_new(fd, SW_TCP);
 	if (!s) {
-		sw_fallback_count(SDP_FB_LOCAL_SETUP);
+		sw_fallback(NULL, SDP_FB_LOCAL_SETUP, NULL);
 		errno = saved;
 		return fd;
 	}

@@ -11,7 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "config.h"
+#include "core.h"
+#include "log.h"
+#include "sys.h"
 
 static int log_fd = 2;
 

@@ -15,9 +15,14 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "msg_decode.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "buffers.h"
+#include "core.h"
+#include "rdma_read.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "wakeup.h"
+#include "wire.h"
 
 int sw_rdata_on_msg(struct sw_sock *s, uint32_t idx,
 		    const struct sdp_msg_hdr *h, const void *body)

@@ -16,9 +16,17 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "msg_decode.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "buffers.h"
+#include "config.h"
+#include "core.h"
+#include "log.h"
+#include "rdma_write.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "spin.h"
+#include "tcp_inband.h"
+#include "wire.h"
 
 int sw_wdata_on_msg(struct sw_sock *s, uint32_t idx,
 		    const struct sdp_msg_hdr *h, const void *body)

@@ -15,9 +15,18 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "msg_decode.h"
+#include "buffers.h"
+#include "config.h"
+#include "core.h"
+#include "credits.h"
+#include "log.h"
+#include "rdma_write.h"
 #include "session.h"
-#include "sw_internal.h"
+#include "session_msg.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "wire.h"
+#include "xslot.h"
 
 /*
  * What this connection offers its peer as receiver, chosen once from the
@@ -116,9 +125,6 @@ int sw_session_peer_params(struct sw_sock *s, uint32_t msg_size,
 	return 0;
 }
 
-int sw_ptx_flush(struct sw_sock *s);
-bool sw_ptx_due(struct sw_sock *s);
-void sw_credit_return_owed(struct sw_sock *s);
 
 int sw_session_send_setup(struct sw_sock *s)
 {

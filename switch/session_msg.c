@@ -15,9 +15,25 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include "buffers.h"
+#include "config.h"
+#include "core.h"
+#include "credits.h"
+#include "downgrade.h"
+#include "log.h"
 #include "msg_decode.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "rdma_read.h"
+#include "rdma_write.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wakeup.h"
+#include "wire.h"
+#include "xslot.h"
 
 #define CTX_SEND_BASE 0x100000000ull	/* send buffer contexts */
 #define CTX_RDMA_BASE 0x200000000ull	/* RDMA operation contexts */
@@ -213,7 +229,6 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 }
 
 /* A malformed or hostile message: close this connection, say why. */
-int sw_proto_error(struct sw_sock *s, const char *why);
 int sw_proto_error(struct sw_sock *s, const char *why)
 {
 	SW_ERR("fd %d: closing the connection: malformed message from the peer: %s",
@@ -594,7 +609,6 @@ int sw_rdma_wait(struct sw_sock *s, uint64_t ctx)
 	return ss->rdma_status;
 }
 
-uint64_t sw_rdma_ctx_new(struct sw_session *ss);
 uint64_t sw_rdma_ctx_new(struct sw_session *ss)
 {
 	return CTX_RDMA_BASE + ++ss->rdma_ctx_next;

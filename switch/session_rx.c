@@ -15,9 +15,20 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "msg_decode.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "buffers.h"
+#include "core.h"
+#include "credits.h"
+#include "log.h"
+#include "rdma_read.h"
+#include "rdma_write.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "status.h"
+#include "spin.h"
+#include "tcp_inband.h"
+#include "wakeup.h"
+#include "xslot.h"
 
 struct rx_item *sw_rx_item_new(struct sw_session *ss)
 {
@@ -49,8 +60,6 @@ void sw_rxq_push(struct sw_session *ss, struct rx_item *it)
 	ss->rx_queued += it->len;
 }
 
-uint64_t sw_rdma_ctx_new(struct sw_session *ss);
-int sw_proto_error(struct sw_sock *s, const char *why);
 
 /* Copies up to len bytes from the head of the queue into dst. consume:
  * advance the queue (not for MSG_PEEK). Returns bytes or < 0. */
@@ -227,7 +236,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			/* the peer's data continues on TCP */
 			if (got)
 				break;
-			return -2;
+			return SW_RX_DOWNGRADE;
 		}
 		if (ss->rxq) {
 			struct iovec part[16];

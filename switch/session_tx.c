@@ -10,14 +10,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sw_internal.h"
+#include "config.h"
+#include "core.h"
+#include "credits.h"
+#include "flusher.h"
+#include "iov.h"
+#include "rdma_read.h"
+#include "rdma_write.h"
+#include "session_msg.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "wakeup.h"
+#include "wire.h"
+#include "xslot.h"
 
 static size_t inline_max(struct sw_session *ss)
 {
 	return ss->peer_msg_size - sizeof(struct sdp_msg_hdr);
 }
 
-int sw_proto_error(struct sw_sock *s, const char *why);
 
 /* Set while this thread sends the pending-upgrade bytes (s->ptx): the
  * progress calls made on the way must not start the flush again. */
@@ -152,7 +163,6 @@ static bool coalesce(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 	return true;
 }
 
-bool sw_ptx_due(struct sw_sock *s);
 /* Should progress send the kept bytes now? Yes once the peer has caught
  * up (credits came back) or a full message is waiting; the waits, FIN and
  * DOWNGRADE send them whatever this says. */

@@ -11,7 +11,12 @@
 #include <poll.h>
 #include <string.h>
 
-#include "sw_internal.h"
+#include "core.h"
+#include "session_msg.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_head.h"
+#include "tcp_inband.h"
 
 #define HEAD_IOV_MAX 64
 

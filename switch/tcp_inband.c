@@ -21,9 +21,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rules.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "config.h"
+#include "core.h"
+#include "fallback.h"
+#include "log.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wire.h"
 
 /*
  * Looks for the client's hello at the head of the TCP stream without

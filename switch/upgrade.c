@@ -20,9 +20,23 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include "rules.h"
+#include "buffers.h"
+#include "config.h"
+#include "connect.h"
+#include "core.h"
+#include "credits.h"
+#include "discovery.h"
+#include "fallback.h"
+#include "log.h"
 #include "session.h"
-#include "sw_internal.h"
+#include "session_msg.h"
+#include "sock.h"
+#include "stats.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wakeup.h"
+#include "wire.h"
 
 bool sw_fd_nonblocking(int fd)
 {
@@ -46,17 +60,6 @@ void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port)
 		*port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
 	else
 		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-}
-
-void sw_fallback_count(int reason)
-{
-	struct sw_proc_stats *ps = sw_stats_proc();
-
-	if (!ps)
-		return;
-	ps->conns_tcp++;
-	if (reason > 0 && reason < SW_STATS_FB_MAX)
-		ps->fallbacks[reason]++;
 }
 
 /* The peer's end of TCP has come (or comes within a millisecond: a

@@ -15,9 +15,16 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "msg_decode.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "core.h"
+#include "credits.h"
+#include "session_msg.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "spin.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "wakeup.h"
+#include "wire.h"
 
 /*
  * The program's first bytes after our switch point are on their way: a

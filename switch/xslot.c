@@ -15,9 +15,19 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "msg_decode.h"
-#include "session.h"
-#include "sw_internal.h"
+#include "buffers.h"
+#include "config.h"
+#include "core.h"
+#include "credits.h"
+#include "rdma_read.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "spin.h"
+#include "tcp_inband.h"
+#include "wire.h"
+#include "xslot.h"
 
 /* The transfer slots live in the provider's shared area, when it has one
  * (SharedArea extension, fetched by GUID: only a provider whose two ends

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * session_rx.h - the receiving side of the session and its queue
+ * (session_rx.c).
+ */
+#ifndef SW_SESSION_RX_H
+#define SW_SESSION_RX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sock.h"
+
+void sw_rx_item_free(struct sw_session *ss, struct rx_item *it);
+
+struct rx_item *sw_rx_item_new(struct sw_session *ss);
+
+ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
+			int flags);
+
+void sw_rxq_push(struct sw_session *ss, struct rx_item *it);
+
+#endif /* SW_SESSION_RX_H */
