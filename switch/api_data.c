@@ -58,14 +58,11 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 {
 	ssize_t r;
-	int e;
 
 	atomic_fetch_add(&s->users, 1);
 	r = recvmsg_do(s, msg, flags);
-	e = errno;
 	atomic_fetch_sub(&s->users, 1);
-	errno = e;
-	return r;
+	return sw_posix(r);
 }
 
 /* The part of msg after its first off bytes, in scratch (at most 64). */
@@ -138,7 +135,7 @@ static int head_wait(struct sw_sock *s)
 
 /*
  * Before the peer's switch point: its program's bytes from TCP, then
- * (MSG_WAITALL) the rest from the SAN. Returns bytes, -1 with errno, or
+ * (MSG_WAITALL) the rest from the SAN. Returns bytes, -errno, or
  * SW_HEAD_FELL_BACK when the connection fell back before a byte was read.
  */
 static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
@@ -160,8 +157,7 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 			msg_advance(msg, got, &m, scratch);
 			r = sw_upgrade_read_hello(s, &m, flags, !nb && !got);
 			if (r == -EAGAIN && !nb && !got) {
-				errno = EAGAIN;	/* the program's timeout */
-				return -1;
+				return -EAGAIN;	/* the program's timeout */
 			}
 			if (r > 0) {
 				got += r;
@@ -170,10 +166,7 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 				continue;
 			}
 			if (r < 0 && r != -EAGAIN && r != SW_HELLO_OTHER) {
-				if (got)
-					return got;
-				errno = -r;
-				return -1;
+				return got ? (ssize_t)got : r;
 			}
 			if (r == SW_HELLO_OTHER)
 				sw_upgrade_advance(s);
@@ -204,22 +197,13 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 		if (r == 0)
 			return got;
 		if (r != -EAGAIN) {
-			if (got)
-				return got;
-			errno = -r;
-			return -1;
+			return got ? (ssize_t)got : r;
 		}
 		if (nb || (got && !waitall)) {
-			if (got)
-				return got;
-			errno = EAGAIN;
-			return -1;
+			return got ? (ssize_t)got : -EAGAIN;
 		}
 		if (head_wait(s) == -EINTR) {
-			if (got)
-				return got;
-			errno = EINTR;
-			return -1;
+			return got ? (ssize_t)got : -EINTR;
 		}
 	}
 }
@@ -254,8 +238,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 		sw_downgrade_rx_point(s);
 		if (s->state == SW_SAN) {
 			pthread_mutex_unlock(&s->lock);
-			errno = EAGAIN;
-			return -1;
+			return -EAGAIN;
 		}
 	}
 	/* plain TCP (and urgent data before the switch point) */
@@ -271,8 +254,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 	    (s->skip_hello &&
 	     sw_hello_skip(s, !sw_nonblocking(s, flags)) == -EAGAIN)) {
 		pthread_mutex_unlock(&s->lock);
-		errno = EAGAIN;
-		return -1;
+		return -EAGAIN;
 	}
 	if (s->prefix_len) {
 		r = tcp_prefix(s, msg, flags);
@@ -281,6 +263,8 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 	}
 	pthread_mutex_unlock(&s->lock);
 	r = sdp_sys.recvmsg(s->fd, msg, flags);
+	if (r < 0)
+		return -errno;
 	if (r > 0 && s->st)
 		s->st->rx_tcp += r;
 	return r;
@@ -309,23 +293,22 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 	struct iovec scratch[64];
 	struct msghdr m;
 	ssize_t r;
-	int e;
 
 	for (;;) {
 		msg_advance(msg, done, &m, scratch);
 		if (s->state == SW_SAN && !s->ss.dg_sent) {
 			r = sw_session_send(s, m.msg_iov, m.msg_iovlen, flags);
-			e = errno;
 			if (r < 0 && done)
 				return done;
-			if (r < 0 && e == EPIPE && !(flags & MSG_NOSIGNAL))
+			if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 				raise(SIGPIPE);
-			errno = e;
 			return r < 0 ? r : (ssize_t)done + r;
 		}
 		if (!head_tx(s)) {
 			/* fell back meanwhile: plain TCP */
 			r = sdp_sys.sendmsg(s->fd, &m, flags);
+			if (r < 0)
+				r = -errno;
 			if (r > 0 && s->st)
 				s->st->tx_tcp += r;
 			if (r < 0 && done)
@@ -343,12 +326,8 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 				return done;
 			continue;
 		}
-		if (r != -EAGAIN || nb) {
-			if (done)
-				return done;
-			errno = -r;
-			return -1;
-		}
+		if (r != -EAGAIN || nb)
+			return done ? (ssize_t)done : r;
 		pthread_mutex_unlock(&s->lock);
 		{
 			struct pollfd pf = { .fd = s->fd, .events = POLLOUT };
@@ -356,12 +335,8 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 			r = sdp_sys.poll(&pf, 1, -1);
 		}
 		pthread_mutex_lock(&s->lock);
-		if (r < 0 && errno == EINTR) {
-			if (done)
-				return done;
-			errno = EINTR;
-			return -1;
-		}
+		if (r < 0 && errno == EINTR)
+			return done ? (ssize_t)done : -EINTR;
 		sw_upgrade_advance(s);
 	}
 }
@@ -369,14 +344,11 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 {
 	ssize_t r;
-	int e;
 
 	atomic_fetch_add(&s->users, 1);
 	r = sendmsg_do(s, msg, flags);
-	e = errno;
 	atomic_fetch_sub(&s->users, 1);
-	errno = e;
-	return r;
+	return sw_posix(r);
 }
 
 static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
@@ -403,8 +375,7 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 
 			if (!msg->msg_iovlen || !msg->msg_iov[0].iov_len) {
 				pthread_mutex_unlock(&s->lock);
-				errno = EINVAL;
-				return -1;
+				return -EINVAL;
 			}
 			b = *((uint8_t *)msg->msg_iov[0].iov_base);
 			one.iov_base = &b;
@@ -423,22 +394,18 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 				sw_session_wait(s, POLLOUT, 0);
 			e = sw_send_ctrl(s, SDP_MSG_OOB, NULL, 0, &one, 1, 1);
 			pthread_mutex_unlock(&s->lock);
-			if (e) {
-				errno = EPIPE;
-				return -1;
-			}
-			return 1;
+			return e ? -EPIPE : 1;
 		}
 		r = sw_session_send(s, msg->msg_iov, msg->msg_iovlen, flags);
-		e = errno;
 		pthread_mutex_unlock(&s->lock);
-		if (r < 0 && e == EPIPE && !(flags & MSG_NOSIGNAL))
+		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);
-		errno = e;
 		return r;
 	}
 	pthread_mutex_unlock(&s->lock);
 	r = sdp_sys.sendmsg(s->fd, msg, flags);
+	if (r < 0)
+		return -errno;
 	if (r > 0 && s->st)
 		s->st->tx_tcp += r;
 	return r;

@@ -18,6 +18,7 @@
 #include "buffers.h"
 #include "core.h"
 #include "credits.h"
+#include "iov.h"
 #include "log.h"
 #include "rdma_read.h"
 #include "rdma_write.h"
@@ -216,8 +217,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		want += iov[i].iov_len;
 	if (flags & MSG_OOB) {
 		if (!ss->oob_valid) {
-			errno = EINVAL;
-			return -1;
+			return -EINVAL;
 		}
 		if (!want)
 			return 0;
@@ -240,32 +240,15 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		}
 		if (ss->rxq) {
 			struct iovec part[16];
-			int k = 0;
-			size_t off = got, left = want - got;
-
 			/* the part of iov not filled yet */
-			for (i = 0; i < iovcnt && k < 16 && left; i++) {
-				size_t l;
+			int k = sw_iov_slice(iov, iovcnt, got, want - got,
+					     part);
 
-				if (off >= iov[i].iov_len) {
-					off -= iov[i].iov_len;
-					continue;
-				}
-				l = iov[i].iov_len - off;
-				if (l > left)
-					l = left;
-				part[k].iov_base =
-					(uint8_t *)iov[i].iov_base + off;
-				part[k++].iov_len = l;
-				left -= l;
-				off = 0;
-			}
 			n = rx_deliver(s, part, k, want - got, peek);
 			if (n < 0) {
 				if (got)
 					break;
-				errno = -n == ECONNRESET ? ECONNRESET : EIO;
-				return -1;
+				return n == -ECONNRESET ? -ECONNRESET : -EIO;
 			}
 			if (n == 0 && ss->xs_dropped) {
 				/* offers ended: the sender sends the rest at
@@ -297,8 +280,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		if (ss->abort_rcvd || ss->error) {
 			if (got)
 				break;
-			errno = ECONNRESET;
-			return -1;
+			return -ECONNRESET;
 		}
 		/* another thread closed the socket (or dup2'ed a file over
 		 * it, as the JDK does to interrupt a blocked read): the read
@@ -315,14 +297,12 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		if (nb) {
 			if (got)
 				break;
-			errno = EAGAIN;
-			return -1;
+			return -EAGAIN;
 		}
 		if (sw_session_wait(s, POLLIN, 0) == -EINTR && !ss->rxq) {
 			if (got)
 				break;
-			errno = EINTR;
-			return -1;
+			return -EINTR;
 		}
 	}
 	return got;

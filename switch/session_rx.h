@@ -16,6 +16,8 @@ void sw_rx_item_free(struct sw_session *ss, struct rx_item *it);
 
 struct rx_item *sw_rx_item_new(struct sw_session *ss);
 
+/* The peer's bytes from the SAN: bytes, 0 at EOF, -errno, or
+ * SW_RX_DOWNGRADE when the stream continues on TCP from here. */
 ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			int flags);
 

@@ -196,19 +196,16 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 	while (s->ptx_len) {
 		r = sw_ptx_flush(s);
 		if (r < 0) {
-			errno = EPIPE;
-			return -1;
+			return -EPIPE;
 		}
 		if (!s->ptx_len)
 			break;
 		e = sw_tx_error(s);
 		if (e || nb) {
-			errno = e ? e : EAGAIN;
-			return -1;
+			return -(e ? e : EAGAIN);
 		}
 		if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
-			errno = EINTR;
-			return -1;
+			return -EINTR;
 		}
 	}
 	return session_send(s, iov, iovcnt, flags,
@@ -242,8 +239,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 		if (e) {
 			if (sent)
 				break;
-			errno = e;
-			return -1;
+			return -e;
 		}
 		if (!sw_credit_can_send(ss, SDP_MSG_DATA)) {
 			if (s->st && !stalled)
@@ -254,8 +250,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
 				if (sent)
 					break;
-				errno = EINTR;
-				return -1;
+				return -EINTR;
 			}
 			continue;
 		}
@@ -332,8 +327,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 							0) == -EINTR) {
 						if (sent)
 							break;
-						errno = EINTR;
-						return -1;
+						return -EINTR;
 					}
 					continue;
 				}
@@ -372,13 +366,11 @@ copy:
 		}
 	}
 	if (!sent) {
-		errno = EAGAIN;
-		return -1;
+		return -EAGAIN;
 	}
 	return sent;
 fail:
 	if (sent)
 		return sent;
-	errno = n == -ENOBUFS ? ENOBUFS : (n == -ECONNRESET ? EPIPE : -n);
-	return -1;
+	return n == -ENOBUFS ? -ENOBUFS : (n == -ECONNRESET ? -EPIPE : n);
 }

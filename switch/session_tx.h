@@ -14,6 +14,8 @@
 
 #define SW_PTX_MAX (4 * 1024 * 1024)
 
+/* The program's bytes on the SAN: bytes sent or -errno (-EPIPE when the
+ * peer is gone; the caller raises SIGPIPE). */
 ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 			int flags);
 

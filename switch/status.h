@@ -7,6 +7,9 @@
 #ifndef SW_STATUS_H
 #define SW_STATUS_H
 
+#include <errno.h>
+#include <sys/types.h>
+
 enum sw_status {
 	/* tcp_head.c: all the peer's TCP bytes are read (its switch point) */
 	SW_HEAD_SWITCHED = -4097,
@@ -19,6 +22,16 @@ enum sw_status {
 	/* session_rx.c: the peer's stream continues on TCP from here */
 	SW_RX_DOWNGRADE = -4101,
 };
+
+/* At an entry point the shim calls: POSIX from -errno (-1, errno set;
+ * errno untouched on success). */
+static inline ssize_t sw_posix(ssize_t r)
+{
+	if (r >= 0)
+		return r;
+	errno = (int)-r;
+	return -1;
+}
 
 /* The name of r (-errno or an enum sw_status), for logs. */
 const char *sw_strerror(int r);

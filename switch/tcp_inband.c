@@ -341,6 +341,27 @@ bool sw_peer_ended(struct sw_sock *s)
 	return sw_now_ns() - since > SW_EOF_GRACE_NS;
 }
 
+/*
+ * Looks at what TCP holds (up to len bytes into buf, never waiting) and
+ * drops the doorbells at its front: *bells says how many. Returns the
+ * bytes looked at (doorbells included), 0 at EOF, or -errno.
+ */
+static ssize_t peek_past_doorbells(struct sw_sock *s, uint8_t *buf,
+				   size_t len, ssize_t *bells)
+{
+	ssize_t n = sdp_sys.recv(s->fd, buf, len, MSG_PEEK | MSG_DONTWAIT);
+	ssize_t i = 0;
+
+	if (n < 0)
+		n = -errno;
+	while (i < n && buf[i] == SDP_DOORBELL)
+		i++;
+	if (i)
+		sdp_sys.recv(s->fd, buf, i, MSG_DONTWAIT);
+	*bells = i;
+	return n;
+}
+
 void sw_doorbell_drain(struct sw_sock *s)
 {
 	uint8_t buf[256];
@@ -350,15 +371,10 @@ void sw_doorbell_drain(struct sw_sock *s)
 		return;
 
 	for (;;) {
-		ssize_t n = sdp_sys.recv(s->fd, buf, sizeof(buf),
-					 MSG_PEEK | MSG_DONTWAIT);
-		ssize_t i = 0;
+		ssize_t i, n = peek_past_doorbells(s, buf, sizeof(buf), &i);
 
 		if (n > 0) {
-			while (i < n && buf[i] == SDP_DOORBELL)
-				i++;
 			if (i) {
-				sdp_sys.recv(s->fd, buf, i, MSG_DONTWAIT);
 				s->ss.wake_armed = false;
 				if (s->st)
 					s->st->wakeups += i;
@@ -381,9 +397,9 @@ void sw_doorbell_drain(struct sw_sock *s)
 			sw_event(s);
 			return;
 		}
-		if (errno == EINTR)
+		if (n == -EINTR)
 			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+		if (n != -EAGAIN && n != -EWOULDBLOCK) {
 			tcp_ended(s);
 			sw_event(s);
 		}
@@ -399,17 +415,11 @@ int sw_dg_marker_skip(struct sw_sock *s, bool wait)
 	memcpy(want.magic, SDP_DOWNGRADE_MAGIC, SDP_MAGIC_LEN);
 	memcpy(want.key, s->key, sizeof(want.key));
 	while (s->dg_marker) {
-		ssize_t n = sdp_sys.recv(s->fd, buf, sizeof(buf),
-					 MSG_PEEK | MSG_DONTWAIT);
-		ssize_t i = 0;
+		ssize_t i, n = peek_past_doorbells(s, buf, sizeof(buf), &i);
 
 		if (n > 0) {
-			while (i < n && buf[i] == SDP_DOORBELL)
-				i++;
-			if (i) {
-				sdp_sys.recv(s->fd, buf, i, MSG_DONTWAIT);
+			if (i)
 				continue;
-			}
 			if (memcmp(buf, &want, n < (ssize_t)sizeof(want) ?
 						       n : (ssize_t)sizeof(want))) {
 				SW_WARN("fd %d: TCP data without the downgrade marker",
@@ -426,8 +436,7 @@ int sw_dg_marker_skip(struct sw_sock *s, bool wait)
 		} else if (n == 0) {
 			s->dg_marker = false;
 			return 0;
-		} else if (errno != EAGAIN && errno != EWOULDBLOCK &&
-			   errno != EINTR) {
+		} else if (n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
 			s->dg_marker = false;
 			return 0;
 		}

@@ -204,6 +204,20 @@ static int connect_again(struct sw_sock *s)
 	return 0;
 }
 
+/* The session of s on provider p, sized by the peer's hello h. Returns 0
+ * or -errno. */
+static int session_from_hello(struct sw_sock *s, struct sw_provider *p,
+			      const struct sdp_hello *h)
+{
+	int r;
+
+	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
+	r = sw_session_prepare(s, p);
+	if (!r)
+		r = sw_session_peer_params(s, h->msg_size, h->recv_credits);
+	return r;
+}
+
 /* Server: the provider connection to the client's listener, proving K. */
 static void server_connect(struct sw_sock *s)
 {
@@ -222,10 +236,7 @@ static void server_connect(struct sw_sock *s)
 			    "cannot learn the client's address");
 		return;
 	}
-	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
-	r = sw_session_prepare(s, chosen);
-	if (!r)
-		r = sw_session_peer_params(s, h->msg_size, h->recv_credits);
+	r = session_from_hello(s, chosen, h);
 	if (r) {
 		sw_fallback(s, SDP_FB_REGISTRATION, sdp_strerror(r));
 		return;
@@ -332,10 +343,7 @@ static void client_take_request(struct sw_sock *s)
 				    "no provider connection from the server");
 		return;
 	}
-	s->ss.peer_can_read = h->flags & SDP_HELLO_F_RDMA_READ;
-	r = sw_session_prepare(s, p);
-	if (!r)
-		r = sw_session_peer_params(s, h->msg_size, h->recv_credits);
+	r = session_from_hello(s, p, h);
 	if (r) {
 		p->mod.ops.reject(req);
 		sw_fallback(s, SDP_FB_REGISTRATION, sdp_strerror(r));
