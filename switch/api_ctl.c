@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "buffers.h"
-#include "core.h"
 #include "credits.h"
 #include "fallback.h"
 #include "session.h"
@@ -25,6 +24,7 @@
 #include "sys.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "util.h"
 #include "wakeup.h"
 
 int sw_shutdown(struct sw_sock *s, int how)

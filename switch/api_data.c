@@ -15,10 +15,10 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include "core.h"
 #include "credits.h"
 #include "downgrade.h"
 #include "fork_exec.h"
+#include "providers.h"
 #include "session_msg.h"
 #include "session_rx.h"
 #include "session_tx.h"

@@ -15,13 +15,14 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include "core.h"
 #include "credits.h"
 #include "downgrade.h"
 #include "fork_exec.h"
+#include "providers.h"
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "status.h"
 #include "sys.h"
 #include "tcp_head.h"
 #include "tcp_inband.h"

@@ -18,8 +18,8 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "core.h"
 #include "log.h"
+#include "providers.h"
 #include "sock.h"
 
 uint8_t *sw_buf(struct sw_session *ss, uint32_t idx)

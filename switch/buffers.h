@@ -35,6 +35,7 @@ bool sw_sends_pending(const struct sw_session *ss);
 /* Registered bytes this connection holds (buffers and staging). */
 size_t sw_bufs_registered(const struct sw_session *ss);
 
+/* Posts receive buffer idx for the first time. */
 int sw_recv_post_new(struct sw_sock *s, uint32_t idx);
 
 #endif /* SW_BUFFERS_H */

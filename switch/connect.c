@@ -18,14 +18,15 @@
 
 #include "config.h"
 #include "connect.h"
-#include "core.h"
 #include "discovery.h"
 #include "fallback.h"
 #include "log.h"
+#include "providers.h"
 #include "rules.h"
 #include "sock.h"
 #include "sys.h"
 #include "upgrade.h"
+#include "util.h"
 
 /*
  * Client: the provider listener the server connects to for this connection,
@@ -109,7 +110,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	if (!sw_init()) {
 		/* providers loaded but none has a device, or none loaded */
 		sw_fallback(NULL, sw_nproviders ? SDP_FB_NO_DEVICE :
-					  SDP_FB_NO_PROVIDER, NULL);
+						   SDP_FB_NO_PROVIDER, NULL);
 		return sdp_sys.connect(fd, addr, len);
 	}
 	rule = sw_rules_decide('c', addr);

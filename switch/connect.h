@@ -12,10 +12,13 @@
 
 #include "sock.h"
 
+/* Client: does s hold provider listeners for the server to connect to? */
 bool sw_client_listening(const struct sw_sock *s);
 
+/* Client: opens them once the upgrade is due (by age or bytes). */
 void sw_client_listen_due(struct sw_sock *s);
 
+/* Client: when the listeners are due (sw_now_ns() time). */
 uint64_t sw_client_listen_at(const struct sw_sock *s);
 
 #endif /* SW_CONNECT_H */

@@ -12,13 +12,13 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "core.h"
 #include "credits.h"
 #include "log.h"
 #include "rdma_write.h"
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "util.h"
 #include "wire.h"
 
 bool sw_credit_can_send(struct sw_session *ss, uint8_t type)

@@ -16,9 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core.h"
 #include "discovery.h"
 #include "log.h"
+#include "providers.h"
+#include "util.h"
 
 /*
  * The TCP listener on port in this network namespace (/proc/net/tcp{,6}):
@@ -200,7 +201,7 @@ static void genuine_remember(int prov, uint16_t port,
  * cannot tell the owner (across hosts) are probed and trusted.
  */
 bool sw_switch_listens_at(struct sw_provider *p,
-			      const struct sockaddr *addr, socklen_t len)
+			  const struct sockaddr *addr, socklen_t len)
 {
 	struct sdp_listener_owner o;
 	unsigned long uid, inode;

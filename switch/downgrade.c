@@ -12,14 +12,14 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "core.h"
 #include "credits.h"
 #include "downgrade.h"
+#include "fallback.h"
 #include "log.h"
-#include "session.h"
 #include "session_msg.h"
 #include "session_rx.h"
 #include "sock.h"
+#include "util.h"
 #include "wire.h"
 
 

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 
 #include "config.h"
-#include "core.h"
 #include "fallback.h"
 #include "log.h"
 #include "session.h"
 #include "sock.h"
 #include "stats.h"
+#include "util.h"
 #include "wire.h"
 
 static void peer_text(const struct sw_sock *s, char *buf, size_t len)

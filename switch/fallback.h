@@ -7,7 +7,7 @@
 #define SDP_FALLBACK_H
 
 /* The numbers are published (statistics files, docs/fallback-reasons.md):
- * a code that goes away leaves its number unused. */
+ * a code that goes away leaves its number reserved. */
 enum sdp_fallback_reason {
 	SDP_FB_NONE = 0,
 	SDP_FB_RULE,		/* a rule says TCP for this program/address/port */
@@ -18,11 +18,15 @@ enum sdp_fallback_reason {
 	SDP_FB_VERSION,		/* peer speaks another protocol version */
 	SDP_FB_LOCAL_SETUP,	/* bind/listen for the upgrade failed here */
 	SDP_FB_PROVIDER_CONNECT,/* provider-level connect failed */
-	SDP_FB_TIMEOUT = 10,	/* (9 is never used again) */		/* the peer did not complete the upgrade in time */
+	SDP_FB_AUTH,		/* only provider connections without the key
+				 * of the TCP connection came (refused) */
+	SDP_FB_TIMEOUT,		/* the peer did not complete the upgrade in time */
 	SDP_FB_REGISTRATION,	/* control buffers could not be registered */
 	SDP_FB_PEER_ABANDONED,	/* the peer gave the upgrade up */
 	SDP_FB_BAD_HELLO,	/* malformed handshake message from the peer */
-	SDP_FB_PEER_FALLBACK = 15, /* (14 is never used again) */	/* the peer chose TCP (its reason in the log) */
+	SDP_FB_RESERVED,	/* 14: never raised: the shim hands the switch
+				 * IPv4/IPv6 TCP sockets only */
+	SDP_FB_PEER_FALLBACK,	/* the peer chose TCP (its reason in the log) */
 	SDP_FB_CUT,		/* shutdown, urgent data, fork or exec came
 				 * before the upgrade finished */
 	SDP_FB_ENDED,		/* the connection ended before its upgrade

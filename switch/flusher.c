@@ -16,12 +16,12 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "core.h"
 #include "flusher.h"
 #include "log.h"
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "util.h"
 #include "wakeup.h"
 
 /*

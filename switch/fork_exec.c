@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core.h"
 #include "credits.h"
 #include "downgrade.h"
 #include "fallback.h"
@@ -31,6 +30,7 @@
 #include "sys.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "util.h"
 #include "wire.h"
 
 /* Both processes will hold the connections: return them to TCP first, so

@@ -24,10 +24,14 @@ struct sw_fork_buf {
 /* Reads from the fork buffer; returns bytes or 0 when it is empty. */
 ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags);
 
+/* The SW_EXEC_ENV entry for the new program (malloc'd), or NULL. */
 char *sw_exec_hello_skips(void);
 
+/* Returns every carried connection to TCP (capture: keep the bytes
+ * that arrived on the SAN in a buffer parent and child share). */
 void sw_downgrade_all(bool capture);
 
+/* In a forked child: its statistics start anew (stats.c). */
 void sw_stats_after_fork_child(void);
 
 #endif /* SW_FORK_EXEC_H */

@@ -22,7 +22,7 @@ size_t sw_iov_total(const struct iovec *iov, int n)
 
 /* The contiguous piece of the iovec at byte offset off. */
 void sw_iov_at(const struct iovec *iov, int n, size_t off, uint8_t **p,
-		   size_t *len)
+	       size_t *len)
 {
 	int i;
 
@@ -40,7 +40,7 @@ void sw_iov_at(const struct iovec *iov, int n, size_t off, uint8_t **p,
 
 /* A sub-iovec [off, off+len) of iov, at most 16 pieces. */
 int sw_iov_slice(const struct iovec *iov, int n, size_t off, size_t len,
-		     struct iovec *out)
+		 struct iovec *out)
 {
 	int i, k = 0;
 

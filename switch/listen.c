@@ -17,12 +17,13 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "core.h"
 #include "fallback.h"
 #include "log.h"
+#include "providers.h"
 #include "rules.h"
 #include "sock.h"
 #include "sys.h"
+#include "util.h"
 
 int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
 {

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "core.h"
 #include "log.h"
 #include "sys.h"
+#include "util.h"
 
 static int log_fd = 2;
 

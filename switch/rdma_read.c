@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "buffers.h"
-#include "core.h"
+#include "providers.h"
 #include "rdma_read.h"
 #include "session_msg.h"
 #include "session_rx.h"
@@ -29,7 +29,6 @@ int sw_rdata_on_msg(struct sw_sock *s, uint32_t idx,
 {
 	struct sw_session *ss = &s->ss;
 	struct sdp_msg_rdata rd;
-	struct rx_item *it;
 
 	memcpy(&rd, body, sizeof(rd));
 	if (!ss->can_read)
@@ -40,31 +39,16 @@ int sw_rdata_on_msg(struct sw_sock *s, uint32_t idx,
 		return sw_proto_error(s, "RDATA region not readable");
 	if (ss->fin_rcvd || ss->dg_rcvd)
 		return sw_proto_error(s, "RDATA after FIN or DOWNGRADE");
-	if (h->len) {
-		it = sw_rx_item_new(ss);
-		if (!it)
-			return -ENOMEM;
-		it->kind = RX_INLINE;
-		it->buf = idx;
-		it->off = sizeof(*h) + sizeof(rd);
-		it->len = h->len;
-		ss->recv_held[idx] = 1;
-		sw_rxq_push(ss, it);
-	}
-	it = sw_rx_item_new(ss);
-	if (!it)
+	if (h->len &&
+	    sw_rxq_inline(ss, idx, sizeof(*h) + sizeof(rd), h->len) < 0)
 		return -ENOMEM;
-	it->kind = RX_REMOTE;
-	it->desc = rd.region;
-	it->xfer_id = rd.xfer_id;
-	it->off = 0;
-	it->len = rd.total;
-	sw_rxq_push(ss, it);
+	if (sw_rxq_remote(ss, RX_REMOTE, &rd) < 0)
+		return -ENOMEM;
 	return h->len ? 0 : sw_recv_repost(s, idx);
 }
 
 int sw_rdata_on_ack(struct sw_sock *s, uint32_t idx,
-		  const struct sdp_msg_hdr *h, const void *body)
+		    const struct sdp_msg_hdr *h, const void *body)
 {
 	struct sw_session *ss = &s->ss;
 	struct sdp_msg_ack ack;
@@ -142,7 +126,7 @@ ssize_t sw_rdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 /* Pulls len bytes of a REMOTE item into dst. Registration failure uses a
  * bounce through a receive-sized piece (copy). Returns 0 or < 0. */
 int sw_rdata_pull(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
-		       size_t len)
+		  size_t len)
 {
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *pv = ss->prov;

@@ -18,14 +18,15 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "core.h"
 #include "log.h"
+#include "providers.h"
 #include "rdma_write.h"
 #include "session_msg.h"
 #include "session_rx.h"
 #include "sock.h"
 #include "spin.h"
 #include "tcp_inband.h"
+#include "util.h"
 #include "wire.h"
 
 int sw_wdata_on_msg(struct sw_sock *s, uint32_t idx,

@@ -17,14 +17,14 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "core.h"
 #include "credits.h"
 #include "log.h"
+#include "providers.h"
 #include "rdma_write.h"
 #include "session.h"
 #include "session_msg.h"
-#include "session_tx.h"
 #include "sock.h"
+#include "util.h"
 #include "wire.h"
 #include "xslot.h"
 

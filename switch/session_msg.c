@@ -17,11 +17,11 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "core.h"
 #include "credits.h"
 #include "downgrade.h"
 #include "log.h"
 #include "msg_decode.h"
+#include "providers.h"
 #include "rdma_read.h"
 #include "rdma_write.h"
 #include "session_msg.h"
@@ -31,6 +31,7 @@
 #include "sys.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "util.h"
 #include "wakeup.h"
 #include "wire.h"
 #include "xslot.h"
@@ -311,21 +312,13 @@ static int on_data(struct sw_sock *s, uint32_t idx,
 		   const struct sdp_msg_hdr *h, const void *body)
 {
 	struct sw_session *ss = &s->ss;
-	struct rx_item *it;
 
 	if (!h->len)
 		return sw_proto_error(s, "DATA without payload");
 	if (ss->fin_rcvd || ss->dg_rcvd)
 		return sw_proto_error(s, "DATA after FIN or DOWNGRADE");
-	it = sw_rx_item_new(ss);
-	if (!it)
+	if (sw_rxq_inline(ss, idx, sizeof(*h), h->len) < 0)
 		return -ENOMEM;
-	it->kind = RX_INLINE;
-	it->buf = idx;
-	it->off = sizeof(*h);
-	it->len = h->len;
-	ss->recv_held[idx] = 1;
-	sw_rxq_push(ss, it);
 	if (s->st)
 		s->st->rx_copy += h->len;
 	return 0;

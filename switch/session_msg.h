@@ -23,8 +23,11 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 /* Waits for an RDMA operation that answered SDP_PENDING. */
 int sw_rdma_wait(struct sw_sock *s, uint64_t ctx);
 
+/* A malformed or hostile message: closes the connection, logs why.
+ * Returns -EPROTO. */
 int sw_proto_error(struct sw_sock *s, const char *why);
 
+/* A completion context for an RDMA operation. */
 uint64_t sw_rdma_ctx_new(struct sw_session *ss);
 
 #endif /* SW_SESSION_MSG_H */

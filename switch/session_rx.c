@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 
 #include "buffers.h"
-#include "core.h"
 #include "credits.h"
 #include "iov.h"
 #include "log.h"
@@ -25,9 +24,10 @@
 #include "session_msg.h"
 #include "session_rx.h"
 #include "sock.h"
-#include "status.h"
 #include "spin.h"
+#include "status.h"
 #include "tcp_inband.h"
+#include "util.h"
 #include "wakeup.h"
 #include "xslot.h"
 
@@ -59,6 +59,38 @@ void sw_rxq_push(struct sw_session *ss, struct rx_item *it)
 		ss->rxq = it;
 	ss->rxq_tail = it;
 	ss->rx_queued += it->len;
+}
+
+int sw_rxq_inline(struct sw_session *ss, uint32_t idx, uint64_t off,
+		  uint64_t len)
+{
+	struct rx_item *it = sw_rx_item_new(ss);
+
+	if (!it)
+		return -ENOMEM;
+	it->kind = RX_INLINE;
+	it->buf = idx;
+	it->off = off;
+	it->len = len;
+	ss->recv_held[idx] = 1;
+	sw_rxq_push(ss, it);
+	return 0;
+}
+
+int sw_rxq_remote(struct sw_session *ss, enum rx_kind kind,
+		  const struct sdp_msg_rdata *rd)
+{
+	struct rx_item *it = sw_rx_item_new(ss);
+
+	if (!it)
+		return -ENOMEM;
+	it->kind = kind;
+	it->desc = rd->region;
+	it->xfer_id = rd->xfer_id;
+	it->off = 0;
+	it->len = rd->total;
+	sw_rxq_push(ss, it);
+	return 0;
 }
 
 

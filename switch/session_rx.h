@@ -23,4 +23,14 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 
 void sw_rxq_push(struct sw_session *ss, struct rx_item *it);
 
+/* Queues len bytes at off in receive buffer idx, which stays held until
+ * they are read. 0 or -ENOMEM. */
+int sw_rxq_inline(struct sw_session *ss, uint32_t idx, uint64_t off,
+		  uint64_t len);
+
+/* Queues the region an RDATA (kind RX_REMOTE) or an XOFFER (RX_XSLOT)
+ * announced, to be pulled when read. 0 or -ENOMEM. */
+int sw_rxq_remote(struct sw_session *ss, enum rx_kind kind,
+		  const struct sdp_msg_rdata *rd);
+
 #endif /* SW_SESSION_RX_H */

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "core.h"
 #include "credits.h"
 #include "flusher.h"
 #include "iov.h"
@@ -20,6 +19,7 @@
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "util.h"
 #include "wakeup.h"
 #include "wire.h"
 #include "xslot.h"

@@ -22,8 +22,10 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 /* Sends the bytes kept in s->ptx as far as credits allow, never waiting. */
 int sw_ptx_flush(struct sw_sock *s);
 
+/* Why no byte can be sent any more (a positive errno), or 0. */
 int sw_tx_error(struct sw_sock *s);
 
+/* Must the bytes kept back go now (the flusher asks)? */
 bool sw_ptx_due(struct sw_sock *s);
 
 #endif /* SW_SESSION_TX_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * sock.h - struct sw_sock, the switch's per-socket object, with its session
- * (struct sw_session) and states; its life is in core.c.
+ * (struct sw_session) and states; its life is in sock.c.
  */
 #ifndef SW_SOCK_H
 #define SW_SOCK_H
@@ -131,13 +131,13 @@ struct sw_session {
 	uint64_t peer_staging_head;	/* bytes written in total */
 	uint64_t peer_staging_freed;	/* bytes freed by the peer in total */
 
-	/* transfer slots (SharedArea; session_tx.c, session_rx.c) */
+	/* transfer slots (SharedArea; xslot.c) */
 	struct sdp_xslot *xs_mine;	/* ours: we offer in it */
 	struct sdp_xslot *xs_peer;	/* the peer's: we claim in it */
 	bool peer_xslot;		/* the peer takes XOFFER */
 	bool peer_takes_xoffer;		/* its SETUP said so */
 	uint32_t xs_seq;		/* our last offer */
-	bool xs_dropped;		/* an offer ended unread (session_rx.c) */
+	bool xs_dropped;		/* an offer ended unread (xslot.c) */
 	uint32_t xs_backoff;		/* large sends left without offers */
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
@@ -181,7 +181,7 @@ struct sw_session {
 struct sw_sock {
 	pthread_mutex_t lock;
 	atomic_int refs;
-	struct sw_sock *list_next, *list_prev; /* all sockets (core.c) */
+	struct sw_sock *list_next, *list_prev; /* all sockets (sock.c) */
 	int fd;			/* the program's TCP fd */
 	int family;
 	enum sw_state state;
@@ -201,7 +201,7 @@ struct sw_sock {
 	socklen_t peerlen;
 	uint16_t local_port;
 
-	/* upgrade (upgrade.c) */
+	/* upgrade (listen.c, connect.c, upgrade.c, tcp_inband.c) */
 	uint8_t key[16];
 	uint8_t hello_buf[sizeof(struct sdp_hello)];
 	size_t hello_got;
@@ -210,7 +210,7 @@ struct sw_sock {
 	size_t prefix_off, prefix_len;
 	struct sdp_listener *plisten[SW_MAX_PROVIDERS];
 	/* listener: when probes were last drained, and whether that found
-	 * any (upgrade.c drain_probes) */
+	 * any (listen.c drain_probes) */
 	uint64_t drained_ns;
 	bool drain_found;
 	uint64_t deadline_ns;	/* client: the server's provider connection
@@ -220,6 +220,8 @@ struct sw_sock {
 	uint32_t cand_provs;	/* client: providers that see a switch at
 				 * the peer (bits): its listeners' */
 	uint32_t connect_tries;	/* server: connects refused so far */
+	bool key_refused;	/* client: a provider connection without
+				 * this connection's key was refused */
 	struct sw_provider *up_prov; /* server: the provider chosen */
 	uint32_t lsn_provs;	/* server: providers its listener has (bits) */
 	bool hello_out;		/* server: our hello went */
@@ -262,6 +264,7 @@ struct sw_sock {
 	struct sw_conn_stats *st;
 };
 
+/* A new socket object in state, with one reference (sock.c). */
 struct sw_sock *sw_sock_new(int fd, enum sw_state state);
 
 /* Closes the provider listeners s holds (listener or pending client). */
@@ -301,6 +304,7 @@ static inline void sw_event(struct sw_sock *s)
 	atomic_fetch_add_explicit(&s->event_seq, 1, memory_order_relaxed);
 }
 
+/* The peer's address as text, for logs (fallback.c). */
 void sw_peer_text(const struct sw_sock *s, char *buf, size_t len);
 
 #endif /* SW_SOCK_H */

@@ -22,13 +22,15 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "core.h"
 #include "fallback.h"
 #include "log.h"
+#include "providers.h"
 #include "sock.h"
+#include "status.h"
 #include "sys.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "util.h"
 #include "wire.h"
 
 /*
@@ -101,7 +103,7 @@ static ssize_t hello_send(struct sw_sock *s, const struct sdp_hello *h,
 /* The server's hello, then (msg) the program's first bytes. Returns the
  * program's bytes sent, or -errno. */
 ssize_t sw_hello_server_send(struct sw_sock *s, int status,
-				 const struct msghdr *msg, int flags)
+			     const struct msghdr *msg, int flags)
 {
 	struct sdp_hello h;
 	int i;
@@ -118,7 +120,7 @@ ssize_t sw_hello_server_send(struct sw_sock *s, int status,
 		if (!(s->lsn_provs & (1u << i)))
 			continue;
 		sw_name_copy(h.providers[h.nproviders++],
-			  sw_providers[i].mod.name);
+			     sw_providers[i].mod.name);
 		if (sw_providers[i].mod.ext.rdma_read)
 			h.flags |= SDP_HELLO_F_RDMA_READ;
 	}

@@ -28,6 +28,8 @@ static inline bool sw_hello_read_merges(const struct sw_sock *s, int flags)
 		(s->state == SW_HELLO_SENT && !s->hello_got));
 }
 
+/* Reads the peer's hello and the program's bytes behind it into msg:
+ * bytes, -errno, or SW_HELLO_OTHER when what came is not a hello. */
 ssize_t sw_upgrade_read_hello(struct sw_sock *s, struct msghdr *msg,
 			      int flags, bool block);
 
@@ -43,14 +45,19 @@ void sw_doorbell_drain(struct sw_sock *s);
  * provider handed over nothing more for SW_EOF_GRACE_NS. */
 bool sw_peer_ended(struct sw_sock *s);
 
+/* Rings the peer's doorbell: one byte on TCP. */
 void sw_doorbell_ring(struct sw_sock *s);
 
 /* TCP after a downgrade: skips doorbells and the peer's marker. */
 int sw_dg_marker_skip(struct sw_sock *s, bool wait);
 
+/* Server: 1 with the client's hello taken into s->hello_buf, 0 when the
+ * stream does not start with one (nothing taken), -EAGAIN: not all there. */
 int sw_hello_server_read(struct sw_sock *s);
 
+/* Server: sends its hello with status (0: upgrade) and the program's
+ * bytes in msg (NULL: alone). The program's bytes sent, or -errno. */
 ssize_t sw_hello_server_send(struct sw_sock *s, int status,
-				 const struct msghdr *msg, int flags);
+			     const struct msghdr *msg, int flags);
 
 #endif /* SW_TCP_INBAND_H */

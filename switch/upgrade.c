@@ -23,11 +23,11 @@
 #include "buffers.h"
 #include "config.h"
 #include "connect.h"
-#include "core.h"
 #include "credits.h"
 #include "discovery.h"
 #include "fallback.h"
 #include "log.h"
+#include "providers.h"
 #include "session.h"
 #include "session_msg.h"
 #include "sock.h"
@@ -35,32 +35,9 @@
 #include "sys.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "util.h"
 #include "wakeup.h"
 #include "wire.h"
-
-bool sw_fd_nonblocking(int fd)
-{
-	int fl = sdp_sys.fcntl(fd, F_GETFL);
-
-	return fl >= 0 && (fl & O_NONBLOCK);
-}
-
-/* A provider name into its NUL-padded 8-byte wire field. */
-void sw_name_copy(char dst[SDP_PROVIDER_NAME_LEN], const char *src)
-{
-	size_t n = strnlen(src, SDP_PROVIDER_NAME_LEN);
-
-	memset(dst, 0, SDP_PROVIDER_NAME_LEN);
-	memcpy(dst, src, n);
-}
-
-void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port)
-{
-	if (ss->ss_family == AF_INET)
-		*port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
-	else
-		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-}
 
 /* The peer's end of TCP has come (or comes within a millisecond: a
  * process that exits closes its fds one by one): a step of the upgrade
@@ -329,6 +306,7 @@ static void client_take_request(struct sw_sock *s)
 			}
 			SW_WARN("fd %d: provider connection without the key of this TCP connection: refused",
 				s->fd);
+			s->key_refused = true;
 			sw_providers[i].mod.ops.reject(req);
 		}
 		if (r && r != -EAGAIN) {
@@ -338,7 +316,10 @@ static void client_take_request(struct sw_sock *s)
 		}
 	}
 	if (!p) {
-		if (sw_now_ns() > s->deadline_ns)
+		if (sw_now_ns() > s->deadline_ns && s->key_refused)
+			sw_fallback(s, SDP_FB_AUTH,
+				    "only provider connections without the key came");
+		else if (sw_now_ns() > s->deadline_ns)
 			sw_fallback(s, SDP_FB_TIMEOUT,
 				    "no provider connection from the server");
 		return;

@@ -39,14 +39,19 @@ bool sw_upgrade_can_give_up(const struct sw_sock *s);
  * the handshake's steps come with no wake-up (sw_upgrade_nap_ms). */
 int sw_upgrade_nap_ms(struct sw_sock *s);
 
+/* Takes the upgrade's next steps if it is pending, never waiting. */
 void sw_upgrade_advance(struct sw_sock *s);
 
 int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd);
 
+/* Server: acts on the client's hello in s->hello_buf (answer, or refuse). */
 void sw_upgrade_server_hello_take(struct sw_sock *s);
 
+/* Server: looks for the client's hello on TCP (writing: the program
+ * is about to send, so it is decided now). */
 void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing);
 
+/* Client: looks for the server's hello, then its connection request. */
 void sw_upgrade_client_hello_sent(struct sw_sock *s);
 
 #endif /* SW_UPGRADE_H */

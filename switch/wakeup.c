@@ -15,14 +15,15 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "core.h"
 #include "credits.h"
+#include "providers.h"
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
 #include "spin.h"
 #include "sys.h"
 #include "tcp_inband.h"
+#include "util.h"
 #include "wakeup.h"
 #include "wire.h"
 

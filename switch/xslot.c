@@ -17,8 +17,8 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "core.h"
 #include "credits.h"
+#include "providers.h"
 #include "rdma_read.h"
 #include "session_msg.h"
 #include "session_rx.h"
@@ -26,6 +26,7 @@
 #include "sock.h"
 #include "spin.h"
 #include "tcp_inband.h"
+#include "util.h"
 #include "wire.h"
 #include "xslot.h"
 
@@ -63,13 +64,12 @@ void sw_xslot_attach(struct sw_sock *s)
 }
 
 /* XOFFER: bytes wait in the peer's transfer slot; queued in stream
- * order, claimed when the program reads them (session_rx.c). */
+ * order, claimed when the program reads them (sw_xslot_take). */
 int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
-		     const struct sdp_msg_hdr *h, const void *body)
+		      const struct sdp_msg_hdr *h, const void *body)
 {
 	struct sw_session *ss = &s->ss;
 	struct sdp_msg_rdata rd;
-	struct rx_item *it;
 
 	memcpy(&rd, body, sizeof(rd));
 	if (!ss->xs_peer || !ss->can_read)
@@ -80,15 +80,8 @@ int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
 		return sw_proto_error(s, "malformed XOFFER");
 	if (ss->fin_rcvd || ss->dg_rcvd)
 		return sw_proto_error(s, "XOFFER after FIN or DOWNGRADE");
-	it = sw_rx_item_new(ss);
-	if (!it)
+	if (sw_rxq_remote(ss, RX_XSLOT, &rd) < 0)
 		return -ENOMEM;
-	it->kind = RX_XSLOT;
-	it->desc = rd.region;
-	it->xfer_id = rd.xfer_id;
-	it->off = 0;
-	it->len = rd.total;
-	sw_rxq_push(ss, it);
 	return sw_recv_repost(s, idx);
 }
 
@@ -179,7 +172,7 @@ static bool xslot_push_word_ok(uint64_t w, uint32_t seq)
  * registration failed, nothing offered).
  */
 ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
-			   bool nb)
+		      bool nb)
 {
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *pv = ss->prov;
@@ -427,7 +420,7 @@ static const char *xslot_claim_failed(uint64_t w, uint32_t seq)
  * Nothing is read from the slot but the state and push words and the
  * reserved word; total and lengths come from XOFFER. */
 ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
-			  size_t len, uint64_t skip, bool consume)
+		      size_t len, uint64_t skip, bool consume)
 {
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *pv = ss->prov;
@@ -512,7 +505,7 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 /* An offer that ended before the program read all of it: the sender took
  * the rest back and sends it again after this point of the stream. */
 void sw_xslot_drop(struct sw_session *ss, struct rx_item *it,
-		       struct rx_item **peek_it, uint64_t *peek_off)
+		   struct rx_item **peek_it, uint64_t *peek_off)
 {
 	struct rx_item **pp = &ss->rxq, *prev = NULL;
 
