@@ -122,7 +122,7 @@ int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 		uint64_t n;
 
 		if (s->state == SW_HELLO_PENDING)
-			sw_upgrade_hello(s, NULL, 0);
+			sw_hello_send(s, NULL, 0);
 		if (s->ss.cq)
 			sw_progress(s);
 		if (sw_hello_ahead(s) ||

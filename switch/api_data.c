@@ -150,12 +150,12 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 	/* the caller has just moved the upgrade on: again after each wait */
 	for (;; sw_upgrade_advance(s)) {
 		if (s->state == SW_HELLO_PENDING)
-			sw_upgrade_hello(s, NULL, 0);
+			sw_hello_send(s, NULL, 0);
 		if (sw_hello_read_merges(s, flags)) {
 			/* the peer's hello and the bytes behind it at once;
 			 * a blocking read waits for them there */
 			msg_advance(msg, got, &m, scratch);
-			r = sw_upgrade_read_hello(s, &m, flags, !nb && !got);
+			r = sw_hello_read(s, &m, flags, !nb && !got);
 			if (r == -EAGAIN && !nb && !got) {
 				return -EAGAIN;	/* the program's timeout */
 			}
@@ -221,7 +221,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 	    !(flags & MSG_OOB)) {
 		/* the peer may wait for our hello before it answers */
 		if (s->state == SW_HELLO_PENDING)
-			sw_upgrade_hello(s, NULL, 0);
+			sw_hello_send(s, NULL, 0);
 		r = head_recvmsg(s, msg, flags);
 		if (r != SW_HEAD_FELL_BACK) {
 			pthread_mutex_unlock(&s->lock);
@@ -315,7 +315,7 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 				return done;
 			return r < 0 ? r : (ssize_t)done + r;
 		}
-		r = sw_upgrade_hello(s, &m, flags);
+		r = sw_hello_send(s, &m, flags);
 		if (r == SW_NO_HELLO && !head_tx(s))
 			continue;	/* fell back: plain TCP */
 		if (r == SW_NO_HELLO)

@@ -59,7 +59,8 @@ static short san_revents(struct sw_sock *s, short events, bool rx)
 }
 
 /* Before the peer's switch point: POLLIN from its TCP bytes; our side
- * sends on TCP until ours (the kernel tells), on the SAN after it. */
+ * sends on TCP until ours (the kernel tells), on the SAN after it. Returns
+ * the revents, or SW_HEAD_SWITCHED once all its TCP bytes are read. */
 static short head_revents(struct sw_sock *s, short events,
 			  short kernel_revents)
 {
@@ -67,7 +68,7 @@ static short head_revents(struct sw_sock *s, short events,
 	int h = sw_head_readable(s, kernel_revents);
 
 	if (h == SW_HEAD_SWITCHED)
-		return -1;
+		return SW_HEAD_SWITCHED;
 	/* a kernel report here is the program's bytes arriving on TCP: an
 	 * edge, as on a plain TCP socket */
 	if (kernel_revents)
@@ -124,7 +125,7 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 		kernel_revents = sdp_sys.poll(&pf, 1, 0) == 1 ? pf.revents : 0;
 	}
 	if (s->state == SW_HELLO_PENDING && (events & POLLIN))
-		sw_upgrade_hello(s, NULL, 0);
+		sw_hello_send(s, NULL, 0);
 	if (s->state == SW_SAN && s->rx_san) {
 		if (kernel_revents & (POLLIN | POLLHUP | POLLERR))
 			sw_doorbell_drain(s);
@@ -191,7 +192,7 @@ short sw_poll_arm(struct sw_sock *s, short events)
 	pthread_mutex_lock(&s->lock);
 	sw_upgrade_advance(s);
 	if (s->state == SW_HELLO_PENDING && (events & POLLIN))
-		sw_upgrade_hello(s, NULL, 0);
+		sw_hello_send(s, NULL, 0);
 	if (s->state == SW_SAN) {
 		sw_progress(s);
 		poll_idle(s);

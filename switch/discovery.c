@@ -23,7 +23,7 @@
 
 /*
  * The TCP listener on port in this network namespace (/proc/net/tcp{,6}):
- * its owner's user id and its socket inode. Returns 0, or -1 if none.
+ * its owner's user id and its socket inode. Returns 0, or -ENOENT if none.
  */
 static int tcp_listener(uint16_t port, unsigned long *uid,
 			unsigned long *inode)
@@ -59,10 +59,11 @@ static int tcp_listener(uint16_t port, unsigned long *uid,
 		}
 		fclose(f);
 	}
-	return -1;
+	return -ENOENT;
 }
 
-/* Does process pid hold the socket with this inode? -1: cannot tell. */
+/* Does process pid hold the socket with this inode? 1 or 0, or -errno:
+ * cannot tell. */
 static int pid_holds_socket(int pid, unsigned long inode)
 {
 	char dir[64], path[320], link[64], want[64];
@@ -74,7 +75,7 @@ static int pid_holds_socket(int pid, unsigned long inode)
 	snprintf(want, sizeof(want), "socket:[%lu]", inode);
 	d = opendir(dir);
 	if (!d)
-		return -1;
+		return -errno;
 	while (!found && (e = readdir(d))) {
 		ssize_t n;
 
@@ -96,7 +97,7 @@ static int pid_holds_socket(int pid, unsigned long inode)
  * server listens, forks the processes that accept, and often closes its
  * own copy of the TCP listener: the provider listener (made by the
  * parent, inherited by the children) still speaks for the same program.
- * -1: cannot tell.
+ * 1 or 0, or -errno: cannot tell.
  */
 static int pid_child_holds_socket(int pid, unsigned long inode)
 {
@@ -108,7 +109,7 @@ static int pid_child_holds_socket(int pid, unsigned long inode)
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	d = opendir(path);
 	if (!d)
-		return -1;
+		return -errno;
 	while (!found && (e = readdir(d))) {
 		char cpath[320];
 		FILE *f;
@@ -127,7 +128,7 @@ static int pid_child_holds_socket(int pid, unsigned long inode)
 		fclose(f);
 	}
 	closedir(d);
-	return found ? 1 : (any ? 0 : -1);
+	return found ? 1 : (any ? 0 : -ENOENT);
 }
 
 /*

@@ -161,8 +161,8 @@ static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
 	return r;
 }
 
-ssize_t sw_upgrade_hello(struct sw_sock *s, const struct msghdr *msg,
-			 int flags)
+ssize_t sw_hello_send(struct sw_sock *s, const struct msghdr *msg,
+		      int flags)
 {
 	if (s->state == SW_HELLO_PENDING)
 		return client_hello_send(s, msg, flags);
@@ -186,8 +186,8 @@ ssize_t sw_upgrade_hello(struct sw_sock *s, const struct msghdr *msg,
  * end, or the state moved meanwhile: the caller goes its usual way), or
  * -errno (-EAGAIN: nothing there; with block, the program's timeout).
  */
-ssize_t sw_upgrade_read_hello(struct sw_sock *s, struct msghdr *msg,
-			      int flags, bool block)
+ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
+		      int flags, bool block)
 {
 	const size_t hl = sizeof(struct sdp_hello);
 	struct iovec iov[65];

@@ -16,11 +16,11 @@
 /* Sends our hello if it is due now, with the program's bytes in msg (NULL:
  * alone). Returns the program's bytes sent, -errno, or SW_NO_HELLO when no
  * hello is due (the caller sends as it would). */
-ssize_t sw_upgrade_hello(struct sw_sock *s, const struct msghdr *msg,
-			 int flags);
+ssize_t sw_hello_send(struct sw_sock *s, const struct msghdr *msg,
+		      int flags);
 
 /* A plain read of the program's can take the peer's hello and the bytes
- * behind it in one go (sw_upgrade_read_hello). */
+ * behind it in one go (sw_hello_read). */
 static inline bool sw_hello_read_merges(const struct sw_sock *s, int flags)
 {
 	return !(flags & (MSG_PEEK | MSG_OOB)) &&
@@ -30,8 +30,8 @@ static inline bool sw_hello_read_merges(const struct sw_sock *s, int flags)
 
 /* Reads the peer's hello and the program's bytes behind it into msg:
  * bytes, -errno, or SW_HELLO_OTHER when what came is not a hello. */
-ssize_t sw_upgrade_read_hello(struct sw_sock *s, struct msghdr *msg,
-			      int flags, bool block);
+ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
+		      int flags, bool block);
 
 /* TCP after a fallback: drops the peer's hello if its stream starts with
  * one. 0 when the program's bytes are next, -EAGAIN (!wait). */

@@ -158,7 +158,7 @@ void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing)
  * opens it when it wakes (sw_client_listen_due). The connect is tried again
  * 1, 2, 4 .. 64 ms later, until SDP_UPGRADE_TIMEOUT_MS after the first try;
  * nothing is committed meanwhile, so giving up then loses nothing. Returns
- * 0 when another try is due, -1 when it is time to give up.
+ * 0 when another try is due, -ETIMEDOUT when it is time to give up.
  */
 #define CONNECT_AGAIN_MAX_MS 64
 
@@ -170,7 +170,7 @@ static int connect_again(struct sw_sock *s)
 		s->deadline_ns = now + (uint64_t)sw_cfg.upgrade_timeout_ms *
 					       1000000ull;
 	if (now >= s->deadline_ns)
-		return -1;
+		return -ETIMEDOUT;
 	sw_session_free(s);
 	wait_ms = s->connect_tries < 7 ? 1ull << s->connect_tries :
 					 CONNECT_AGAIN_MAX_MS;
