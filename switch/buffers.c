@@ -1,16 +1,86 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * buffers.c - the connection's registered memory: control-message buffers,
- * one registration each so that the pool can grow when the peer is busy and
- * shrink when the connection is idle (credits.c decides), and the staging
- * ring that is the target of the peer's RDMA writes.
+ * buffers.c - the connection's control-message buffers and the only owner
+ * of the process's buffer pool: one registration per buffer so the set can
+ * grow and shrink (credits.c decides), receives posted and reposted.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 
-#include "sw_internal.h"
+#include "buffers.h"
+#include "config.h"
+#include "log.h"
+#include "providers.h"
+#include "sock.h"
+
+uint8_t *sw_buf(struct sw_session *ss, uint32_t idx)
+{
+	return ss->rslot[idx].mem;
+}
+
+static int post_recv(struct sw_sock *s, uint32_t idx)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_sge sge = { ss->rslot[idx].mem, ss->msg_size,
+			       ss->rslot[idx].mr };
+	int r = ss->prov->mod.ops.post_recv(ss->ep, &sge, 1, idx);
+
+	return r == SDP_PENDING ? 0 : r;
+}
+
+/* Posts a buffer added by a credit increase. */
+int sw_recv_post_new(struct sw_sock *s, uint32_t idx)
+{
+	return post_recv(s, idx);
+}
+
+int sw_recv_repost(struct sw_sock *s, uint32_t idx)
+{
+	struct sw_session *ss = &s->ss;
+	int r;
+
+	ss->recv_held[idx] = 0;
+	r = post_recv(s, idx);
+	if (r == -ENOBUFS || r == -EINVAL)
+		return r;	/* our accounting is wrong: an error */
+	if (r) {
+		/* the endpoint takes no more receives: the provider has
+		 * ended the connection (it hands out what arrived before,
+		 * which is already in its completion queue) */
+		if (!ss->peer_dead)
+			SW_DBG("fd %d: provider refuses receives: %s", s->fd,
+			       sdp_strerror(r));
+		ss->peer_dead = true;
+		sw_event(s);
+		return 0;
+	}
+	ss->credits_owed++;
+	return 0;
+}
+
+int sw_session_post_recvs(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	uint32_t i;
+	int r;
+
+	for (i = 0; i < ss->nrecv; i++) {
+		r = post_recv(s, i);
+		if (r)
+			return r;
+	}
+	ss->peer_credits = ss->nrecv;
+	return 0;
+}
 
 /*
  * Message buffers of closed connections, kept for the next ones: a
@@ -168,63 +238,6 @@ void sw_send_slots_trim(struct sw_sock *s, uint32_t keep)
 			ss->nsend--;
 		}
 	}
-}
-
-int sw_staging_create(struct sw_sock *s)
-{
-	struct sw_session *ss = &s->ss;
-	struct sw_provider *p = ss->prov;
-	size_t len = ss->staging_size ? ss->staging_size : sw_cfg.staging_size;
-	void *m;
-	int r;
-
-	if (ss->staging)
-		return 0;
-	m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return -ENOMEM;
-	r = p->mod.ext.register_rdma_memory(ss->ep, m, len,
-					    SDP_ACCESS_REMOTE_WRITE,
-					    &ss->staging_desc,
-					    &ss->staging_rmr);
-	if (r) {
-		munmap(m, len);
-		if (s->st)
-			s->st->reg_failures++;
-		if (len <= sw_cfg.staging_size)
-			return r;
-		/* a larger ring than the plain one (a provider that crosses
-		 * a wire) may pass the locked-memory limit (ulimit -l, 8 MiB
-		 * by default): the plain size still lets the peer write */
-		SW_INFO("fd %d: a %zu-byte staging ring cannot be registered (%s); trying %zu bytes",
-			s->fd, len, sdp_strerror(r), sw_cfg.staging_size);
-		ss->staging_size = sw_cfg.staging_size;
-		return sw_staging_create(s);
-	}
-	ss->staging = m;
-	ss->staging_len = len;
-	ss->staging_recv_head = 0;
-	ss->staging_consumed = 0;
-	ss->staging_freed_unsent = 0;
-	ss->staging_dead = false;
-	return 0;
-}
-
-void sw_staging_drop(struct sw_sock *s)
-{
-	struct sw_session *ss = &s->ss;
-
-	if (!ss->staging)
-		return;
-	if (ss->staging_rmr && ss->ep)
-		ss->prov->mod.ext.deregister_rdma_memory(ss->ep,
-							 ss->staging_rmr);
-	munmap(ss->staging, ss->staging_len);
-	ss->staging = NULL;
-	ss->staging_rmr = NULL;
-	ss->staging_len = 0;
-	ss->staging_dead = false;
 }
 
 void sw_bufs_free(struct sw_sock *s)

@@ -12,8 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+#include "log.h"
 #include "rules.h"
-#include "sw_internal.h"
+#include "session_tx.h"
+#include "sock.h"
 
 struct sw_config sw_cfg = {
 	.log_level = 4,

@@ -10,7 +10,16 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "sw_internal.h"
+#include "buffers.h"
+#include "config.h"
+#include "credits.h"
+#include "log.h"
+#include "rdma_write.h"
+#include "session_msg.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "util.h"
+#include "wire.h"
 
 bool sw_credit_can_send(struct sw_session *ss, uint8_t type)
 {
@@ -65,9 +74,6 @@ uint16_t sw_credit_take_owed(struct sw_session *ss)
 /* Sends what is owed to the peer: a pending transfer acknowledgement, a
  * pending FIN, and a CREDIT message when enough buffers wait to be
  * announced or the peer is short of them. */
-int sw_credit_send_releases(struct sw_sock *s);
-int sw_recv_post_new(struct sw_sock *s, uint32_t idx);
-int sw_ptx_flush(struct sw_sock *s);
 
 int sw_credit_maybe_update(struct sw_sock *s)
 {
@@ -139,7 +145,6 @@ int sw_credit_maybe_update(struct sw_sock *s)
  * consumed. One owed buffer stays for the next message: a CREDIT costs
  * the peer a buffer too, and two idle sides must not trade them forever.
  */
-void sw_credit_return_owed(struct sw_sock *s);
 void sw_credit_return_owed(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
@@ -315,7 +320,6 @@ int sw_credit_on_delta(struct sw_sock *s, const struct sdp_msg_delta *d)
 }
 
 /* Sender: the releases the peer asked for. */
-int sw_credit_send_releases(struct sw_sock *s);
 int sw_credit_send_releases(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;

@@ -2,10 +2,7 @@
 /*
  * downgrade.c - returning a connection from the SAN to TCP mid-stream
  * (DESIGN.md section 4), each direction at the byte where its sender put a
- * DOWNGRADE message on the SAN and a marker on TCP. Used before fork and
- * exec, so that both processes, or the new program, hold plain TCP. Bytes
- * that had arrived on the SAN but were not read yet move into a buffer that
- * parent and child share, so each byte is still read once.
+ * DOWNGRADE message on the SAN and a marker on TCP.
  */
 #include <errno.h>
 #include <poll.h>
@@ -15,9 +12,16 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "sw_internal.h"
+#include "credits.h"
+#include "downgrade.h"
+#include "fallback.h"
+#include "log.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "util.h"
+#include "wire.h"
 
-#define DG_TIMEOUT_NS 2000000000ull
 
 int sw_downgrade_start(struct sw_sock *s)
 {
@@ -43,15 +47,6 @@ int sw_downgrade_start(struct sw_sock *s)
 	return r;
 }
 
-static void finish(struct sw_sock *s)
-{
-	sw_session_free(s);
-	s->state = SW_TCP;
-	if (s->st)
-		s->st->state = SW_TCP;
-	sw_event(s);
-}
-
 void sw_downgrade_rx_point(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
@@ -68,289 +63,5 @@ void sw_downgrade_rx_point(struct sw_sock *s)
 	/* both directions are on TCP; the peer's doorbells and marker
 	 * precede its data there */
 	s->dg_marker = true;
-	finish(s);
-}
-
-int sw_dg_marker_skip(struct sw_sock *s, bool wait)
-{
-	struct sdp_marker want;
-	uint8_t buf[64];
-
-	memcpy(want.magic, SDP_DOWNGRADE_MAGIC, SDP_MAGIC_LEN);
-	memcpy(want.key, s->key, sizeof(want.key));
-	while (s->dg_marker) {
-		ssize_t n = sdp_sys.recv(s->fd, buf, sizeof(buf),
-					 MSG_PEEK | MSG_DONTWAIT);
-		ssize_t i = 0;
-
-		if (n > 0) {
-			while (i < n && buf[i] == SDP_DOORBELL)
-				i++;
-			if (i) {
-				sdp_sys.recv(s->fd, buf, i, MSG_DONTWAIT);
-				continue;
-			}
-			if (memcmp(buf, &want, n < (ssize_t)sizeof(want) ?
-						       n : (ssize_t)sizeof(want))) {
-				SW_WARN("fd %d: TCP data without the downgrade marker",
-					s->fd);
-				s->dg_marker = false;
-				return 0;
-			}
-			if (n >= (ssize_t)sizeof(want)) {
-				sdp_sys.recv(s->fd, buf, sizeof(want),
-					     MSG_WAITALL);
-				s->dg_marker = false;
-				return 0;
-			}
-		} else if (n == 0) {
-			s->dg_marker = false;
-			return 0;
-		} else if (errno != EAGAIN && errno != EWOULDBLOCK &&
-			   errno != EINTR) {
-			s->dg_marker = false;
-			return 0;
-		}
-		if (!wait)
-			return -EAGAIN;
-		sw_wait_fd(s->fd, POLLIN, -1);
-	}
-	return 0;
-}
-
-ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags)
-{
-	struct sw_fork_buf *fb = s->fork_buf;
-	size_t got = 0, i, avail;
-
-	pthread_mutex_lock(&fb->lock);
-	avail = fb->len - fb->off;
-	for (i = 0; i < msg->msg_iovlen && got < avail; i++) {
-		size_t n = msg->msg_iov[i].iov_len;
-
-		if (n > avail - got)
-			n = avail - got;
-		memcpy(msg->msg_iov[i].iov_base, fb->data + fb->off + got, n);
-		got += n;
-	}
-	if (!(flags & MSG_PEEK))
-		fb->off += got;
-	pthread_mutex_unlock(&fb->lock);
-	return got;
-}
-
-/* Reads exactly len bytes of the peer's from TCP (they were sent before
- * its switch point, which came already). */
-static int head_read_all(struct sw_sock *s, uint8_t *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = sdp_sys.recv(s->fd, buf + got, len - got, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EIO;
-		got += n;
-	}
-	return 0;
-}
-
-/* Moves the unread bytes of s into a buffer parent and child share: the
- * peer's bytes still on TCP before its switch point, then those that came
- * on the SAN. */
-static int capture_rx(struct sw_sock *s)
-{
-	struct sw_session *ss = &s->ss;
-	size_t head = s->rx_san ? 0 : s->tcp_rx_limit - s->tcp_rx;
-	size_t len = head + ss->rx_queued, map_len;
-	struct sw_fork_buf *fb;
-	pthread_mutexattr_t a;
-	struct iovec iov;
-	ssize_t n;
-
-	if (!len)
-		return 0;
-	map_len = sizeof(*fb) + len;
-	fb = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (fb == MAP_FAILED)
-		return -ENOMEM;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutex_init(&fb->lock, &a);
-	pthread_mutexattr_destroy(&a);
-	fb->map_len = map_len;
-	fb->len = 0;
-	if (head && head_read_all(s, fb->data, head) == 0) {
-		fb->len = head;
-		s->tcp_rx += head;
-		if (s->st)
-			s->st->rx_tcp += head;
-	}
-	s->rx_san = true;
-	iov.iov_base = fb->data + fb->len;
-	iov.iov_len = ss->rx_queued;
-	n = iov.iov_len ? sw_session_recv(s, &iov, 1, MSG_DONTWAIT) : 0;
-	if (n > 0)
-		fb->len += n;
-	fb->off = 0;
-	s->fork_buf = fb;
-	return 0;
-}
-
-/* Returns every managed connection to TCP (before fork or exec). */
-void sw_downgrade_all(bool capture);
-void sw_downgrade_all(bool capture)
-{
-	struct sw_sock **v;
-	uint64_t deadline = sw_now_ns() + DG_TIMEOUT_NS;
-	int n = sw_sock_list(&v), i, busy;
-
-	/* pending upgrades: given up where nothing is lost by it, else
-	 * (a committed server) finished; both ends may be in this process,
-	 * so every socket moves on in each round */
-	do {
-		busy = 0;
-		for (i = 0; i < n; i++) {
-			struct sw_sock *s = v[i];
-
-			pthread_mutex_lock(&s->lock);
-			if (sw_pending(s) && sw_upgrade_cut(s)) {
-				sw_upgrade_progress(s);
-				if (sw_pending(s) && sw_now_ns() > deadline) {
-					SW_WARN("fd %d: the client did not answer the upgrade before fork or exec; staying on TCP (what it sends to the provider later is lost)",
-						s->fd);
-					sw_fallback(s, SDP_FB_TIMEOUT,
-						    "no SWITCH from the client");
-				} else if (sw_pending(s)) {
-					busy++;
-				}
-			}
-			pthread_mutex_unlock(&s->lock);
-		}
-	} while (busy);
-
-	/* our data to TCP; then wait for the peers' */
-	deadline = sw_now_ns() + DG_TIMEOUT_NS;
-	do {
-		busy = 0;
-		for (i = 0; i < n; i++) {
-			struct sw_sock *s = v[i];
-
-			pthread_mutex_lock(&s->lock);
-			if (s->state == SW_SAN && !s->closed) {
-				sw_progress(s);
-				if (!s->ss.dg_sent)
-					sw_downgrade_start(s);
-				sw_doorbell_drain(s);
-				sw_progress(s);
-				if (s->state == SW_SAN && !s->ss.dg_rcvd &&
-				    !s->ss.peer_dead && !s->tcp_eof &&
-				    !s->ss.error)
-					busy++;
-			}
-			pthread_mutex_unlock(&s->lock);
-		}
-		if (busy && sw_now_ns() > deadline) {
-			SW_WARN("%d connection(s) did not return to TCP before fork/exec: their peers did not answer",
-				busy);
-			break;
-		}
-	} while (busy);
-
-	/* unread SAN bytes into shared buffers, then TCP for good */
-	for (i = 0; i < n; i++) {
-		struct sw_sock *s = v[i];
-
-		pthread_mutex_lock(&s->lock);
-		if (s->state == SW_SAN && s->ss.dg_rcvd) {
-			if (capture)
-				capture_rx(s);
-			sw_credit_maybe_update(s);
-			sw_downgrade_rx_point(s);
-			if (s->state == SW_TCP)
-				sw_dg_marker_skip(s, true);
-		}
-		pthread_mutex_unlock(&s->lock);
-		sw_sock_unref(s);
-	}
-	free(v);
-}
-
-/*
- * Before exec: a connection that fell back before the peer's hello came
- * (a server that forked right after accept, as sshd does, before its
- * client wrote) still has that hello to drop (sw_hello_skip). The new
- * program must not read it: what is here is dropped now; for the rest, the
- * new program's switch is told through its environment, as
- * SW_EXEC_ENV=FD:INO:GOT,... (GOT: bytes of the hello already dropped), and
- * drops it there (sw_sock_inherit). Returns that entry (malloc'd) or NULL.
- */
-char *sw_exec_hello_skips(void);
-char *sw_exec_hello_skips(void)
-{
-	struct sw_sock **v;
-	int n = sw_sock_list(&v), i;
-	size_t len = 0, cap = 0;
-	char *env = NULL;
-
-	for (i = 0; i < n; i++) {
-		struct sw_sock *s = v[i];
-		struct stat sb;
-		char item[64];
-		int k;
-
-		pthread_mutex_lock(&s->lock);
-		if (s->state == SW_TCP && !s->closed && s->skip_hello)
-			sw_hello_skip(s, false);
-		if (s->state == SW_TCP && !s->closed && s->skip_hello &&
-		    !fstat(s->fd, &sb)) {
-			k = snprintf(item, sizeof(item), "%s%d:%llu:%zu",
-				     len ? "," : SW_EXEC_ENV "=", s->fd,
-				     (unsigned long long)sb.st_ino,
-				     s->hello_got);
-			if (len + k + 1 > cap) {
-				char *ne = realloc(env, cap + 4096);
-
-				if (ne) {
-					env = ne;
-					cap += 4096;
-				}
-			}
-			if (len + k + 1 <= cap) {
-				memcpy(env + len, item, k + 1);
-				len += k;
-			}
-		}
-		if (s->prefix_len > s->prefix_off)
-			SW_WARN("fd %d: %zu byte(s) taken while looking for a hello are lost to the program exec'd",
-				s->fd, s->prefix_len - s->prefix_off);
-		pthread_mutex_unlock(&s->lock);
-		sw_sock_unref(s);
-	}
-	free(v);
-	return env;
-}
-
-struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
-{
-	struct sw_sock *s;
-	struct stat sb;
-
-	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode) || sb.st_ino != ino ||
-	    got >= sizeof(struct sdp_hello) || (got && got < SDP_MAGIC_LEN))
-		return NULL;
-	s = sw_sock_new(fd, SW_TCP);
-	if (!s)
-		return NULL;
-	s->skip_hello = true;
-	/* the bytes dropped before exec: the magic, then the rest */
-	memcpy(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
-	s->hello_got = got;
-	s->fb_reason = SDP_FB_CUT;
-	if (s->st)
-		s->st->fb_reason = SDP_FB_CUT;
-	return s;
+	sw_fallback(s, SW_FB_DOWNGRADED, NULL);
 }

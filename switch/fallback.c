@@ -8,7 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sw_internal.h"
+#include "config.h"
+#include "fallback.h"
+#include "log.h"
+#include "session.h"
+#include "sock.h"
+#include "stats.h"
+#include "util.h"
+#include "wire.h"
 
 static void peer_text(const struct sw_sock *s, char *buf, size_t len)
 {
@@ -29,7 +36,6 @@ static void peer_text(const struct sw_sock *s, char *buf, size_t len)
 	snprintf(buf, len, "%s:%d", ip, port);
 }
 
-void sw_peer_text(const struct sw_sock *s, char *buf, size_t len);
 void sw_peer_text(const struct sw_sock *s, char *buf, size_t len)
 {
 	peer_text(s, buf, len);
@@ -53,13 +59,45 @@ bool sw_peer_known(struct sw_sock *s)
 	return true;
 }
 
+/* A connection the switch never took on (a rule, no device, no switch at
+ * the peer, a failed set-up): counted, nothing else. */
+static void count_untaken(int reason)
+{
+	struct sw_proc_stats *ps = sw_stats_proc();
+
+	if (!ps)
+		return;
+	ps->conns_tcp++;
+	if (reason > 0 && reason < SW_STATS_FB_MAX)
+		ps->fallbacks[reason]++;
+}
+
+/* A carried connection whose both directions are back on TCP
+ * (downgrade.c): no fallback, nothing counted. */
+static void downgraded(struct sw_sock *s)
+{
+	sw_session_free(s);
+	s->state = SW_TCP;
+	if (s->st)
+		s->st->state = SW_TCP;
+	sw_event(s);
+}
+
 void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 {
 	struct sw_proc_stats *ps = sw_stats_proc();
 	char peer[64];
 
+	if (!s) {
+		count_untaken(reason);
+		return;
+	}
 	if (s->state == SW_TCP)
 		return;
+	if (reason == SW_FB_DOWNGRADED) {
+		downgraded(s);
+		return;
+	}
 	if (sw_cfg.log_level >= 6 && sw_peer_known(s))
 		peer_text(s, peer, sizeof(peer));
 	else
@@ -97,4 +135,11 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	s->ptx_cap = 0;
 	s->ptx_len = 0;
 	sw_event(s);
+}
+
+void sw_fallback_inherited(struct sw_sock *s, int reason)
+{
+	s->fb_reason = reason;
+	if (s->st)
+		s->st->fb_reason = reason;
 }

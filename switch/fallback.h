@@ -6,6 +6,8 @@
 #ifndef SDP_FALLBACK_H
 #define SDP_FALLBACK_H
 
+/* The numbers are published (statistics files, docs/fallback-reasons.md):
+ * a code that goes away leaves its number reserved. */
 enum sdp_fallback_reason {
 	SDP_FB_NONE = 0,
 	SDP_FB_RULE,		/* a rule says TCP for this program/address/port */
@@ -16,13 +18,14 @@ enum sdp_fallback_reason {
 	SDP_FB_VERSION,		/* peer speaks another protocol version */
 	SDP_FB_LOCAL_SETUP,	/* bind/listen for the upgrade failed here */
 	SDP_FB_PROVIDER_CONNECT,/* provider-level connect failed */
-	SDP_FB_AUTH,		/* the provider connection could not be bound
-				 * to the TCP connection (bad proof) */
+	SDP_FB_AUTH,		/* only provider connections without the key
+				 * of the TCP connection came (refused) */
 	SDP_FB_TIMEOUT,		/* the peer did not complete the upgrade in time */
 	SDP_FB_REGISTRATION,	/* control buffers could not be registered */
 	SDP_FB_PEER_ABANDONED,	/* the peer gave the upgrade up */
 	SDP_FB_BAD_HELLO,	/* malformed handshake message from the peer */
-	SDP_FB_NOT_TCP,		/* not an IPv4/IPv6 TCP stream socket */
+	SDP_FB_RESERVED,	/* 14: never raised: the shim hands the switch
+				 * IPv4/IPv6 TCP sockets only */
 	SDP_FB_PEER_FALLBACK,	/* the peer chose TCP (its reason in the log) */
 	SDP_FB_CUT,		/* shutdown, urgent data, fork or exec came
 				 * before the upgrade finished */
@@ -32,5 +35,21 @@ enum sdp_fallback_reason {
 };
 
 const char *sdp_fallback_name(int reason);
+
+struct sw_sock;
+
+/* Not a reason: a carried connection returns to TCP (downgrade.c). */
+#define SW_FB_DOWNGRADED (-1)
+
+/*
+ * The only way a connection goes to TCP. One-way. For a connection the
+ * switch manages: records and counts reason, logs it, frees the upgrade or
+ * session resources, sends what was kept back. s NULL: a connection the
+ * switch never took on, only counted. reason SW_FB_DOWNGRADED: a carried
+ * connection back on TCP, which is no fallback: nothing is counted.
+ */
+void sw_fallback(struct sw_sock *s, int reason, const char *detail);
+/* A socket taken on already on TCP (inherited across exec): records why. */
+void sw_fallback_inherited(struct sw_sock *s, int reason);
 
 #endif /* SDP_FALLBACK_H */

@@ -23,7 +23,7 @@ const char *sdp_fallback_name(int reason)
 		[SDP_FB_REGISTRATION] = "registration",
 		[SDP_FB_PEER_ABANDONED] = "peer-abandoned",
 		[SDP_FB_BAD_HELLO] = "bad-hello",
-		[SDP_FB_NOT_TCP] = "not-tcp",
+		[SDP_FB_RESERVED] = "reserved",
 		[SDP_FB_PEER_FALLBACK] = "peer-fallback",
 		[SDP_FB_CUT] = "cut",
 		[SDP_FB_ENDED] = "ended",

@@ -14,7 +14,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "sw_internal.h"
+#include "buffers.h"
+#include "config.h"
+#include "flusher.h"
+#include "log.h"
+#include "session_msg.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "util.h"
+#include "wakeup.h"
 
 /*
  * Locks: a program thread adds a socket while it holds the socket's lock,

@@ -11,7 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "config.h"
+#include "log.h"
+#include "sys.h"
+#include "util.h"
 
 static int log_fd = 2;
 

@@ -1,244 +1,98 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * session_rx.c - the receiving side of the session protocol: delivers the
- * queued pieces of the byte stream to the program in order (inline data
- * from receive buffers, WDATA from the staging ring, RDATA pulled straight
- * into the program's buffer by RdmaRead, XOFFER taken from the sender's
- * transfer slot with the sender writing half of a large read), honouring
- * MSG_PEEK, MSG_WAITALL and MSG_DONTWAIT, and reports EOF only after every
- * byte before it.
+ * session_rx.c - the receiving side of the session protocol: the queue of
+ * received pieces of the byte stream, delivered to the program in order
+ * with MSG_PEEK, MSG_WAITALL and MSG_DONTWAIT; EOF only after every byte.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 
-#include "sw_internal.h"
+#include "buffers.h"
+#include "credits.h"
+#include "iov.h"
+#include "log.h"
+#include "rdma_read.h"
+#include "rdma_write.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "spin.h"
+#include "status.h"
+#include "tcp_inband.h"
+#include "util.h"
+#include "wakeup.h"
+#include "xslot.h"
 
-uint64_t sw_rdma_ctx_new(struct sw_session *ss);
-int sw_proto_error(struct sw_sock *s, const char *why);
-
-/* Pulls len bytes of a REMOTE item into dst. Registration failure uses a
- * bounce through a receive-sized piece (copy). Returns 0 or < 0. */
-static int pull_remote(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
-		       size_t len)
+struct rx_item *sw_rx_item_new(struct sw_session *ss)
 {
-	struct sw_session *ss = &s->ss;
-	struct sw_provider *pv = ss->prov;
-	struct sdp_sge sge;
-	struct sdp_mr *mr;
-	uint64_t ctx;
-	int r = 0, tries;
+	struct rx_item *it = ss->rx_free;
 
-	/* a failed registration may succeed again: a few tries */
-	for (tries = 0; tries < 3; tries++) {
-		r = pv->mod.ext.register_memory(pv->mod.prov, dst, len,
-						SDP_ACCESS_LOCAL_WRITE, &mr);
-		if (!r)
-			break;
-		if (s->st)
-			s->st->reg_failures++;
-	}
-	if (r)
-		return r;
-	sge.addr = dst;
-	sge.length = len;
-	sge.mr = mr;
-	ctx = sw_rdma_ctx_new(ss);
-	r = pv->mod.ext.rdma_read(ss->ep, &sge, 1, &it->desc, it->off, ctx, 0);
-	if (r == SDP_PENDING)
-		r = sw_rdma_wait(s, ctx);
-	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
-	if (r == 0 && s->st)
-		s->st->rx_rdma_read += len;
-	return r;
+	if (it)
+		ss->rx_free = it->next;
+	else
+		it = malloc(sizeof(*it));
+	if (it)
+		memset(it, 0, sizeof(*it));
+	return it;
 }
 
-/* A read that found its offer taken back waits this long at most for the
- * bytes the sender sends instead at once: only a descheduled sender (a busy
- * machine) takes more than microseconds. */
-#define SW_XSLOT_REFILL_NS (50 * 1000000ull)
-
-/* Waits for the sender to finish the push asked for in the slot. Returns
- * 0 when it wrote the bytes, 1 when this side must pull them itself (the
- * sender failed, or did not start within the spin budget and the request
- * was taken back), < 0 when the sender is gone (-ECONNRESET), broke the
- * protocol (-EPROTO) or kept the push STARTED for SDP_XSLOT_CLAIM_MS
- * (-ETIMEDOUT). The sink stays registered until this returns: while the
- * push is STARTED the sender may be writing into it. */
-static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
-			   uint32_t seq)
+void sw_rx_item_free(struct sw_session *ss, struct rx_item *it)
 {
-	struct sw_session *ss = &s->ss;
-	uint64_t now = sw_now_ns();
-	uint64_t end = now + (uint64_t)sw_cfg.spin_us * 1000;
-	uint64_t give_up = now + (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
-	unsigned spins = 0, relax = 0;
-	uint64_t w;
-
-	for (;;) {
-		w = atomic_load_explicit(&xs->push, memory_order_acquire);
-		if (w == SDP_XS_WORD(seq, SDP_XP_DONE))
-			return 0;
-		if (w == SDP_XS_WORD(seq, SDP_XP_FAILED))
-			return 1;
-		if (w == SDP_XS_WORD(seq, SDP_XP_REQ)) {
-			if (sw_now_ns() >= end &&
-			    atomic_compare_exchange_strong(
-				    &xs->push, &w,
-				    SDP_XS_WORD(seq, SDP_XP_NONE)))
-				return 1;
-		} else if (w != SDP_XS_WORD(seq, SDP_XP_STARTED)) {
-			return -EPROTO;
-		}
-		if (!(++spins & 63)) {
-			sw_progress(s);
-			if (ss->peer_dead || ss->abort_rcvd)
-				return -ECONNRESET;
-			/* a push is one bounded write: a sender that
-			 * started it and never ends it is broken */
-			if (sw_now_ns() >= give_up)
-				return -ETIMEDOUT;
-			if (ss->peer_wants_wake)
-				sw_doorbell_ring(s);
-		}
-		sw_spin_relax(&relax);
-	}
+	it->next = ss->rx_free;
+	ss->rx_free = it;
 }
 
-/* Why a claim of offer seq failed, from the state word found instead:
- * NULL when the sender may have left it there (it took the offer back,
- * or made later offers since), else what is wrong. The sender stores
- * OFFERED before it sends XOFFER, and nobody but us claims. */
-static const char *xslot_claim_failed(uint64_t w, uint32_t seq)
+void sw_rxq_push(struct sw_session *ss, struct rx_item *it)
 {
-	uint32_t wseq = (uint32_t)(w >> 32), st = (uint32_t)w;
-
-	if (st > SDP_XS_CANCELLED)
-		return "transfer slot state the sender may not set";
-	if ((int32_t)(wseq - seq) < 0)
-		return "transfer slot state older than the offer";
-	if (st == SDP_XS_CLAIMED)
-		return "transfer slot claimed by someone else";
-	if (wseq == seq && st == SDP_XS_OFFERED)
-		return "transfer slot state changed during our claim";
-	return NULL;
+	it->next = NULL;
+	if (ss->rxq_tail)
+		ss->rxq_tail->next = it;
+	else
+		ss->rxq = it;
+	ss->rxq_tail = it;
+	ss->rx_queued += it->len;
 }
 
-/* Takes len bytes at offset skip of an XSLOT item into dst: claims the
- * offer, copies (a large read: the first half by RdmaRead here while the
- * sender writes the second half into dst), and hands the claim back with
- * the new count (none for MSG_PEEK). Returns len, -EAGAIN when the offer
- * is over (taken back by the sender: the item ends here), -EPROTO when
- * the sender broke the slot (logged, the connection is closed), or < 0.
- * Nothing is read from the slot but the state and push words and the
- * reserved word; total and lengths come from XOFFER. */
-static ssize_t xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
-			  size_t len, uint64_t skip, bool consume)
+int sw_rxq_inline(struct sw_session *ss, uint32_t idx, uint64_t off,
+		  uint64_t len)
 {
-	struct sw_session *ss = &s->ss;
-	struct sw_provider *pv = ss->prov;
-	struct sdp_xslot *xs = ss->xs_peer;
-	uint32_t seq = it->xfer_id;
-	uint64_t w = SDP_XS_WORD(seq, SDP_XS_OFFERED);
-	uint64_t base = it->off + skip;
-	struct sdp_rmr *sink_rmr = NULL;
-	struct rx_item tmp = *it;
-	const char *bad = NULL;
-	size_t half = len;
-	int r, pw;
+	struct rx_item *it = sw_rx_item_new(ss);
 
-	/* a slot found broken before stays broken: said once */
-	if (ss->error == EPROTO)
-		return -EPROTO;
-	if (__atomic_load_n(&xs->reserved, __ATOMIC_RELAXED)) {
-		sw_proto_error(s, "transfer slot reserved word not zero");
-		return -EPROTO;
-	}
-	if (!atomic_compare_exchange_strong(&xs->state, &w,
-					    SDP_XS_WORD(seq, SDP_XS_CLAIMED))) {
-		bad = xslot_claim_failed(w, seq);
-		if (!bad)
-			return -EAGAIN;
-		sw_proto_error(s, bad);
-		return -EPROTO;
-	}
-	if (consume && len >= sw_cfg.xslot_split) {
-		struct sdp_rdma_desc sink;
-
-		half = (len / 2) & ~(size_t)63;
-		if (!pv->mod.ext.register_rdma_memory(ss->ep, dst + half,
-						      len - half,
-						      SDP_ACCESS_REMOTE_WRITE,
-						      &sink, &sink_rmr)) {
-			memcpy(&xs->sink, &sink, sizeof(sink));
-			xs->push_off = base + half;
-			xs->push_len = len - half;
-			atomic_store_explicit(&xs->push,
-					      SDP_XS_WORD(seq, SDP_XP_REQ),
-					      memory_order_release);
-		} else {
-			sink_rmr = NULL;
-			half = len;
-		}
-	}
-	tmp.off = base;
-	r = pull_remote(s, &tmp, dst, half);
-	if (sink_rmr) {
-		pw = xslot_push_wait(s, xs, seq);
-		if (pw == 1 && !r) {
-			tmp.off = base + half;
-			r = pull_remote(s, &tmp, dst + half, len - half);
-		} else if (pw == -EPROTO) {
-			bad = "transfer slot push in a state the sender may not set";
-		} else if (pw == -ETIMEDOUT) {
-			bad = "transfer slot push started but not finished within SDP_XSLOT_CLAIM_MS";
-		} else if (pw < 0) {
-			r = pw;
-		} else if (pw == 0 && s->st) {
-			s->st->rx_rdma_write += len - half;
-		}
-		pv->mod.ext.deregister_rdma_memory(ss->ep, sink_rmr);
-	}
-	if (!r && !bad && consume)
-		atomic_store_explicit(&xs->consumed, base + len,
-				      memory_order_relaxed);
-	/* the claim is ours: only a broken sender changes it meanwhile */
-	w = SDP_XS_WORD(seq, SDP_XS_CLAIMED);
-	if (!atomic_compare_exchange_strong(&xs->state, &w,
-					    SDP_XS_WORD(seq, SDP_XS_OFFERED)) &&
-	    !bad && !ss->peer_dead)
-		bad = "transfer slot state changed during our claim";
-	if (bad) {
-		sw_proto_error(s, bad);
-		return -EPROTO;
-	}
-	return r ? r : (ssize_t)len;
+	if (!it)
+		return -ENOMEM;
+	it->kind = RX_INLINE;
+	it->buf = idx;
+	it->off = off;
+	it->len = len;
+	ss->recv_held[idx] = 1;
+	sw_rxq_push(ss, it);
+	return 0;
 }
 
-/* An offer that ended before the program read all of it: the sender took
- * the rest back and sends it again after this point of the stream. */
-static void xslot_drop(struct sw_session *ss, struct rx_item *it,
-		       struct rx_item **peek_it, uint64_t *peek_off)
+int sw_rxq_remote(struct sw_session *ss, enum rx_kind kind,
+		  const struct sdp_msg_rdata *rd)
 {
-	struct rx_item **pp = &ss->rxq, *prev = NULL;
+	struct rx_item *it = sw_rx_item_new(ss);
 
-	while (*pp && *pp != it) {
-		prev = *pp;
-		pp = &(*pp)->next;
-	}
-	if (!*pp)
-		return;
-	*pp = it->next;
-	ss->xs_dropped = true;
-	if (ss->rxq_tail == it)
-		ss->rxq_tail = prev;
-	ss->rx_queued -= it->len;
-	if (peek_it && *peek_it == it) {
-		*peek_it = it->next;
-		*peek_off = 0;
-	}
-	sw_rx_item_free(ss, it);
+	if (!it)
+		return -ENOMEM;
+	it->kind = kind;
+	it->desc = rd->region;
+	it->xfer_id = rd->xfer_id;
+	it->off = 0;
+	it->len = rd->total;
+	sw_rxq_push(ss, it);
+	return 0;
 }
+
 
 /* Copies up to len bytes from the head of the queue into dst. consume:
  * advance the queue (not for MSG_PEEK). Returns bytes or < 0. */
@@ -264,7 +118,7 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 	case RX_STAGING: {
 		uint64_t o = (it->off + skip) % ss->staging_len;
 
-		/* on_wdata keeps items inside the ring; stay there anyway */
+		/* sw_wdata_on_msg keeps items inside the ring; stay there anyway */
 		if (n > ss->staging_len - o)
 			n = ss->staging_len - o;
 		memcpy(dst, ss->staging + o, n);
@@ -274,7 +128,7 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 		struct rx_item tmp = *it;
 
 		tmp.off += skip;
-		r = pull_remote(s, &tmp, dst, n);
+		r = sw_rdata_pull(s, &tmp, dst, n);
 		if (r == -SDP_EBADKEY || r == -SDP_EBOUNDS ||
 		    r == -SDP_ERIGHTS) {
 			/* the peer described memory it does not expose */
@@ -286,10 +140,10 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 		break;
 	}
 	case RX_XSLOT: {
-		ssize_t m = xslot_take(s, it, dst, n, skip, consume);
+		ssize_t m = sw_xslot_take(s, it, dst, n, skip, consume);
 
 		if (m == -EAGAIN) {
-			xslot_drop(ss, it, consume ? NULL : peek_it, peek_off);
+			sw_xslot_drop(ss, it, consume ? NULL : peek_it, peek_off);
 			return -EAGAIN;
 		}
 		if (m == -SDP_EBADKEY || m == -SDP_EBOUNDS ||
@@ -395,8 +249,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		want += iov[i].iov_len;
 	if (flags & MSG_OOB) {
 		if (!ss->oob_valid) {
-			errno = EINVAL;
-			return -1;
+			return -EINVAL;
 		}
 		if (!want)
 			return 0;
@@ -415,36 +268,19 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			/* the peer's data continues on TCP */
 			if (got)
 				break;
-			return -2;
+			return SW_RX_DOWNGRADE;
 		}
 		if (ss->rxq) {
 			struct iovec part[16];
-			int k = 0;
-			size_t off = got, left = want - got;
-
 			/* the part of iov not filled yet */
-			for (i = 0; i < iovcnt && k < 16 && left; i++) {
-				size_t l;
+			int k = sw_iov_slice(iov, iovcnt, got, want - got,
+					     part);
 
-				if (off >= iov[i].iov_len) {
-					off -= iov[i].iov_len;
-					continue;
-				}
-				l = iov[i].iov_len - off;
-				if (l > left)
-					l = left;
-				part[k].iov_base =
-					(uint8_t *)iov[i].iov_base + off;
-				part[k++].iov_len = l;
-				left -= l;
-				off = 0;
-			}
 			n = rx_deliver(s, part, k, want - got, peek);
 			if (n < 0) {
 				if (got)
 					break;
-				errno = -n == ECONNRESET ? ECONNRESET : EIO;
-				return -1;
+				return n == -ECONNRESET ? -ECONNRESET : -EIO;
 			}
 			if (n == 0 && ss->xs_dropped) {
 				/* offers ended: the sender sends the rest at
@@ -476,8 +312,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		if (ss->abort_rcvd || ss->error) {
 			if (got)
 				break;
-			errno = ECONNRESET;
-			return -1;
+			return -ECONNRESET;
 		}
 		/* another thread closed the socket (or dup2'ed a file over
 		 * it, as the JDK does to interrupt a blocked read): the read
@@ -494,14 +329,12 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		if (nb) {
 			if (got)
 				break;
-			errno = EAGAIN;
-			return -1;
+			return -EAGAIN;
 		}
 		if (sw_session_wait(s, POLLIN, 0) == -EINTR && !ss->rxq) {
 			if (got)
 				break;
-			errno = EINTR;
-			return -1;
+			return -EINTR;
 		}
 	}
 	return got;

@@ -9,8 +9,8 @@
  */
 #include <sched.h>
 
+#include "config.h"
 #include "spin.h"
-#include "sw_internal.h"
 
 uint64_t sw_spin_budget_ns(struct sw_spin *sp)
 {

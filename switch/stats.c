@@ -15,7 +15,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sw_internal.h"
+#include "fork_exec.h"
+#include "stats.h"
+#include "util.h"
 
 static struct sw_proc_stats *proc;
 static struct sw_proc_stats proc_private; /* when the file cannot be made */

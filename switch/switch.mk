@@ -2,9 +2,14 @@
 # and into unit tests.
 
 SWITCH_SRCS := switch/sys.c switch/log.c switch/config.c switch/rules.c \
-	switch/core.c switch/stats.c switch/fallback.c switch/fallback_names.c switch/upgrade.c switch/tcp_head.c \
-	switch/msg_decode.c switch/buffers.c switch/session.c switch/credits.c switch/session_tx.c \
-	switch/session_rx.c switch/downgrade.c switch/api.c switch/flusher.c switch/spin.c
+	switch/providers.c switch/sock.c switch/util.c switch/stats.c switch/fallback.c switch/fallback_names.c \
+	switch/listen.c switch/connect.c switch/discovery.c switch/upgrade.c \
+	switch/tcp_inband.c switch/tcp_head.c switch/msg_decode.c \
+	switch/buffers.c switch/session.c switch/session_msg.c switch/wakeup.c \
+	switch/credits.c switch/iov.c switch/session_tx.c switch/session_rx.c \
+	switch/rdma_read.c switch/rdma_write.c switch/xslot.c \
+	switch/downgrade.c switch/fork_exec.c switch/api_data.c \
+	switch/api_ctl.c switch/api_ready.c switch/flusher.c switch/spin.c switch/status.c
 # readiness.c (poll/select/epoll emulation) is added by whoever owns it
 SWITCH_SRCS += $(wildcard switch/readiness.c)
 SWITCH_OBJS := $(SWITCH_SRCS:%.c=$(O)/obj/%.o)

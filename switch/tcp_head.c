@@ -11,7 +11,14 @@
 #include <poll.h>
 #include <string.h>
 
-#include "sw_internal.h"
+#include "providers.h"
+#include "session_msg.h"
+#include "sock.h"
+#include "status.h"
+#include "sys.h"
+#include "tcp_head.h"
+#include "tcp_inband.h"
+#include "util.h"
 
 #define HEAD_IOV_MAX 64
 

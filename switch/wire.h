@@ -11,6 +11,7 @@
 #define SDP_WIRE_H
 
 #include <stdint.h>
+
 #include "sdp_provider.h"
 
 #define SDP_PROTO_VERSION 3	/* 2: transfer slots (XOFFER); 3: the

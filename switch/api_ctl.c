@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * api_ctl.c - the control entry points for the shim: shutdown, close,
+ * ioctl (FIONREAD, SIOCATMARK), getsockopt/setsockopt and O_NONBLOCK.
+ * POSIX here: -1 and errno.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include "buffers.h"
+#include "credits.h"
+#include "fallback.h"
+#include "session.h"
+#include "session_msg.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "util.h"
+#include "wakeup.h"
+
+int sw_shutdown(struct sw_sock *s, int how)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (sw_pending(s))
+		sw_upgrade_settle(s);
+	if (s->state != SW_SAN) {
+		pthread_mutex_unlock(&s->lock);
+		return sdp_sys.shutdown(s->fd, how);
+	}
+	if (how == SHUT_WR || how == SHUT_RDWR) {
+		if (!s->ss.fin_sent && !s->ss.fin_pending)
+			s->ss.fin_pending = true;
+		sw_credit_maybe_update(s);
+	}
+	if (how == SHUT_RD || how == SHUT_RDWR) {
+		/* later reads see EOF, as TCP's do */
+		s->ss.fin_rcvd = true;
+		sw_event(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int sw_close(struct sw_sock *s, int fd)
+{
+	uint64_t deadline;
+
+	pthread_mutex_lock(&s->lock);
+	s->closed = true;
+	if (sw_pending(s)) {
+		/* TCP's end goes first: a server that finds our provider
+		 * listener gone then sees why (server_connect) */
+		int r = sdp_sys.close(fd);
+
+		sw_fallback(s, SDP_FB_ENDED, NULL);
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	if (s->state == SW_SAN && !s->ss.peer_dead && !s->ss.error) {
+		if (s->linger0) {
+			if (sw_credit_can_send(&s->ss, SDP_MSG_WAKE_ME))
+				sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0,
+					     0);
+		} else if (!s->ss.fin_sent) {
+			/* FIN carries EOF; TCP's FIN follows anyway, so
+			 * the wait for a credit is short and bounded (longer
+			 * while bytes written during the upgrade must go
+			 * first, as a TCP socket sends its buffer) */
+			s->ss.fin_pending = true;
+			deadline = sw_now_ns() + (s->ptx_len ? 2000000000ull :
+						  200000000ull);
+			sw_credit_maybe_update(s);
+			while (s->ss.fin_pending && !s->ss.peer_dead &&
+			       !s->tcp_eof && sw_now_ns() < deadline)
+				sw_session_wait(s, POLLOUT, deadline);
+		}
+		if (s->ss.peer_wants_wake)
+			sw_doorbell_ring(s);
+		/* messages the provider still holds (its ring was full) are
+		 * dropped with the endpoint: let them go first, as a TCP
+		 * socket sends its buffer after close (bounded) */
+		deadline = sw_now_ns() + 2000000000ull;
+		while (sw_sends_pending(&s->ss) && !s->ss.peer_dead &&
+		       !s->tcp_eof && sw_now_ns() < deadline)
+			sw_session_wait(s, POLLOUT, deadline);
+	}
+	/* a doorbell left unread would turn TCP's FIN into a reset, which
+	 * the peer's program would see if it still reads its end there */
+	if (s->ss.cq && s->state != SW_TCP) {
+		sw_progress(s);
+		if (!s->rx_san && s->tcp_rx_limit == s->tcp_rx)
+			s->rx_san = true;
+		sw_doorbell_drain(s);
+	}
+	sw_session_free(s);
+	pthread_mutex_unlock(&s->lock);
+	return sdp_sys.close(fd);
+}
+
+int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
+{
+	int handled = 0;
+
+	pthread_mutex_lock(&s->lock);
+	sw_upgrade_advance(s);
+	if (req == FIONREAD && !s->rx_san && s->state != SW_TCP &&
+	    s->state != SW_LISTENER) {
+		/* the peer's TCP bytes up to its switch point, and what
+		 * follows it on the SAN once they are all there */
+		int k = 0;
+		uint64_t n;
+
+		if (s->state == SW_HELLO_PENDING)
+			sw_hello_send(s, NULL, 0);
+		if (s->ss.cq)
+			sw_progress(s);
+		if (sw_hello_ahead(s) ||
+		    sdp_sys.ioctl(s->fd, FIONREAD, &k))
+			k = 0;
+		n = (uint64_t)k;
+		if (s->tcp_rx_limit != SW_NO_LIMIT &&
+		    n >= s->tcp_rx_limit - s->tcp_rx)
+			n = s->tcp_rx_limit - s->tcp_rx + s->ss.rx_queued;
+		*(int *)arg = n > 0x7fffffff ? 0x7fffffff : (int)n;
+		*ret = 0;
+		handled = 1;
+	} else if (s->state == SW_SAN) {
+		if (req == FIONREAD) {
+			sw_progress(s);
+			*(int *)arg = s->ss.rx_queued > 0x7fffffff ?
+					      0x7fffffff :
+					      (int)s->ss.rx_queued;
+			*ret = 0;
+			handled = 1;
+		} else if (req == SIOCATMARK) {
+			*(int *)arg = s->ss.oob_valid && !s->ss.rx_queued;
+			*ret = 0;
+			handled = 1;
+		}
+	} else if (req == FIONREAD && s->prefix_len) {
+		int k = 0;
+
+		sdp_sys.ioctl(s->fd, FIONREAD, &k);
+		*(int *)arg = k + (int)(s->prefix_len - s->prefix_off);
+		*ret = 0;
+		handled = 1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return handled;
+}
+
+int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
+		  socklen_t *len, int *ret)
+{
+	(void)s;
+	(void)level;
+	(void)name;
+	(void)val;
+	(void)len;
+	(void)ret;
+	return 0;
+}
+
+int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
+		  socklen_t len, int *ret)
+{
+	if (level == SOL_SOCKET && name == SO_LINGER &&
+	    len >= sizeof(struct linger)) {
+		const struct linger *l = val;
+
+		s->linger0 = l->l_onoff && l->l_linger == 0;
+	}
+	if (level == IPPROTO_TCP && name == TCP_CORK && len >= sizeof(int) &&
+	    *(const int *)val) {
+		bool san;
+
+		pthread_mutex_lock(&s->lock);
+		san = s->state != SW_TCP && s->state != SW_LISTENER;
+		pthread_mutex_unlock(&s->lock);
+		/* Carried (or about to be) by the provider, the TCP stream
+		 * holds only the switch's own bytes: a cork would hold a
+		 * one-byte doorbell for up to 200 ms while the peer sleeps
+		 * (nginx's tcp_nopush). The hint has nothing to coalesce
+		 * there; taking it off (0) still goes to the kernel. */
+		if (san) {
+			*ret = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void sw_set_nonblock(struct sw_sock *s, bool on)
+{
+	s->nonblock = on;
+}

@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * api_data.c - the data entry points for the shim (recvmsg, sendmsg,
+ * sendfile): each takes the socket's lock, moves a pending upgrade on and
+ * hands the call to the session (SAN) or to TCP. POSIX here: -1 and errno.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include "credits.h"
+#include "downgrade.h"
+#include "fork_exec.h"
+#include "providers.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "status.h"
+#include "sys.h"
+#include "tcp_head.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "wakeup.h"
+
+/* TCP state: the bytes taken while looking for a hello come first. */
+static ssize_t tcp_prefix(struct sw_sock *s, struct msghdr *msg, int flags)
+{
+	size_t got = 0, avail = s->prefix_len - s->prefix_off;
+	size_t i;
+
+	for (i = 0; i < msg->msg_iovlen && got < avail; i++) {
+		size_t n = msg->msg_iov[i].iov_len;
+
+		if (n > avail - got)
+			n = avail - got;
+		memcpy(msg->msg_iov[i].iov_base,
+		       s->hello_buf + s->prefix_off + got, n);
+		got += n;
+	}
+	if (!(flags & MSG_PEEK))
+		s->prefix_off += got;
+	if (s->prefix_off == s->prefix_len)
+		s->prefix_off = s->prefix_len = 0;
+	return got;
+}
+
+static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
+			      int flags);
+
+ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
+{
+	ssize_t r;
+
+	atomic_fetch_add(&s->users, 1);
+	r = recvmsg_do(s, msg, flags);
+	atomic_fetch_sub(&s->users, 1);
+	return sw_posix(r);
+}
+
+/* The part of msg after its first off bytes, in scratch (at most 64). */
+static void msg_advance(const struct msghdr *msg, size_t off,
+			struct msghdr *out, struct iovec *scratch)
+{
+	size_t i, n = 0;
+
+	*out = *msg;
+	for (i = 0; i < msg->msg_iovlen && n < 64; i++) {
+		if (off >= msg->msg_iov[i].iov_len) {
+			off -= msg->msg_iov[i].iov_len;
+			continue;
+		}
+		scratch[n].iov_base = (uint8_t *)msg->msg_iov[i].iov_base + off;
+		scratch[n++].iov_len = msg->msg_iov[i].iov_len - off;
+		off = 0;
+	}
+	out->msg_iov = scratch;
+	out->msg_iovlen = n;
+}
+
+static size_t msg_total(const struct msghdr *msg)
+{
+	size_t i, t = 0;
+
+	for (i = 0; i < msg->msg_iovlen; i++)
+		t += msg->msg_iov[i].iov_len;
+	return t;
+}
+
+/*
+ * A blocking read of the peer's TCP bytes sleeps (lock released) until
+ * TCP has bytes, or something moves the upgrade on that the read may
+ * need: the server's connection request (client), or, across a wire, the
+ * peer's SWITCH on the CQ. Returns 0 or -EINTR.
+ */
+static int head_wait(struct sw_sock *s)
+{
+	struct pollfd pf[3] = { { .fd = s->fd, .events = POLLIN } };
+	int fds[2];
+	int n, i, cfd, r;
+
+	/* a non-blocking connect the program now waits on finishes first */
+	if (s->state == SW_CONNECTING)
+		pf[0].events |= POLLOUT;
+
+	n = sw_upgrade_fds(s, fds, 2, &cfd);
+	for (i = 0; i < n; i++) {
+		pf[1 + i].fd = fds[i];
+		pf[1 + i].events = POLLIN;
+	}
+	n++;
+	i = sw_upgrade_nap_ms(s);
+	/* Another thread of the program may take the doorbell that says
+	 * the peer's bytes now come by the provider (its wait drains the
+	 * TCP fd), also one that started its call after this check; with a
+	 * provider connection up that news is at most a few ms away, so
+	 * the sleep looks again every 2 ms until then. */
+	if ((atomic_load(&s->users) > 1 || s->ss.ep) && (!i || i > 2))
+		i = 2;
+	pthread_mutex_unlock(&s->lock);
+	r = sdp_sys.poll(pf, n, i ? i : -1);
+	r = r < 0 ? -errno : 0;
+	pthread_mutex_lock(&s->lock);
+	if (cfd >= 0 && s->ss.cq)
+		s->ss.prov->mod.ops.cq_ack(s->ss.cq);
+	return r == -EINTR ? -EINTR : 0;
+}
+
+/*
+ * Before the peer's switch point: its program's bytes from TCP, then
+ * (MSG_WAITALL) the rest from the SAN. Returns bytes, -errno, or
+ * SW_HEAD_FELL_BACK when the connection fell back before a byte was read.
+ */
+static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
+{
+	bool nb = sw_nonblocking(s, flags);
+	bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nb;
+	size_t want = msg_total(msg), got = 0;
+	struct iovec scratch[64];
+	struct msghdr m;
+	ssize_t r;
+
+	/* the caller has just moved the upgrade on: again after each wait */
+	for (;; sw_upgrade_advance(s)) {
+		if (s->state == SW_HELLO_PENDING)
+			sw_hello_send(s, NULL, 0);
+		if (sw_hello_read_merges(s, flags)) {
+			/* the peer's hello and the bytes behind it at once;
+			 * a blocking read waits for them there */
+			msg_advance(msg, got, &m, scratch);
+			r = sw_hello_read(s, &m, flags, !nb && !got);
+			if (r == -EAGAIN && !nb && !got) {
+				return -EAGAIN;	/* the program's timeout */
+			}
+			if (r > 0) {
+				got += r;
+				if (got == want || !waitall)
+					return got;
+				continue;
+			}
+			if (r < 0 && r != -EAGAIN && r != SW_HELLO_OTHER) {
+				return got ? (ssize_t)got : r;
+			}
+			if (r == SW_HELLO_OTHER)
+				sw_upgrade_advance(s);
+		}
+		if (s->state == SW_TCP)
+			/* fell back: the rest of the stream is plain TCP,
+			 * after what the switch took from it (tcp_recvmsg) */
+			return got ? (ssize_t)got : SW_HEAD_FELL_BACK;
+		if (s->rx_san) {
+			msg_advance(msg, got, &m, scratch);
+			r = got == want ? 0 :
+				sw_session_recv(s, m.msg_iov, m.msg_iovlen,
+						flags);
+			if (r < 0 && got)
+				r = 0;
+			return r < 0 ? r : (ssize_t)got + r;
+		}
+		msg_advance(msg, got, &m, scratch);
+		r = sw_head_recv(s, &m, flags);
+		if (r == SW_HEAD_SWITCHED)
+			continue;
+		if (r > 0) {
+			got += r;
+			if (got == want || !waitall)
+				return got;
+			continue;
+		}
+		if (r == 0)
+			return got;
+		if (r != -EAGAIN) {
+			return got ? (ssize_t)got : r;
+		}
+		if (nb || (got && !waitall)) {
+			return got ? (ssize_t)got : -EAGAIN;
+		}
+		if (head_wait(s) == -EINTR) {
+			return got ? (ssize_t)got : -EINTR;
+		}
+	}
+}
+
+static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
+			      int flags)
+{
+	ssize_t r;
+
+	pthread_mutex_lock(&s->lock);
+	/* a hello ahead is taken with the program's bytes (head_recvmsg) */
+	if (!sw_hello_read_merges(s, flags))
+		sw_upgrade_advance(s);
+	if (s->state != SW_TCP && s->state != SW_LISTENER && !s->rx_san &&
+	    !(flags & MSG_OOB)) {
+		/* the peer may wait for our hello before it answers */
+		if (s->state == SW_HELLO_PENDING)
+			sw_hello_send(s, NULL, 0);
+		r = head_recvmsg(s, msg, flags);
+		if (r != SW_HEAD_FELL_BACK) {
+			pthread_mutex_unlock(&s->lock);
+			return r;
+		}
+	}
+	if (s->state == SW_SAN) {
+		r = sw_session_recv(s, msg->msg_iov, msg->msg_iovlen, flags);
+		if (r != SW_RX_DOWNGRADE) {
+			pthread_mutex_unlock(&s->lock);
+			return r;
+		}
+		/* the peer's data continues on TCP from here */
+		sw_downgrade_rx_point(s);
+		if (s->state == SW_SAN) {
+			pthread_mutex_unlock(&s->lock);
+			return -EAGAIN;
+		}
+	}
+	/* plain TCP (and urgent data before the switch point) */
+	if (s->fork_buf) {
+		r = sw_fork_buf_read(s, msg, flags);
+		if (r > 0) {
+			pthread_mutex_unlock(&s->lock);
+			return r;
+		}
+	}
+	if ((s->dg_marker &&
+	     sw_dg_marker_skip(s, !sw_nonblocking(s, flags)) == -EAGAIN) ||
+	    (s->skip_hello &&
+	     sw_hello_skip(s, !sw_nonblocking(s, flags)) == -EAGAIN)) {
+		pthread_mutex_unlock(&s->lock);
+		return -EAGAIN;
+	}
+	if (s->prefix_len) {
+		r = tcp_prefix(s, msg, flags);
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	r = sdp_sys.recvmsg(s->fd, msg, flags);
+	if (r < 0)
+		return -errno;
+	if (r > 0 && s->st)
+		s->st->rx_tcp += r;
+	return r;
+}
+
+static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
+			      int flags);
+
+/* Our bytes go on TCP, before our switch point (counted). */
+static bool head_tx(const struct sw_sock *s)
+{
+	return s->state == SW_HELLO_PENDING || s->state == SW_HELLO_SENT ||
+	       s->state == SW_UPGRADING || s->state == SW_HELLO_WAIT;
+}
+
+/*
+ * Before our switch point: the program's bytes go on TCP, counted. A
+ * blocking send waits for room as TCP's would (lock released), and what is
+ * left when the switch happens meanwhile goes on the SAN.
+ */
+static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
+			    int flags)
+{
+	bool nb = sw_nonblocking(s, flags);
+	size_t want = msg_total(msg), done = 0;
+	struct iovec scratch[64];
+	struct msghdr m;
+	ssize_t r;
+
+	for (;;) {
+		msg_advance(msg, done, &m, scratch);
+		if (s->state == SW_SAN && !s->ss.dg_sent) {
+			r = sw_session_send(s, m.msg_iov, m.msg_iovlen, flags);
+			if (r < 0 && done)
+				return done;
+			if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
+				raise(SIGPIPE);
+			return r < 0 ? r : (ssize_t)done + r;
+		}
+		if (!head_tx(s)) {
+			/* fell back meanwhile: plain TCP */
+			r = sdp_sys.sendmsg(s->fd, &m, flags);
+			if (r < 0)
+				r = -errno;
+			if (r > 0 && s->st)
+				s->st->tx_tcp += r;
+			if (r < 0 && done)
+				return done;
+			return r < 0 ? r : (ssize_t)done + r;
+		}
+		r = sw_hello_send(s, &m, flags);
+		if (r == SW_NO_HELLO && !head_tx(s))
+			continue;	/* fell back: plain TCP */
+		if (r == SW_NO_HELLO)
+			r = want ? sw_head_send(s, &m, flags) : 0;
+		if (r >= 0) {
+			done += r;
+			if (done == want || nb)
+				return done;
+			continue;
+		}
+		if (r != -EAGAIN || nb)
+			return done ? (ssize_t)done : r;
+		pthread_mutex_unlock(&s->lock);
+		{
+			struct pollfd pf = { .fd = s->fd, .events = POLLOUT };
+
+			r = sdp_sys.poll(&pf, 1, -1);
+		}
+		pthread_mutex_lock(&s->lock);
+		if (r < 0 && errno == EINTR)
+			return done ? (ssize_t)done : -EINTR;
+		sw_upgrade_advance(s);
+	}
+}
+
+ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
+{
+	ssize_t r;
+
+	atomic_fetch_add(&s->users, 1);
+	r = sendmsg_do(s, msg, flags);
+	atomic_fetch_sub(&s->users, 1);
+	return sw_posix(r);
+}
+
+static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
+			      int flags)
+{
+	ssize_t r;
+	int e;
+
+	pthread_mutex_lock(&s->lock);
+	sw_upgrade_advance(s);
+	if ((flags & MSG_OOB) && head_tx(s))
+		/* urgent data takes the path the rest of the stream takes,
+		 * which must be settled first */
+		sw_upgrade_settle(s);
+	if (head_tx(s)) {
+		r = head_sendmsg(s, msg, flags);
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	if (s->state == SW_SAN && !s->ss.dg_sent) {
+		if (flags & MSG_OOB) {
+			struct iovec one;
+			uint8_t b;
+
+			if (!msg->msg_iovlen || !msg->msg_iov[0].iov_len) {
+				pthread_mutex_unlock(&s->lock);
+				return -EINVAL;
+			}
+			b = *((uint8_t *)msg->msg_iov[0].iov_base);
+			one.iov_base = &b;
+			one.iov_len = 1;
+			/* the urgent byte follows the bytes sent before it,
+			 * those still waiting for credits too */
+			while (s->ptx_len && !s->ss.peer_dead &&
+			       !s->ss.error && !s->tcp_eof) {
+				if (sw_ptx_flush(s) < 0)
+					break;
+				if (s->ptx_len)
+					sw_session_wait(s, POLLOUT, 0);
+			}
+			while (!sw_credit_can_send(&s->ss, SDP_MSG_OOB) &&
+			       !s->ss.peer_dead && !s->ss.error)
+				sw_session_wait(s, POLLOUT, 0);
+			e = sw_send_ctrl(s, SDP_MSG_OOB, NULL, 0, &one, 1, 1);
+			pthread_mutex_unlock(&s->lock);
+			return e ? -EPIPE : 1;
+		}
+		r = sw_session_send(s, msg->msg_iov, msg->msg_iovlen, flags);
+		pthread_mutex_unlock(&s->lock);
+		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
+			raise(SIGPIPE);
+		return r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	r = sdp_sys.sendmsg(s->fd, msg, flags);
+	if (r < 0)
+		return -errno;
+	if (r > 0 && s->st)
+		s->st->tx_tcp += r;
+	return r;
+}
+
+ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
+{
+	static __thread uint8_t *buf;
+	const size_t bufsz = 1 << 20;
+	off_t pos;
+	size_t done = 0;
+
+	pthread_mutex_lock(&s->lock);
+	sw_upgrade_advance(s);
+	if (s->state == SW_TCP || s->state == SW_CONNECTING) {
+		pthread_mutex_unlock(&s->lock);
+		return sendfile(s->fd, in_fd, offset, count);
+	}
+	/* the SAN, or TCP bytes the switch counts: copied through sendmsg */
+	pthread_mutex_unlock(&s->lock);
+	if (!buf)
+		buf = malloc(bufsz);
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
+	while (done < count) {
+		size_t want = count - done < bufsz ? count - done : bufsz;
+		ssize_t n = pread(in_fd, buf, want, pos);
+		struct iovec iov;
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t w;
+
+		if (n < 0) {
+			if (done)
+				break;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		iov.iov_base = buf;
+		iov.iov_len = n;
+		w = sw_sendmsg(s, &m, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (done)
+				break;
+			return -1;
+		}
+		done += w;
+		pos += w;
+		if (w < n)
+			break;
+	}
+	if (offset)
+		*offset = pos;
+	else
+		lseek(in_fd, pos, SEEK_SET);
+	return done;
+}
+

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * connect.c - the client side's entry: connect() on TCP first, then, when
+ * discovery sees a switch at the peer, the provider listener the server's
+ * switch will connect to for this connection. docs/protocol.md 2.1.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "connect.h"
+#include "discovery.h"
+#include "fallback.h"
+#include "log.h"
+#include "providers.h"
+#include "rules.h"
+#include "sock.h"
+#include "sys.h"
+#include "upgrade.h"
+#include "util.h"
+
+/*
+ * Client: the provider listener the server connects to for this connection,
+ * named by the connection's own local address (which connect() chose), on
+ * each provider that saw a switch at the peer. Opened when the upgrade is
+ * due (sw_client_listen_due), not at connect: a connection that ends sooner
+ * never pays for it. Until it exists a server that looks sees no switch
+ * here (it stays on TCP and drops our hello, sw_hello_skip), and a server
+ * that connects is refused and tries again (server_connect).
+ */
+static bool client_listen(struct sw_sock *s)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	int i, r, n = 0;
+
+	if (getsockname(s->fd, (struct sockaddr *)&local, &llen))
+		return false;
+	sw_addr_port(&local, &s->local_port);
+	if (s->st)
+		s->st->local_port = s->local_port;
+	for (i = 0; i < sw_nproviders; i++) {
+		if (!(s->cand_provs & (1u << i)) || s->plisten[i])
+			continue;
+		r = sw_providers[i].mod.ops.listen(sw_providers[i].mod.prov,
+						   (struct sockaddr *)&local,
+						   llen, 4, &s->plisten[i]);
+		if (r) {
+			s->plisten[i] = NULL;
+			SW_INFO("fd %d: provider %s: cannot listen on port %u: %s",
+				s->fd, sw_providers[i].mod.name,
+				s->local_port, sdp_strerror(r));
+			continue;
+		}
+		n++;
+	}
+	return n > 0;
+}
+
+bool sw_client_listening(const struct sw_sock *s)
+{
+	int i;
+
+	for (i = 0; i < sw_nproviders; i++)
+		if (s->plisten[i])
+			return true;
+	return false;
+}
+
+/* When the client's listener is due: half the server's wait for its
+ * connection (sw_upgrade_server_hello_take), counted from connect, so that it is
+ * there before the server comes for a connection the program uses. */
+uint64_t sw_client_listen_at(const struct sw_sock *s)
+{
+	return s->born_ns + (uint64_t)sw_cfg.upgrade_after_us * 500;
+}
+
+void sw_client_listen_due(struct sw_sock *s)
+{
+	if (!s->is_client || sw_client_listening(s) || s->ss.ep ||
+	    (sw_now_ns() < sw_client_listen_at(s) &&
+	     2 * (s->tcp_rx + s->tcp_tx) < sw_cfg.upgrade_after_bytes))
+		return;
+	if (!client_listen(s))
+		sw_fallback(s, SDP_FB_LOCAL_SETUP,
+			    "cannot open a provider listener");
+}
+
+int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
+	       struct sw_sock **out)
+{
+	struct sw_sock *s;
+	int i, cr, e, saved = errno;
+	uint32_t cand = 0;
+	bool now;
+	int rule;
+
+	*out = NULL;
+	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+		return sdp_sys.connect(fd, addr, len);
+	if (!sw_init()) {
+		/* providers loaded but none has a device, or none loaded */
+		sw_fallback(NULL, sw_nproviders ? SDP_FB_NO_DEVICE :
+						   SDP_FB_NO_PROVIDER, NULL);
+		return sdp_sys.connect(fd, addr, len);
+	}
+	rule = sw_rules_decide('c', addr);
+	if (rule == SDP_RULE_TCP) {
+		sw_fallback(NULL, SDP_FB_RULE, NULL);
+		return sdp_sys.connect(fd, addr, len);
+	}
+	/* discovery: which providers see a switch listening at addr? A
+	 * provider whose connects cross a wire gets its listener at once: a
+	 * refused connect there is not cheaply tried again. */
+	now = false;
+	for (i = 0; i < sw_nproviders; i++) {
+		if (!sw_providers[i].usable)
+			continue;
+		if (sw_switch_listens_at(&sw_providers[i], addr, len)) {
+			cand |= 1u << i;
+			if (!(sw_providers[i].mod.info.caps &
+			      SDP_CAP_LOCAL_ONLY))
+				now = true;
+		}
+	}
+	if (!cand) {
+		if (rule == SDP_RULE_SAN) {
+			SW_WARN("fd %d: a rule requires the SAN but no switch listens at the peer; refusing",
+				fd);
+			errno = ECONNREFUSED;
+			return -1;
+		}
+		sw_fallback(NULL, SDP_FB_NO_PEER_SWITCH, NULL);
+		errno = saved;
+		return sdp_sys.connect(fd, addr, len);
+	}
+	cr = sdp_sys.connect(fd, addr, len);
+	if (cr && errno != EINPROGRESS)
+		return cr;	/* nothing to upgrade */
+	e = cr ? errno : saved;
+	s = sw_sock_new(fd, SW_CONNECTING);
+	if (!s)
+		goto plain;
+	s->family = family;
+	s->is_client = true;
+	s->nonblock = sw_fd_nonblocking(fd);
+	s->born_ns = sw_now_ns();
+	s->cand_provs = cand;
+	memcpy(&s->peer, addr, len < sizeof(s->peer) ? len : sizeof(s->peer));
+	s->peerlen = len;
+	if ((now || sw_speaks_first_known(&s->peer) ||
+	     !sw_cfg.upgrade_after_us) && !client_listen(s)) {
+		sw_sock_unref(s);
+		goto plain;
+	}
+	sw_random(s->key, sizeof(s->key));
+	if (s->st) {
+		s->st->is_client = 1;
+		sw_peer_text(s, s->st->peer, sizeof(s->st->peer));
+	}
+	/* no waiting, and no hello yet: it goes with the program's first
+	 * bytes, or when the program first reads */
+	s->state = cr ? SW_CONNECTING : SW_HELLO_PENDING;
+	*out = s;
+	errno = e;
+	return cr;
+plain:
+	sw_fallback(NULL, SDP_FB_LOCAL_SETUP, NULL);
+	errno = e;
+	return cr;
+}
+
+int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
+		     socklen_t len)
+{
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	r = sdp_sys.connect(s->fd, addr, len);
+	if ((r == 0 || errno == EISCONN) && s->state == SW_CONNECTING) {
+		int e = errno;
+
+		sw_upgrade_progress(s);
+		errno = e;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}

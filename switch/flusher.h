@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * flusher.h - the thread that sends small bytes kept back to coalesce
+ * once they have waited long enough (flusher.c).
+ */
+#ifndef SW_FLUSHER_H
+#define SW_FLUSHER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sock.h"
+
+/* Has the flusher watch s, whose bytes are about to be kept back (called
+ * with s->lock held; starts the thread the first time). Returns 0, or < 0
+ * when no flusher can run: the bytes must not be kept. */
+int sw_flusher_watch(struct sw_sock *s);
+
+#endif /* SW_FLUSHER_H */

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * fork_exec.c - fork and exec: every SAN connection returns to TCP first
+ * (downgrade.c), with bytes that had arrived on the SAN kept in a buffer
+ * parent and child share; after exec, the peer's hello still to drop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "credits.h"
+#include "downgrade.h"
+#include "fallback.h"
+#include "fork_exec.h"
+#include "log.h"
+#include "sdp_switch.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "sock.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "upgrade.h"
+#include "util.h"
+#include "wire.h"
+
+/* Both processes will hold the connections: return them to TCP first, so
+ * the kernel shares them as it shares any socket. */
+void sw_atfork_prepare(void)
+{
+	sw_downgrade_all(true);
+}
+
+void sw_atfork_parent(void)
+{
+}
+
+void sw_atfork_child(void)
+{
+	sw_stats_after_fork_child();
+}
+
+char *sw_before_exec(void)
+{
+	sw_downgrade_all(false);
+	return sw_exec_hello_skips();
+}
+
+ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags)
+{
+	struct sw_fork_buf *fb = s->fork_buf;
+	size_t got = 0, i, avail;
+
+	pthread_mutex_lock(&fb->lock);
+	avail = fb->len - fb->off;
+	for (i = 0; i < msg->msg_iovlen && got < avail; i++) {
+		size_t n = msg->msg_iov[i].iov_len;
+
+		if (n > avail - got)
+			n = avail - got;
+		memcpy(msg->msg_iov[i].iov_base, fb->data + fb->off + got, n);
+		got += n;
+	}
+	if (!(flags & MSG_PEEK))
+		fb->off += got;
+	pthread_mutex_unlock(&fb->lock);
+	return got;
+}
+
+/* Reads exactly len bytes of the peer's from TCP (they were sent before
+ * its switch point, which came already). */
+static int head_read_all(struct sw_sock *s, uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = sdp_sys.recv(s->fd, buf + got, len - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EIO;
+		got += n;
+	}
+	return 0;
+}
+
+/* Moves the unread bytes of s into a buffer parent and child share: the
+ * peer's bytes still on TCP before its switch point, then those that came
+ * on the SAN. */
+static int capture_rx(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	size_t head = s->rx_san ? 0 : s->tcp_rx_limit - s->tcp_rx;
+	size_t len = head + ss->rx_queued, map_len;
+	struct sw_fork_buf *fb;
+	pthread_mutexattr_t a;
+	struct iovec iov;
+	ssize_t n;
+
+	if (!len)
+		return 0;
+	map_len = sizeof(*fb) + len;
+	fb = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (fb == MAP_FAILED)
+		return -ENOMEM;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&fb->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	fb->map_len = map_len;
+	fb->len = 0;
+	if (head && head_read_all(s, fb->data, head) == 0) {
+		fb->len = head;
+		s->tcp_rx += head;
+		if (s->st)
+			s->st->rx_tcp += head;
+	}
+	s->rx_san = true;
+	iov.iov_base = fb->data + fb->len;
+	iov.iov_len = ss->rx_queued;
+	n = iov.iov_len ? sw_session_recv(s, &iov, 1, MSG_DONTWAIT) : 0;
+	if (n > 0)
+		fb->len += n;
+	fb->off = 0;
+	s->fork_buf = fb;
+	return 0;
+}
+
+/* Returns every managed connection to TCP (before fork or exec). */
+void sw_downgrade_all(bool capture)
+{
+	struct sw_sock **v;
+	uint64_t deadline = sw_now_ns() + DG_TIMEOUT_NS;
+	int n = sw_sock_list(&v), i, busy;
+
+	/* pending upgrades: given up where nothing is lost by it, else
+	 * (a committed server) finished; both ends may be in this process,
+	 * so every socket moves on in each round */
+	do {
+		busy = 0;
+		for (i = 0; i < n; i++) {
+			struct sw_sock *s = v[i];
+
+			pthread_mutex_lock(&s->lock);
+			if (sw_pending(s) && sw_upgrade_cut(s)) {
+				sw_upgrade_progress(s);
+				if (sw_pending(s) && sw_now_ns() > deadline) {
+					SW_WARN("fd %d: the client did not answer the upgrade before fork or exec; staying on TCP (what it sends to the provider later is lost)",
+						s->fd);
+					sw_fallback(s, SDP_FB_TIMEOUT,
+						    "no SWITCH from the client");
+				} else if (sw_pending(s)) {
+					busy++;
+				}
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+	} while (busy);
+
+	/* our data to TCP; then wait for the peers' */
+	deadline = sw_now_ns() + DG_TIMEOUT_NS;
+	do {
+		busy = 0;
+		for (i = 0; i < n; i++) {
+			struct sw_sock *s = v[i];
+
+			pthread_mutex_lock(&s->lock);
+			if (s->state == SW_SAN && !s->closed) {
+				sw_progress(s);
+				if (!s->ss.dg_sent)
+					sw_downgrade_start(s);
+				sw_doorbell_drain(s);
+				sw_progress(s);
+				if (s->state == SW_SAN && !s->ss.dg_rcvd &&
+				    !s->ss.peer_dead && !s->tcp_eof &&
+				    !s->ss.error)
+					busy++;
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (busy && sw_now_ns() > deadline) {
+			SW_WARN("%d connection(s) did not return to TCP before fork/exec: their peers did not answer",
+				busy);
+			break;
+		}
+	} while (busy);
+
+	/* unread SAN bytes into shared buffers, then TCP for good */
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (s->state == SW_SAN && s->ss.dg_rcvd) {
+			if (capture)
+				capture_rx(s);
+			sw_credit_maybe_update(s);
+			sw_downgrade_rx_point(s);
+			if (s->state == SW_TCP)
+				sw_dg_marker_skip(s, true);
+		}
+		pthread_mutex_unlock(&s->lock);
+		sw_sock_unref(s);
+	}
+	free(v);
+}
+
+/*
+ * Before exec: a connection that fell back before the peer's hello came
+ * (a server that forked right after accept, as sshd does, before its
+ * client wrote) still has that hello to drop (sw_hello_skip). The new
+ * program must not read it: what is here is dropped now; for the rest, the
+ * new program's switch is told through its environment, as
+ * SW_EXEC_ENV=FD:INO:GOT,... (GOT: bytes of the hello already dropped), and
+ * drops it there (sw_sock_inherit). Returns that entry (malloc'd) or NULL.
+ */
+char *sw_exec_hello_skips(void)
+{
+	struct sw_sock **v;
+	int n = sw_sock_list(&v), i;
+	size_t len = 0, cap = 0;
+	char *env = NULL;
+
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+		struct stat sb;
+		char item[64];
+		int k;
+
+		pthread_mutex_lock(&s->lock);
+		if (s->state == SW_TCP && !s->closed && s->skip_hello)
+			sw_hello_skip(s, false);
+		if (s->state == SW_TCP && !s->closed && s->skip_hello &&
+		    !fstat(s->fd, &sb)) {
+			k = snprintf(item, sizeof(item), "%s%d:%llu:%zu",
+				     len ? "," : SW_EXEC_ENV "=", s->fd,
+				     (unsigned long long)sb.st_ino,
+				     s->hello_got);
+			if (len + k + 1 > cap) {
+				char *ne = realloc(env, cap + 4096);
+
+				if (ne) {
+					env = ne;
+					cap += 4096;
+				}
+			}
+			if (len + k + 1 <= cap) {
+				memcpy(env + len, item, k + 1);
+				len += k;
+			}
+		}
+		if (s->prefix_len > s->prefix_off)
+			SW_WARN("fd %d: %zu byte(s) taken while looking for a hello are lost to the program exec'd",
+				s->fd, s->prefix_len - s->prefix_off);
+		pthread_mutex_unlock(&s->lock);
+		sw_sock_unref(s);
+	}
+	free(v);
+	return env;
+}
+
+struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
+{
+	struct sw_sock *s;
+	struct stat sb;
+
+	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode) || sb.st_ino != ino ||
+	    got >= sizeof(struct sdp_hello) || (got && got < SDP_MAGIC_LEN))
+		return NULL;
+	s = sw_sock_new(fd, SW_TCP);
+	if (!s)
+		return NULL;
+	s->skip_hello = true;
+	/* the bytes dropped before exec: the magic, then the rest */
+	memcpy(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
+	s->hello_got = got;
+	sw_fallback_inherited(s, SDP_FB_CUT);
+	return s;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * fork_exec.h - fork and exec: connections returned to TCP, the buffer
+ * parent and child share, the hellos still to drop after exec
+ * (fork_exec.c).
+ */
+#ifndef SW_FORK_EXEC_H
+#define SW_FORK_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sock.h"
+
+/* Bytes received on the SAN before a fork, readable once by either process. */
+struct sw_fork_buf {
+	pthread_mutex_t lock;	/* process-shared */
+	size_t len, off;
+	size_t map_len;
+	uint8_t data[];
+};
+
+/* Reads from the fork buffer; returns bytes or 0 when it is empty. */
+ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags);
+
+/* The SW_EXEC_ENV entry for the new program (malloc'd), or NULL. */
+char *sw_exec_hello_skips(void);
+
+/* Returns every carried connection to TCP (capture: keep the bytes
+ * that arrived on the SAN in a buffer parent and child share). */
+void sw_downgrade_all(bool capture);
+
+/* In a forked child: its statistics start anew (stats.c). */
+void sw_stats_after_fork_child(void);
+
+#endif /* SW_FORK_EXEC_H */

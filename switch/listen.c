@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * listen.c - the server side's entry: listen() puts provider listeners
+ * beside the TCP listener (discovery, DESIGN.md section 4), and accept()
+ * takes a connection on and starts its upgrade. docs/protocol.md 2.1.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fallback.h"
+#include "log.h"
+#include "providers.h"
+#include "rules.h"
+#include "sock.h"
+#include "sys.h"
+#include "util.h"
+
+int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
+{
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	struct sw_sock *s = NULL;
+	int i, n = 0, r;
+
+	*out = NULL;
+	r = sdp_sys.listen(fd, backlog);
+	if (r)
+		return r;
+	if (!sw_init())
+		return 0;
+	if (getsockname(fd, (struct sockaddr *)&local, &len))
+		return 0;
+	if (sw_rules_decide('s', (struct sockaddr *)&local) == SDP_RULE_TCP) {
+		/* kept so that its connections count as TCP by rule */
+		s = sw_sock_new(fd, SW_LISTENER);
+		if (s) {
+			s->family = family;
+			s->rule_tcp = true;
+		}
+		*out = s;
+		return 0;
+	}
+	for (i = 0; i < sw_nproviders; i++) {
+		struct sw_provider *p = &sw_providers[i];
+		struct sdp_listener *l = NULL;
+		int e;
+
+		if (!p->usable)
+			continue;
+		e = p->mod.ops.listen(p->mod.prov, (struct sockaddr *)&local,
+				      len, backlog > 0 ? backlog : 128, &l);
+		if (e) {
+			SW_WARN("listener fd %d: provider %s cannot listen beside it: %s",
+				fd, p->mod.name, sdp_strerror(e));
+			continue;
+		}
+		if (!s) {
+			s = sw_sock_new(fd, SW_LISTENER);
+			if (!s) {
+				p->mod.ops.listener_close(l);
+				return 0;
+			}
+			s->family = family;
+		}
+		s->plisten[i] = l;
+		n++;
+	}
+	if (s) {
+		sw_addr_port(&local, &s->local_port);
+		if (s->st)
+			s->st->local_port = s->local_port;
+		SW_DBG("listener fd %d port %u: %d provider listener(s)", fd,
+		       s->local_port, n);
+	}
+	*out = s;
+	return 0;
+}
+
+/* Discovery probes land on the server's provider listeners: discard them
+ * (the provider keeps the watches among them). Looked for at most once a
+ * millisecond while none come: clients that keep a watch on the listener
+ * probe once, not per connection, and an empty look is a system call per
+ * accept. A listener's backlog holds what comes in between. */
+#define DRAIN_EVERY_NS 1000000ull
+
+static void drain_probes(struct sw_sock *ls)
+{
+	uint64_t now = sw_now_ns();
+	int i;
+
+	if (!ls->drain_found && now - ls->drained_ns < DRAIN_EVERY_NS)
+		return;
+	ls->drained_ns = now;
+	ls->drain_found = false;
+	for (i = 0; i < sw_nproviders; i++) {
+		struct sdp_conn_req *req;
+		uint8_t priv[SDP_MAX_PRIVATE_DATA];
+		size_t plen;
+
+		if (!ls->plisten[i])
+			continue;
+		for (;;) {
+			plen = sizeof(priv);
+			if (sw_providers[i].mod.ops.get_request(ls->plisten[i],
+								&req, priv,
+								&plen))
+				break;
+			sw_providers[i].mod.ops.reject(req);
+			ls->drain_found = true;
+		}
+	}
+}
+
+/* The accepted connection s: whether a switch is at the other end is told
+ * by the stream's first bytes, looked at when the program first uses the
+ * connection (sw_upgrade_server_hello_in). Returns true when s stays managed. */
+static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
+{
+	int i;
+
+	for (i = 0; i < sw_nproviders; i++)
+		if (ls->plisten[i] && sw_providers[i].usable) {
+			s->lsn_provs |= 1u << i;
+			if (!s->up_prov)
+				s->up_prov = &sw_providers[i];
+		}
+	if (!s->up_prov) {
+		sw_fallback(NULL, SDP_FB_NO_PEER_SWITCH, NULL);
+		return false;
+	}
+	s->state = SW_HELLO_WAIT;
+	return true;
+}
+
+int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
+	      int flags, struct sw_sock **out)
+{
+	struct sw_sock *s;
+	int fd, saved = errno;
+
+	*out = NULL;
+	fd = sdp_sys.accept4(ls->fd, addr, addrlen, flags);
+	drain_probes(ls);
+	if (fd < 0)
+		return fd;
+	if (ls->rule_tcp) {
+		sw_fallback(NULL, SDP_FB_RULE, NULL);
+		return fd;
+	}
+	s = sw_sock_new(fd, SW_TCP);
+	if (!s) {
+		sw_fallback(NULL, SDP_FB_LOCAL_SETUP, NULL);
+		errno = saved;
+		return fd;
+	}
+	s->family = ls->family;
+	s->local_port = ls->local_port;
+	s->nonblock = flags & SOCK_NONBLOCK;
+	if (s->st)
+		s->st->local_port = s->local_port;
+	/* the client's address as accept gave it to the program; asked of
+	 * the kernel only when needed (sw_peer_known): most connections
+	 * that end soon never need it */
+	if (addr && addrlen && *addrlen >= (ls->family == AF_INET6 ?
+					    sizeof(struct sockaddr_in6) :
+					    sizeof(struct sockaddr_in)) &&
+	    addr->sa_family == ls->family) {
+		s->peerlen = *addrlen < sizeof(s->peer) ? *addrlen :
+							    sizeof(s->peer);
+		memcpy(&s->peer, addr, s->peerlen);
+		sw_peer_known(s);
+	}
+	if (!server_upgrade(ls, s)) {
+		sw_sock_unref(s);
+		errno = saved;
+		return fd;
+	}
+	*out = s;
+	errno = saved;
+	return fd;
+}

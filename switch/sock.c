@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sock.c - the life of struct sw_sock: creation, the list of every socket
+ * of the process, references, and the provider listeners it holds.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fork_exec.h"
+#include "providers.h"
+#include "session.h"
+#include "sock.h"
+#include "stats.h"
+
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sw_sock *list_head;
+
+int sw_sock_list(struct sw_sock ***out)
+{
+	struct sw_sock *s, **v = NULL;
+	int n = 0, cap = 0;
+
+	pthread_mutex_lock(&list_lock);
+	for (s = list_head; s; s = s->list_next) {
+		if (n == cap) {
+			struct sw_sock **nv;
+
+			cap = cap ? cap * 2 : 64;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv)
+				break;
+			v = nv;
+		}
+		sw_sock_ref(s);
+		v[n++] = s;
+	}
+	pthread_mutex_unlock(&list_lock);
+	*out = v;
+	return n;
+}
+
+struct sw_sock *sw_sock_new(int fd, enum sw_state state)
+{
+	struct sw_sock *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&list_lock);
+	s->list_next = list_head;
+	if (list_head)
+		list_head->list_prev = s;
+	list_head = s;
+	pthread_mutex_unlock(&list_lock);
+	pthread_mutex_init(&s->lock, NULL);
+	atomic_init(&s->refs, 1);
+	s->fd = fd;
+	s->state = state;
+	s->tcp_rx_limit = SW_NO_LIMIT;
+	s->st = sw_stats_conn_new();
+	if (s->st) {
+		s->st->fd = fd;
+		s->st->state = state;
+	}
+	return s;
+}
+
+void sw_listeners_close(struct sw_sock *s)
+{
+	int i;
+
+	for (i = 0; i < SW_MAX_PROVIDERS; i++) {
+		if (s->plisten[i] && sw_providers[i].mod.prov)
+			sw_providers[i].mod.ops.listener_close(s->plisten[i]);
+		s->plisten[i] = NULL;
+	}
+}
+
+void sw_sock_set_fd(struct sw_sock *s, int fd)
+{
+	pthread_mutex_lock(&s->lock);
+	s->fd = fd;
+	if (s->st)
+		s->st->fd = fd;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sw_sock_ref(struct sw_sock *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+void sw_sock_unref(struct sw_sock *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&list_lock);
+	if (s->list_prev)
+		s->list_prev->list_next = s->list_next;
+	else
+		list_head = s->list_next;
+	if (s->list_next)
+		s->list_next->list_prev = s->list_prev;
+	pthread_mutex_unlock(&list_lock);
+	if (s->fork_buf)
+		munmap(s->fork_buf, s->fork_buf->map_len);
+	sw_listeners_close(s);
+	sw_session_free(s);
+	free(s->ptx);
+	sw_stats_conn_free(s->st);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

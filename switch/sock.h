@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sock.h - struct sw_sock, the switch's per-socket object, with its session
+ * (struct sw_session) and states; its life is in sock.c.
+ */
+#ifndef SW_SOCK_H
+#define SW_SOCK_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fallback.h"
+#include "sdp_loader.h"
+#include "sdp_switch.h"
+#include "spin.h"
+#include "stats.h"
+#include "sys.h"
+#include "wire.h"
+
+#define SW_MAX_PROVIDERS 4
+
+#define SW_MAX_BUFS 64
+
+/* One registered control buffer. */
+struct sw_buf_slot {
+	uint8_t *mem;
+	struct sdp_mr *mr;
+};
+
+/* The program's bytes travel on TCP in every state but SW_SAN; there, ours
+ * go on the SAN, and the peer's come from TCP until its switch point. */
+enum sw_state {
+	SW_LISTENER,	/* TCP listener with provider listeners beside it */
+	SW_TCP,		/* plain TCP: fallen back or downgraded */
+	SW_CONNECTING,	/* client: TCP connect in progress */
+	SW_HELLO_SENT,	/* client: hello sent; the server's is awaited */
+	SW_UPGRADING,	/* provider connection and SETUPs under way */
+	SW_SAN,		/* SWITCH sent: our bytes go on the SAN */
+	SW_HELLO_PENDING, /* client: connected; the hello goes with the
+			 * program's first bytes or its first read */
+	SW_HELLO_WAIT,	/* server: accepted; the client's hello (or the
+			 * program's bytes) will tell */
+};
+
+/* A received piece of the byte stream, queued until the program reads it. */
+enum rx_kind { RX_INLINE, RX_STAGING, RX_REMOTE, RX_DOWNGRADE, RX_XSLOT };
+
+struct rx_item {
+	struct rx_item *next;
+	enum rx_kind kind;
+	uint32_t buf;		/* INLINE: receive buffer index */
+	uint32_t xfer_id;	/* REMOTE: transfer to acknowledge;
+				 * XSLOT: the offer's sequence number */
+	uint64_t off;		/* INLINE: offset in buffer; STAGING: ring
+				 * offset; REMOTE, XSLOT: offset in region */
+	uint64_t len;		/* bytes left */
+	struct sdp_rdma_desc desc; /* REMOTE */
+};
+
+struct sw_session {
+	struct sw_provider *prov;
+	struct sdp_cq *cq;
+	struct sdp_ep *ep;
+	bool connected;		/* the provider connection is up */
+	bool setup_sent;	/* our SETUP is out */
+	bool setup_rcvd;
+	bool switch_rcvd;	/* the peer's SWITCH: its switch point known */
+	bool peer_knows_switch;	/* the peer took our SWITCH (its messages
+				 * say so): doorbells are safe on any wire */
+	bool switch_bell;	/* ring with our first stream message after
+				 * SWITCH: the peer may sleep on TCP */
+
+	/* control buffers (buffers.c), each registered on its own so that
+	 * memory can be given back when credits shrink */
+	uint32_t msg_size;	/* our receive buffer size */
+	uint32_t peer_msg_size;	/* the peer's: our largest send */
+	struct sw_buf_slot rslot[SW_MAX_BUFS]; /* receive: present if mem */
+	uint8_t recv_held[SW_MAX_BUFS];	/* 1 while its data is queued */
+	uint32_t nrecv;		/* receive buffers present */
+	struct sw_buf_slot sslot[SW_MAX_BUFS]; /* send: allocated on demand */
+	uint8_t send_busy[SW_MAX_BUFS];	/* 1 while a send is pending */
+	uint32_t sends_pending;		/* how many of send_busy are 1 */
+	uint32_t nsend;		/* send slots present */
+	uint32_t send_next;
+	uint64_t last_rx_ns;	/* last message that carried data */
+
+	/* credit deltas (credits.c) */
+	uint32_t release_expect;	/* receiver: releases still to come */
+	uint32_t release_free;		/* receiver: of those, buffers to free */
+	bool revoke_pending;		/* receiver: staging goes at release */
+	bool staging_dead;		/* receiver: free staging once read */
+	uint32_t release_owed;		/* sender: releases still to send */
+	bool big;			/* holds more than an idle one */
+	bool grow_wanted;		/* data arrived with the peer short */
+	uint32_t release_drop;		/* sender: credits they give up */
+
+	/* credits (credits.c) */
+	int32_t credits;	/* peer receive buffers we may fill */
+	uint32_t credits_owed;	/* our reposted buffers not yet announced */
+	int32_t peer_credits;	/* our view of the peer's credits */
+	uint32_t peer_nrecv;	/* receive buffers the peer posts */
+
+	/* control messages owed to the peer, sent when credits allow */
+	bool xfer_ack_pending;
+	uint32_t xfer_ack_id;
+	uint64_t xfer_ack_bytes;
+	bool fin_pending;
+
+	/* sequence numbers */
+	uint32_t tx_seq, rx_seq;
+
+	/* receive queue */
+	struct rx_item *rxq, *rxq_tail;
+	uint64_t rx_queued;	/* bytes queued */
+	struct rx_item *rx_free;
+
+	/* our staging ring (target of the peer's WDATA) */
+	uint8_t *staging;
+	size_t staging_len;
+	struct sdp_rmr *staging_rmr;
+	struct sdp_rdma_desc staging_desc;
+	uint64_t staging_recv_head;	/* bytes announced by WDATA in total */
+	uint64_t staging_consumed;	/* bytes the program read in total */
+	uint64_t staging_freed_unsent;
+
+	/* the peer's staging ring (target of our WDATA) */
+	struct sdp_rdma_desc peer_staging;
+	uint64_t peer_staging_head;	/* bytes written in total */
+	uint64_t peer_staging_freed;	/* bytes freed by the peer in total */
+
+	/* transfer slots (SharedArea; xslot.c) */
+	struct sdp_xslot *xs_mine;	/* ours: we offer in it */
+	struct sdp_xslot *xs_peer;	/* the peer's: we claim in it */
+	bool peer_xslot;		/* the peer takes XOFFER */
+	bool peer_takes_xoffer;		/* its SETUP said so */
+	uint32_t xs_seq;		/* our last offer */
+	bool xs_dropped;		/* an offer ended unread (xslot.c) */
+	uint32_t xs_backoff;		/* large sends left without offers */
+
+	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
+	bool can_read;		/* our provider offers RdmaRead */
+	bool offer_read;	/* SETUP invites the peer's RDATA */
+	size_t staging_size;	/* our staging ring's size when offered */
+	size_t wdata_piece;	/* largest RDMA write into the peer's ring */
+
+	/* wake-ups */
+	uint32_t tx_news_seq;	/* tx_seq after our last message that is
+				 * news to the peer (anything but WAKE_ME and
+				 * a CREDIT to a peer that was not short) */
+	bool peer_waiting;	/* peer sleeps waiting for data: RDATA pays */
+	bool peer_wants_wake;	/* peer asked for a doorbell */
+	bool wake_armed;	/* we asked the peer for one */
+
+	/* outstanding RDATA we sent */
+	uint32_t next_xfer_id;
+	uint32_t xfer_wait_id;
+	bool xfer_done;
+
+	/* RDMA op completion (PENDING ones) */
+	uint64_t rdma_ctx_next;
+	uint64_t rdma_ctx_done;
+	int rdma_status;
+	bool rdma_waiting;	/* in sw_rdma_wait: a PENDING op finishes
+				 * with the peer's progress (shm staging),
+				 * told by the provider's CQ, not TCP */
+
+	/* return to TCP (downgrade.c) */
+	bool dg_sent;		/* our data goes on TCP now */
+	bool dg_rcvd;		/* the peer's DOWNGRADE arrived */
+
+	/* end of stream */
+	bool fin_rcvd, fin_sent, abort_rcvd, peer_dead;
+	int error;		/* sticky error (protocol violation etc.) */
+	uint8_t oob_byte;
+	bool oob_valid;
+};
+
+struct sw_sock {
+	pthread_mutex_t lock;
+	atomic_int refs;
+	struct sw_sock *list_next, *list_prev; /* all sockets (sock.c) */
+	int fd;			/* the program's TCP fd */
+	int family;
+	enum sw_state state;
+	bool nonblock;
+	bool is_client;
+	bool closed;
+	bool tcp_eof;		/* TCP gave EOF or an error (peer gone) */
+	uint64_t tcp_eof_ns;	/* when tcp_eof was first seen */
+	bool dg_marker;		/* TCP: doorbells, then the peer's downgrade
+				 * marker, precede its data */
+	struct sw_fork_buf *fork_buf; /* data that arrived on the SAN before a
+				 * fork, shared by parent and child */
+	bool linger0;		/* SO_LINGER with 0: abort on close */
+	bool rule_tcp;		/* listener a rule keeps on TCP */
+	int fb_reason;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	uint16_t local_port;
+
+	/* upgrade (listen.c, connect.c, upgrade.c, tcp_inband.c) */
+	uint8_t key[16];
+	uint8_t hello_buf[sizeof(struct sdp_hello)];
+	size_t hello_got;
+	/* TCP bytes read while looking for a hello that were the program's:
+	 * hello_buf[prefix_off, prefix_len) is delivered before the socket */
+	size_t prefix_off, prefix_len;
+	struct sdp_listener *plisten[SW_MAX_PROVIDERS];
+	/* listener: when probes were last drained, and whether that found
+	 * any (listen.c drain_probes) */
+	uint64_t drained_ns;
+	bool drain_found;
+	uint64_t deadline_ns;	/* client: the server's provider connection
+				 * is given up after this; server: its
+				 * connect is tried no more after this */
+	uint64_t born_ns;	/* client: when connect() made it */
+	uint32_t cand_provs;	/* client: providers that see a switch at
+				 * the peer (bits): its listeners' */
+	uint32_t connect_tries;	/* server: connects refused so far */
+	bool key_refused;	/* client: a provider connection without
+				 * this connection's key was refused */
+	struct sw_provider *up_prov; /* server: the provider chosen */
+	uint32_t lsn_provs;	/* server: providers its listener has (bits) */
+	bool hello_out;		/* server: our hello went */
+	bool skip_hello;	/* TCP: the peer's stream may start with its
+				 * hello (sw_hello_skip) */
+	uint64_t upgrade_at_ns;	/* server: its connection is made then
+				 * (again, after a refusal) */
+
+	/* the program's bytes on TCP before each side's switch point
+	 * (tcp_head.c; docs/protocol.md 2.5), counted after the hellos */
+	uint64_t tcp_tx;	/* ours, sent */
+	uint64_t tcp_rx;	/* the peer's, read */
+	uint64_t tcp_rx_limit;	/* the peer's switch point (SW_NO_LIMIT
+				 * until its SWITCH) */
+	bool tx_san;		/* SWITCH sent: our bytes go on the SAN */
+	bool rx_san;		/* all the peer's TCP bytes read: its bytes
+				 * come from the SAN */
+	uint32_t nap_ms;	/* a sleep's bound while only looking sees the
+				 * next step (sw_upgrade_nap_ms) */
+
+	/* session (when state == SW_SAN or SW_UPGRADING) */
+	struct sw_session ss;
+
+	/* small sends kept back to coalesce (session_tx.c) */
+	uint8_t *ptx;
+	size_t ptx_len, ptx_cap;
+	/* coalescing (session_tx.c, flusher.c): when the oldest byte kept
+	 * back was kept (0: none is), whether the flusher watches s (under
+	 * lock), and when the flusher looks again at bytes it could not send */
+	_Atomic uint64_t ptx_since_ns;
+	bool flush_listed;
+	_Atomic uint64_t flush_retry_ns;
+
+	_Atomic uint64_t event_seq;
+	/* busy-poll budget of the blocking calls on s (spin.c) */
+	struct sw_spin spin;
+	/* threads inside a data call on s: with more than one, a thread
+	 * may take the doorbell another sleeps for, so sleeps are short */
+	atomic_int users;
+	struct sw_conn_stats *st;
+};
+
+/* A new socket object in state, with one reference (sock.c). */
+struct sw_sock *sw_sock_new(int fd, enum sw_state state);
+
+/* Closes the provider listeners s holds (listener or pending client). */
+void sw_listeners_close(struct sw_sock *s);
+
+/* s->peer filled (getpeername once, for an accepted connection); false
+ * when the kernel cannot tell (fallback.c). */
+bool sw_peer_known(struct sw_sock *s);
+
+#define SW_NO_LIMIT UINT64_MAX
+
+/* A connection whose upgrade has not reached SW_SAN and TCP. */
+static inline bool sw_pending(const struct sw_sock *s)
+{
+	return s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
+	       s->state == SW_UPGRADING || s->state == SW_HELLO_PENDING ||
+	       s->state == SW_HELLO_WAIT;
+}
+
+/* No byte of the program's can be read yet: the peer's hello comes first. */
+static inline bool sw_hello_ahead(const struct sw_sock *s)
+{
+	return s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
+	       s->state == SW_HELLO_PENDING || s->state == SW_HELLO_WAIT;
+}
+
+/* Every managed socket of the process (fork, exec). */
+int sw_sock_list(struct sw_sock ***out);
+
+static inline bool sw_nonblocking(struct sw_sock *s, int flags)
+{
+	return s->nonblock || (flags & MSG_DONTWAIT);
+}
+
+static inline void sw_event(struct sw_sock *s)
+{
+	atomic_fetch_add_explicit(&s->event_seq, 1, memory_order_relaxed);
+}
+
+/* The peer's address as text, for logs (fallback.c). */
+void sw_peer_text(const struct sw_sock *s, char *buf, size_t len);
+
+#endif /* SW_SOCK_H */

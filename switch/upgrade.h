@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * upgrade.h - the upgrade's state machine (upgrade.c).
+ */
+#ifndef SW_UPGRADE_H
+#define SW_UPGRADE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sock.h"
+
+/* Takes the upgrade's next steps that need no waiting. Returns 0. */
+int sw_upgrade_progress(struct sw_sock *s);
+
+/* Gives a pending upgrade up if that loses nothing (docs/protocol.md 2.5):
+ * returns true when it is still pending (a committed server). */
+bool sw_upgrade_cut(struct sw_sock *s);
+
+/* Settles a pending upgrade for good before something it cannot follow
+ * (shutdown, urgent data, fork, exec): gives it up while our SETUP is not
+ * out, else waits (bounded, lock released while sleeping) for the switch.
+ * Returns with the state SW_TCP or SW_SAN. */
+void sw_upgrade_settle(struct sw_sock *s);
+
+/* Takes the step the handshake allows now (after the provider connection
+ * came up, a SETUP or a SWITCH arrived): our SETUP, or our SWITCH, after
+ * which our bytes go on the SAN. Returns 0 or < 0 when a send failed. */
+int sw_upgrade_step(struct sw_sock *s);
+
+/* True while this side may still give the upgrade up without losing a byte
+ * (docs/protocol.md 2.5): the client until the server's SETUP came, the
+ * server until its own SETUP went. */
+bool sw_upgrade_can_give_up(const struct sw_sock *s);
+
+/* How long a sleep of the program may last before the switch looks again
+ * at a pending upgrade (ms; growing while nothing changes), or 0: some of
+ * the handshake's steps come with no wake-up (sw_upgrade_nap_ms). */
+int sw_upgrade_nap_ms(struct sw_sock *s);
+
+/* Takes the upgrade's next steps if it is pending, never waiting. */
+void sw_upgrade_advance(struct sw_sock *s);
+
+int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd);
+
+/* Server: acts on the client's hello in s->hello_buf (answer, or refuse). */
+void sw_upgrade_server_hello_take(struct sw_sock *s);
+
+/* Server: looks for the client's hello on TCP (writing: the program
+ * is about to send, so it is decided now). */
+void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing);
+
+/* Client: looks for the server's hello, then its connection request. */
+void sw_upgrade_client_hello_sent(struct sw_sock *s);
+
+#endif /* SW_UPGRADE_H */

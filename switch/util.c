@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * util.c - small helpers the switch's files share: the clock, random keys,
+ * waiting on and writing to an fd, and socket address bits.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sys.h"
+#include "util.h"
+#include "wire.h"
+
+uint64_t sw_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/*
+ * Keys come from a pool of getrandom() bytes, refilled 512 at a time. The
+ * pool, its lock included, lives in a page the kernel wipes in a child
+ * process (MADV_WIPEONFORK): a child, however it was made, finds the pool
+ * empty and the lock free, and never hands out its parent's bytes. No
+ * getpid() per key.
+ */
+struct rnd_pool {
+	pthread_mutex_t lock;	/* all-zero is unlocked */
+	uint32_t valid;		/* 0 in a fresh or wiped pool */
+	uint32_t off;
+	uint8_t b[512];
+};
+
+static struct rnd_pool *rnd;
+static pthread_once_t rnd_once = PTHREAD_ONCE_INIT;
+
+static void random_fill(void *buf, size_t len);
+
+static void rnd_map(void)
+{
+	void *m = mmap(NULL, sizeof(*rnd), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+	if (madvise(m, sizeof(*rnd), MADV_WIPEONFORK)) {
+		munmap(m, sizeof(*rnd));
+		return;
+	}
+	rnd = m;
+}
+
+void sw_random(void *buf, size_t len)
+{
+	struct rnd_pool *r;
+
+	pthread_once(&rnd_once, rnd_map);
+	r = rnd;
+	if (!r || len > sizeof(r->b) / 4) {
+		random_fill(buf, len);
+		return;
+	}
+	pthread_mutex_lock(&r->lock);
+	if (!r->valid || r->off + len > sizeof(r->b)) {
+		random_fill(r->b, sizeof(r->b));
+		r->off = 0;
+		r->valid = 1;
+	}
+	memcpy(buf, r->b + r->off, len);
+	/* never handed out twice */
+	memset(r->b + r->off, 0, len);
+	r->off += len;
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void random_fill(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			/* no entropy source: still unpredictable enough to
+			 * bind a local connection, never all-zero */
+			uint64_t x = sw_now_ns() ^ ((uint64_t)getpid() << 32) ^
+				     (uintptr_t)buf;
+			while (len) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				*p++ = (uint8_t)x;
+				len--;
+			}
+			return;
+		}
+		p += n;
+		len -= n;
+	}
+}
+
+int sw_tcp_write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = sdp_sys.send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				sw_wait_fd(fd, POLLOUT, 100);
+				continue;
+			}
+			return -errno;
+		}
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int sw_wait_fd(int fd, short events, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	int r;
+
+	do
+		r = sdp_sys.poll(&pfd, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+bool sw_fd_nonblocking(int fd)
+{
+	int fl = sdp_sys.fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* A provider name into its NUL-padded 8-byte wire field. */
+void sw_name_copy(char dst[SDP_PROVIDER_NAME_LEN], const char *src)
+{
+	size_t n = strnlen(src, SDP_PROVIDER_NAME_LEN);
+
+	memset(dst, 0, SDP_PROVIDER_NAME_LEN);
+	memcpy(dst, src, n);
+}
+
+void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port)
+{
+	if (ss->ss_family == AF_INET)
+		*port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	else
+		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+}

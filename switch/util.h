@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * util.h - small helpers the switch's files share (util.c).
+ */
+#ifndef SW_UTIL_H
+#define SW_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "wire.h"
+
+/* CLOCK_MONOTONIC in ns. */
+uint64_t sw_now_ns(void);
+
+/* len random bytes (keys), from a per-process pool of getrandom(). */
+void sw_random(void *buf, size_t len);
+
+/* Blocks until fd has events or timeout_ms passes (-1 = forever). */
+int sw_wait_fd(int fd, short events, int timeout_ms);
+
+/* Writes all of buf on a TCP fd (blocking as needed). */
+int sw_tcp_write_all(int fd, const void *buf, size_t len);
+
+/* The port of an IPv4 or IPv6 address, in host order. */
+void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port);
+
+/* A provider's name into a hello's fixed-size field. */
+void sw_name_copy(char dst[SDP_PROVIDER_NAME_LEN], const char *src);
+
+/* Is O_NONBLOCK set on fd? */
+bool sw_fd_nonblocking(int fd);
+
+#endif /* SW_UTIL_H */

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * wakeup.c - when a side sleeps and who wakes it: WAKE_ME, the bell after
+ * our switch point, the completion queue's notify fd, and the bounded wait
+ * that spins, arms a wake-up and sleeps on TCP (docs/protocol.md 8).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "credits.h"
+#include "providers.h"
+#include "session_msg.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "spin.h"
+#include "sys.h"
+#include "tcp_inband.h"
+#include "util.h"
+#include "wakeup.h"
+#include "wire.h"
+
+/*
+ * The program's first bytes after our switch point are on their way: a
+ * peer asleep on TCP in its program's read would not look at the provider,
+ * nor would its provider move what needs both sides (staging-mode RDMA):
+ * one doorbell wakes it, unless it said it looks at the SAN already.
+ */
+void sw_switch_bell(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!ss->switch_bell)
+		return;
+	ss->switch_bell = false;
+	if (!ss->peer_knows_switch)
+		sw_doorbell_ring(s);
+}
+
+int sw_session_arm(struct sw_sock *s)
+{
+	struct sdp_msg_wake w = { .seen_seq = s->ss.rx_seq };
+
+	return sw_send_ctrl(s, SDP_MSG_WAKE_ME, &w, sizeof(w), NULL, 0, 0);
+}
+
+/* Asks the peer for a doorbell. Returns false when no credit allows it
+ * (the peer then rings on its own when it returns credits). */
+static bool arm_wake(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (ss->wake_armed)
+		return true;
+	/* a doorbell is a byte after the peer's switch point: asked for only
+	 * once that point is known, so that it is never read as data */
+	if (!ss->switch_rcvd || !sw_credit_can_send(ss, SDP_MSG_WAKE_ME))
+		return false;
+	if (sw_session_arm(s))
+		return false;
+	ss->wake_armed = true;
+	return true;
+}
+
+/*
+ * A provider that reaches other hosts delivers a message some time after its
+ * sender posted it: the doorbell on TCP can overtake the message it
+ * announces (the waiter wakes, finds nothing, and sleeps again with no
+ * doorbell left to come), and our own sends and RDMA complete with no
+ * doorbell at all. Such a wait sleeps on the provider's CQ as well, armed
+ * here before the last check. A local provider's messages are in place
+ * before the doorbell goes: its CQ keeps no fd (SDP_CAP_LOCAL_ONLY), except
+ * for a wait on our own PENDING RDMA (shm's staging mode), which the
+ * peer's progress completes without a message, hence without a doorbell.
+ * Returns the fd to add to the sleep, or -1.
+ */
+int sw_cq_sleep_fd(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	int fd;
+
+	if (!ss->cq || ((ss->prov->mod.info.caps & SDP_CAP_LOCAL_ONLY) &&
+			!ss->rdma_waiting))
+		return -1;
+	fd = ss->prov->mod.ops.cq_notify_fd(ss->cq);
+	if (fd < 0 || ss->prov->mod.ops.cq_arm(ss->cq))
+		return -1;
+	return fd;
+}
+
+int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
+{
+	struct sw_session *ss = &s->ss;
+	uint64_t seq;
+
+	/* bytes kept back to coalesce go before this side waits */
+	if (s->ptx_len && s->state == SW_SAN)
+		sw_ptx_flush(s);
+	sw_credit_return_owed(s);
+	seq = atomic_load(&s->event_seq);
+	uint64_t spin_end = sw_now_ns() + sw_spin_budget_ns(&s->spin);
+	uint64_t slept;
+	unsigned spins = 0;
+	int timeout, r, cfd;
+
+	/* poll first: this is where the latency is won */
+	while (sw_now_ns() < spin_end) {
+		int i;
+
+		/* a few hundred cycles off the lock without a system call
+		 * (the peer usually runs on another core); every eighth
+		 * round yields, in case the peer waits for this core */
+		pthread_mutex_unlock(&s->lock);
+		if (!(++spins & 7))
+			sched_yield();
+		else
+			for (i = 0; i < 16; i++)
+				__builtin_ia32_pause();
+		pthread_mutex_lock(&s->lock);
+		if (atomic_load(&s->event_seq) != seq)
+			return 0;
+		r = sw_progress(s);
+		if (r < 0)
+			return r;
+		if (atomic_load(&s->event_seq) != seq)
+			return 0;
+	}
+	/* then ask to be woken, check once more, and sleep in the kernel */
+	sw_credit_adapt(s);
+	/* a sender held by its last credit (data needs two) whose wake-up
+	 * request is already out: the peer returns a single owed buffer only
+	 * to a peer it believes has none, so it may never answer (a pool
+	 * shrunk to two idle buffers hung here). The last credit goes as a
+	 * CREDIT: the peer then owes two and returns them, ringing. */
+	if ((events & POLLOUT) && ss->wake_armed && ss->credits == 1 &&
+	    s->state == SW_SAN && !ss->error && !ss->peer_dead)
+		sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
+	arm_wake(s);
+	cfd = sw_cq_sleep_fd(s);
+	r = sw_progress(s);
+	if (r < 0)
+		return r;
+	if (atomic_load(&s->event_seq) != seq)
+		return 0;
+	/* what we wait for may need the peer's progress (our queued sends,
+	 * our RDMA in the provider's staging mode): a peer asleep must be
+	 * woken for it. Nothing of ours pending: no doorbell, or two idle
+	 * ends wake each other for ever. */
+	if (ss->peer_wants_wake && (ss->sends_pending || ss->rdma_waiting))
+		sw_doorbell_ring(s);
+	if (deadline_ns) {
+		uint64_t now = sw_now_ns();
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		timeout = (int)((deadline_ns - now) / 1000000) + 1;
+	} else {
+		timeout = -1;
+	}
+	if (atomic_load(&s->users) > 1 && (timeout < 0 || timeout > 2))
+		timeout = 2;
+	else if (sw_idle_sleep_ms() >= 0 &&
+		 (timeout < 0 || timeout > sw_idle_sleep_ms()))
+		timeout = sw_idle_sleep_ms();
+	/* the peer's program bytes still on TCP keep it readable: no doorbell
+	 * can be told apart there yet, so nap instead (a sender's short wait
+	 * for credits while it has not read all the peer's TCP bytes) */
+	if (!s->rx_san && (timeout < 0 || timeout > 1))
+		timeout = 1;
+	pthread_mutex_unlock(&s->lock);
+	{
+		struct pollfd pfd[2] = {
+			{ .fd = s->fd, .events = s->rx_san ? POLLIN : 0 },
+			{ .fd = cfd, .events = POLLIN },
+		};
+
+		slept = sw_now_ns();
+		r = sdp_sys.poll(pfd, cfd >= 0 ? 2 : 1, timeout);
+		if (r < 0)
+			r = -errno;
+		slept = sw_now_ns() - slept;
+	}
+	pthread_mutex_lock(&s->lock);
+	sw_spin_slept(&s->spin, slept, r > 0);
+	/* closed by another thread meanwhile: the session is gone and the
+	 * fd number may already name another file, whose bytes are not
+	 * ours to drain */
+	if (s->closed && !ss->prov)
+		return -EBADF;
+	if (cfd >= 0 && ss->cq)
+		ss->prov->mod.ops.cq_ack(ss->cq);
+	sw_doorbell_drain(s);
+	/* a signal handler ran: the program's call returns EINTR, as a
+	 * blocking socket call does when a handler interrupts it */
+	if (r == -EINTR) {
+		sw_progress(s);
+		return -EINTR;
+	}
+	return sw_progress(s);
+}

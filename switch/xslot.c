@@ -1,0 +1,528 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * xslot.c - the transfer slot (XOFFER): a shared area where the sender
+ * offers a large send and the receiver claims it, each copying half; the
+ * slot's set-up, the offer, the claim and the offer taken back.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "buffers.h"
+#include "config.h"
+#include "credits.h"
+#include "providers.h"
+#include "rdma_read.h"
+#include "session_msg.h"
+#include "session_rx.h"
+#include "session_tx.h"
+#include "sock.h"
+#include "spin.h"
+#include "tcp_inband.h"
+#include "util.h"
+#include "wire.h"
+#include "xslot.h"
+
+/* The transfer slots live in the provider's shared area, when it has one
+ * (SharedArea extension, fetched by GUID: only a provider whose two ends
+ * share memory offers it). Without one, no XOFFER either way. */
+void sw_xslot_attach(struct sw_sock *s)
+{
+	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *p = ss->prov;
+	sdp_shared_area_fn fn = NULL;
+	void *mine, *peers;
+	size_t len;
+
+	ss->xs_mine = ss->xs_peer = NULL;
+	if (!sw_cfg.xslot || sw_cfg.path != SW_PATH_AUTO || !ss->can_read)
+		return;
+	if (p->mod.ops.ioctl(p->mod.prov,
+			     SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER, &g,
+			     sizeof(g), &fn, sizeof(fn)) || !fn)
+		return;
+	if (fn(ss->ep, &mine, &peers, &len) ||
+	    len < sizeof(struct sdp_xslot) || ((uintptr_t)mine & 63) ||
+	    ((uintptr_t)peers & 63))
+		return;
+	ss->xs_mine = mine;
+	ss->xs_peer = peers;
+	ss->peer_xslot = ss->peer_takes_xoffer && ss->peer_can_read;
+	/* ours starts idle: no claim of an old offer can match */
+	atomic_store(&ss->xs_mine->push, 0);
+	atomic_store(&ss->xs_mine->consumed, 0);
+	__atomic_store_n(&ss->xs_mine->reserved, 0, __ATOMIC_RELAXED);
+	atomic_store(&ss->xs_mine->state, 0);
+}
+
+/* XOFFER: bytes wait in the peer's transfer slot; queued in stream
+ * order, claimed when the program reads them (sw_xslot_take). */
+int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
+		      const struct sdp_msg_hdr *h, const void *body)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_msg_rdata rd;
+
+	memcpy(&rd, body, sizeof(rd));
+	if (!ss->xs_peer || !ss->can_read)
+		return sw_proto_error(s, "XOFFER but no transfer slot was offered");
+	if (h->len || !rd.xfer_id || !rd.total ||
+	    rd.total > rd.region.length ||
+	    !(rd.region.access & SDP_ACCESS_REMOTE_READ))
+		return sw_proto_error(s, "malformed XOFFER");
+	if (ss->fin_rcvd || ss->dg_rcvd)
+		return sw_proto_error(s, "XOFFER after FIN or DOWNGRADE");
+	if (sw_rxq_remote(ss, RX_XSLOT, &rd) < 0)
+		return -ENOMEM;
+	return sw_recv_repost(s, idx);
+}
+
+/* Offers the receiver took in pieces smaller than this on average make the
+ * next SW_XSLOT_BACKOFF large sends use the other paths. */
+#define SW_XSLOT_SMALL_READ (64 * 1024)
+#define SW_XSLOT_BACKOFF 32
+
+/* The receiver asked for a push: write [push_off, push_off + push_len) of
+ * the offer into its sink. Everything read from the slot is the peer's:
+ * each field is read once, the range must lie inside the offer and inside
+ * the sink's length, and the sink is only ever used through rdma_write,
+ * which the provider checks against the peer's registration. Returns NULL,
+ * or what the peer broke (the push is marked FAILED). */
+static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
+			      uint32_t seq, uint8_t *p, size_t len,
+			      struct sdp_mr *mr, uint64_t *pushed)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	uint64_t req = SDP_XS_WORD(seq, SDP_XP_REQ);
+	uint64_t off, n, ctx;
+	struct sdp_rdma_desc sink;
+	struct sdp_sge sge;
+	const char *bad = NULL;
+	int r;
+
+	if (!atomic_compare_exchange_strong(&xs->push, &req,
+					    SDP_XS_WORD(seq, SDP_XP_STARTED)))
+		return NULL;	/* taken back */
+	off = __atomic_load_n(&xs->push_off, __ATOMIC_RELAXED);
+	n = __atomic_load_n(&xs->push_len, __ATOMIC_RELAXED);
+	memcpy(&sink, &xs->sink, sizeof(sink));
+	r = -EINVAL;
+	if (off > len || !n || n > len - off) {
+		bad = "transfer slot push range outside the offer";
+	} else if (n > sink.length) {
+		bad = "transfer slot push longer than its sink";
+	} else {
+		sge.addr = p + off;
+		sge.length = n;
+		sge.mr = mr;
+		ctx = sw_rdma_ctx_new(ss);
+		r = pv->mod.ext.rdma_write(ss->ep, &sge, 1, &sink, 0, ctx, 0);
+		if (r == SDP_PENDING)
+			r = sw_rdma_wait(s, ctx);
+		/* the peer described memory it does not expose */
+		if (r == -SDP_EBADKEY || r == -SDP_EBOUNDS ||
+		    r == -SDP_ERIGHTS)
+			bad = "transfer slot push sink refused by the provider";
+	}
+	if (!r)
+		*pushed += n;
+	atomic_store_explicit(&xs->push,
+			      SDP_XS_WORD(seq, r ? SDP_XP_FAILED : SDP_XP_DONE),
+			      memory_order_release);
+	return bad;
+}
+
+/* Is w a push word the receiver may leave in our slot during offer seq?
+ * NONE (0 from the offer's start, or a request taken back), REQ, or the
+ * DONE or FAILED we stored. STARTED is ours only inside xslot_push. */
+static bool xslot_push_word_ok(uint64_t w, uint32_t seq)
+{
+	if (w == 0)
+		return true;
+	if ((uint32_t)(w >> 32) != seq)
+		return false;
+	switch ((uint32_t)w) {
+	case SDP_XP_NONE:
+	case SDP_XP_REQ:
+	case SDP_XP_DONE:
+	case SDP_XP_FAILED:
+		return true;
+	}
+	return false;
+}
+
+/*
+ * XOFFER: offers [p, p+len) in our transfer slot and works with the
+ * receiver until it has taken all of it: it claims the offer when its
+ * program reads, copies a part itself (RdmaRead) and may ask this side to
+ * write another part into its buffer (push). An offer nobody claims within
+ * the bound (nb: SDP_XSLOT_NB_US, else SDP_XSLOT_BLOCK_US, counted from
+ * the last sign of progress) is taken back by CAS; a claim in progress is
+ * a bounded copy and is waited for. Returns the bytes the receiver took
+ * (0: none; the caller sends them another way) or < 0 (-ENOBUFS:
+ * registration failed, nothing offered).
+ */
+ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
+		      bool nb)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	struct sdp_xslot *xs = ss->xs_mine;
+	uint64_t bound = (uint64_t)(nb ? sw_cfg.xslot_nb_us :
+				    sw_cfg.xslot_block_us) * 1000;
+	uint64_t claim_bound = (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
+	uint64_t got = 0, last = 0, pushed = 0, now, deadline, claim_end, w;
+	const char *bad = NULL;
+	struct sdp_msg_rdata rd;
+	struct sdp_rdma_desc desc;
+	struct sdp_rmr *rmr;
+	struct sdp_mr *mr;
+	unsigned spins = 0, steps = 0, relax = 0;
+	bool hurry;
+	uint32_t seq;
+	int r;
+
+	r = pv->mod.ext.register_memory(pv->mod.prov, p, len, 0, &mr);
+	if (r)
+		goto reg_failed;
+	r = pv->mod.ext.register_rdma_memory(ss->ep, p, len,
+					     SDP_ACCESS_REMOTE_READ, &desc,
+					     &rmr);
+	if (r)
+		goto dereg_mr;
+	seq = ++ss->xs_seq ? ss->xs_seq : ++ss->xs_seq;
+	atomic_store_explicit(&xs->consumed, 0, memory_order_relaxed);
+	atomic_store_explicit(&xs->push, 0, memory_order_relaxed);
+	__atomic_store_n(&xs->reserved, 0, __ATOMIC_RELAXED);
+	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_OFFERED),
+			      memory_order_release);
+	memset(&rd, 0, sizeof(rd));
+	rd.xfer_id = seq;
+	rd.total = len;
+	rd.region = desc;
+	r = sw_send_ctrl(s, SDP_MSG_XOFFER, &rd, sizeof(rd), NULL, 0, 0);
+	if (r) {
+		atomic_store(&xs->state, 0);
+		goto dereg_rmr;
+	}
+	deadline = sw_now_ns() + bound;
+	claim_end = sw_now_ns() + claim_bound;
+	for (;;) {
+		w = atomic_load_explicit(&xs->state, memory_order_acquire);
+		/* nobody may write the reserved word */
+		if (__atomic_load_n(&xs->reserved, __ATOMIC_RELAXED)) {
+			bad = "transfer slot reserved word not zero";
+			break;
+		}
+		if (w == SDP_XS_WORD(seq, SDP_XS_OFFERED)) {
+			/* the receiver's count only grows, up to the offer */
+			got = atomic_load_explicit(&xs->consumed,
+						   memory_order_relaxed);
+			if (got > len || got < last) {
+				bad = got > len ?
+				      "transfer slot count beyond the offer" :
+				      "transfer slot count went back";
+				break;
+			}
+			if (got == len)
+				break;
+			now = sw_now_ns();
+			if (got != last) {
+				last = got;
+				steps++;
+				deadline = now + bound;
+			}
+			claim_end = now + claim_bound;
+			/* another thread of ours waits for this socket's
+			 * lock (a reader the peer's own offer may wait for:
+			 * Java's echo clients jammed both ends until the
+			 * bound ran out): the offer goes back at once */
+			hurry = atomic_load(&s->users) > 1;
+			/* a receiver told its data is readable must find
+			 * bytes when it reads: take the offer back only
+			 * when a DATA message can follow at once (or,
+			 * without credits, after ten bounds) */
+			if (((now >= deadline || hurry) &&
+			     (sw_credit_can_send(ss, SDP_MSG_DATA) ||
+			      now >= deadline + 9 * bound)) || sw_tx_error(s)) {
+				if (!atomic_compare_exchange_strong(
+					    &xs->state, &w,
+					    SDP_XS_WORD(seq,
+							SDP_XS_CANCELLED)))
+					continue;
+				/* a claim may have come and gone since the
+				 * count was read (the state word is the
+				 * same again): read it once more, now that
+				 * no claim can change it */
+				got = atomic_load(&xs->consumed);
+				if (got > len || got < last) {
+					bad = got > len ?
+					      "transfer slot count beyond the offer" :
+					      "transfer slot count went back";
+					break;
+				}
+				break;
+			}
+		} else if (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)) {
+			uint64_t pw = atomic_load_explicit(
+				&xs->push, memory_order_acquire);
+
+			if (!xslot_push_word_ok(pw, seq)) {
+				bad = "transfer slot push word the receiver may not set";
+				break;
+			}
+			if (pw == SDP_XS_WORD(seq, SDP_XP_REQ)) {
+				bad = xslot_push(s, xs, seq, p, len, mr,
+						 &pushed);
+				if (bad)
+					break;
+				claim_end = sw_now_ns() + claim_bound;
+			}
+			/* a claim is a bounded copy, but not across the
+			 * peer's death */
+			if (ss->peer_dead || ss->error || ss->abort_rcvd)
+				break;
+			/* nor forever: a receiver that keeps the claim
+			 * (a hostile one, or one stopped mid-copy) ends
+			 * the connection, not the program's write */
+			if (sw_now_ns() >= claim_end) {
+				bad = "transfer slot claimed for longer than SDP_XSLOT_CLAIM_MS";
+				break;
+			}
+			deadline = sw_now_ns() + bound;
+		} else {
+			/* only the receiver writes something else here */
+			bad = "transfer slot in a state the receiver may not set";
+			break;
+		}
+		if (!(++spins & 63)) {
+			if (sw_progress(s) < 0)
+				ss->peer_dead = true;
+			if (ss->peer_wants_wake)
+				sw_doorbell_ring(s);
+		}
+		sw_spin_relax(&relax);
+	}
+	/* a broken slot, a dead peer or an error: what the receiver had
+	 * counted when we last looked is what went */
+	if (bad || (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)))
+		got = last;
+	if (bad)
+		sw_proto_error(s, bad);
+	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_IDLE),
+			      memory_order_release);
+	/* a program that reads in small pieces pays a system call per piece
+	 * here, and this side spins meanwhile: its staging ring serves it
+	 * better (one memcpy per piece), for the next sends */
+	if (steps && got / steps < SW_XSLOT_SMALL_READ)
+		ss->xs_backoff = SW_XSLOT_BACKOFF;
+	if (s->st) {
+		s->st->tx_rdma_write += pushed;
+		s->st->tx_rdma_read += got - (pushed < got ? pushed : got);
+	}
+	r = 0;
+dereg_rmr:
+	/* the descriptor dies now, whatever the peer still holds */
+	pv->mod.ext.deregister_rdma_memory(ss->ep, rmr);
+dereg_mr:
+	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
+	if (!r)
+		return got;
+	if (r == -ECONNRESET || r == -EPIPE)
+		return r;
+reg_failed:
+	if (s->st)
+		s->st->reg_failures++;
+	return -ENOBUFS;
+}
+
+/* Waits for the sender to finish the push asked for in the slot. Returns
+ * 0 when it wrote the bytes, 1 when this side must pull them itself (the
+ * sender failed, or did not start within the spin budget and the request
+ * was taken back), < 0 when the sender is gone (-ECONNRESET), broke the
+ * protocol (-EPROTO) or kept the push STARTED for SDP_XSLOT_CLAIM_MS
+ * (-ETIMEDOUT). The sink stays registered until this returns: while the
+ * push is STARTED the sender may be writing into it. */
+static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
+			   uint32_t seq)
+{
+	struct sw_session *ss = &s->ss;
+	uint64_t now = sw_now_ns();
+	uint64_t end = now + (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t give_up = now + (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
+	unsigned spins = 0, relax = 0;
+	uint64_t w;
+
+	for (;;) {
+		w = atomic_load_explicit(&xs->push, memory_order_acquire);
+		if (w == SDP_XS_WORD(seq, SDP_XP_DONE))
+			return 0;
+		if (w == SDP_XS_WORD(seq, SDP_XP_FAILED))
+			return 1;
+		if (w == SDP_XS_WORD(seq, SDP_XP_REQ)) {
+			if (sw_now_ns() >= end &&
+			    atomic_compare_exchange_strong(
+				    &xs->push, &w,
+				    SDP_XS_WORD(seq, SDP_XP_NONE)))
+				return 1;
+		} else if (w != SDP_XS_WORD(seq, SDP_XP_STARTED)) {
+			return -EPROTO;
+		}
+		if (!(++spins & 63)) {
+			sw_progress(s);
+			if (ss->peer_dead || ss->abort_rcvd)
+				return -ECONNRESET;
+			/* a push is one bounded write: a sender that
+			 * started it and never ends it is broken */
+			if (sw_now_ns() >= give_up)
+				return -ETIMEDOUT;
+			if (ss->peer_wants_wake)
+				sw_doorbell_ring(s);
+		}
+		sw_spin_relax(&relax);
+	}
+}
+
+/* Why a claim of offer seq failed, from the state word found instead:
+ * NULL when the sender may have left it there (it took the offer back,
+ * or made later offers since), else what is wrong. The sender stores
+ * OFFERED before it sends XOFFER, and nobody but us claims. */
+static const char *xslot_claim_failed(uint64_t w, uint32_t seq)
+{
+	uint32_t wseq = (uint32_t)(w >> 32), st = (uint32_t)w;
+
+	if (st > SDP_XS_CANCELLED)
+		return "transfer slot state the sender may not set";
+	if ((int32_t)(wseq - seq) < 0)
+		return "transfer slot state older than the offer";
+	if (st == SDP_XS_CLAIMED)
+		return "transfer slot claimed by someone else";
+	if (wseq == seq && st == SDP_XS_OFFERED)
+		return "transfer slot state changed during our claim";
+	return NULL;
+}
+
+/* Takes len bytes at offset skip of an XSLOT item into dst: claims the
+ * offer, copies (a large read: the first half by RdmaRead here while the
+ * sender writes the second half into dst), and hands the claim back with
+ * the new count (none for MSG_PEEK). Returns len, -EAGAIN when the offer
+ * is over (taken back by the sender: the item ends here), -EPROTO when
+ * the sender broke the slot (logged, the connection is closed), or < 0.
+ * Nothing is read from the slot but the state and push words and the
+ * reserved word; total and lengths come from XOFFER. */
+ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
+		      size_t len, uint64_t skip, bool consume)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	struct sdp_xslot *xs = ss->xs_peer;
+	uint32_t seq = it->xfer_id;
+	uint64_t w = SDP_XS_WORD(seq, SDP_XS_OFFERED);
+	uint64_t base = it->off + skip;
+	struct sdp_rmr *sink_rmr = NULL;
+	struct rx_item tmp = *it;
+	const char *bad = NULL;
+	size_t half = len;
+	int r, pw;
+
+	/* a slot found broken before stays broken: said once */
+	if (ss->error == EPROTO)
+		return -EPROTO;
+	if (__atomic_load_n(&xs->reserved, __ATOMIC_RELAXED)) {
+		sw_proto_error(s, "transfer slot reserved word not zero");
+		return -EPROTO;
+	}
+	if (!atomic_compare_exchange_strong(&xs->state, &w,
+					    SDP_XS_WORD(seq, SDP_XS_CLAIMED))) {
+		bad = xslot_claim_failed(w, seq);
+		if (!bad)
+			return -EAGAIN;
+		sw_proto_error(s, bad);
+		return -EPROTO;
+	}
+	if (consume && len >= sw_cfg.xslot_split) {
+		struct sdp_rdma_desc sink;
+
+		half = (len / 2) & ~(size_t)63;
+		if (!pv->mod.ext.register_rdma_memory(ss->ep, dst + half,
+						      len - half,
+						      SDP_ACCESS_REMOTE_WRITE,
+						      &sink, &sink_rmr)) {
+			memcpy(&xs->sink, &sink, sizeof(sink));
+			xs->push_off = base + half;
+			xs->push_len = len - half;
+			atomic_store_explicit(&xs->push,
+					      SDP_XS_WORD(seq, SDP_XP_REQ),
+					      memory_order_release);
+		} else {
+			sink_rmr = NULL;
+			half = len;
+		}
+	}
+	tmp.off = base;
+	r = sw_rdata_pull(s, &tmp, dst, half);
+	if (sink_rmr) {
+		pw = xslot_push_wait(s, xs, seq);
+		if (pw == 1 && !r) {
+			tmp.off = base + half;
+			r = sw_rdata_pull(s, &tmp, dst + half, len - half);
+		} else if (pw == -EPROTO) {
+			bad = "transfer slot push in a state the sender may not set";
+		} else if (pw == -ETIMEDOUT) {
+			bad = "transfer slot push started but not finished within SDP_XSLOT_CLAIM_MS";
+		} else if (pw < 0) {
+			r = pw;
+		} else if (pw == 0 && s->st) {
+			s->st->rx_rdma_write += len - half;
+		}
+		pv->mod.ext.deregister_rdma_memory(ss->ep, sink_rmr);
+	}
+	if (!r && !bad && consume)
+		atomic_store_explicit(&xs->consumed, base + len,
+				      memory_order_relaxed);
+	/* the claim is ours: only a broken sender changes it meanwhile */
+	w = SDP_XS_WORD(seq, SDP_XS_CLAIMED);
+	if (!atomic_compare_exchange_strong(&xs->state, &w,
+					    SDP_XS_WORD(seq, SDP_XS_OFFERED)) &&
+	    !bad && !ss->peer_dead)
+		bad = "transfer slot state changed during our claim";
+	if (bad) {
+		sw_proto_error(s, bad);
+		return -EPROTO;
+	}
+	return r ? r : (ssize_t)len;
+}
+
+/* An offer that ended before the program read all of it: the sender took
+ * the rest back and sends it again after this point of the stream. */
+void sw_xslot_drop(struct sw_session *ss, struct rx_item *it,
+		   struct rx_item **peek_it, uint64_t *peek_off)
+{
+	struct rx_item **pp = &ss->rxq, *prev = NULL;
+
+	while (*pp && *pp != it) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	if (!*pp)
+		return;
+	*pp = it->next;
+	ss->xs_dropped = true;
+	if (ss->rxq_tail == it)
+		ss->rxq_tail = prev;
+	ss->rx_queued -= it->len;
+	if (peek_it && *peek_it == it) {
+		*peek_it = it->next;
+		*peek_off = 0;
+	}
+	sw_rx_item_free(ss, it);
+}

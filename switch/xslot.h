@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * xslot.h - the transfer slot: XOFFER, claim and drop (xslot.c).
+ */
+#ifndef SW_XSLOT_H
+#define SW_XSLOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sock.h"
+
+/* A read that found its offer taken back waits this long at most for the
+ * bytes the sender sends instead at once: only a descheduled sender (a busy
+ * machine) takes more than microseconds. */
+#define SW_XSLOT_REFILL_NS (50 * 1000000ull)
+
+/* Receiver: claims an offer and copies its part into dst. */
+ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
+		      size_t len, uint64_t skip, bool consume);
+
+/* Receiver: an offer that ended before the program read all of it (the
+ * sender took the rest back and sends it again). */
+void sw_xslot_drop(struct sw_session *ss, struct rx_item *it,
+		   struct rx_item **peek_it, uint64_t *peek_off);
+
+/* Attaches the transfer slots in the provider's shared area, when it
+ * has one (SharedArea extension). */
+void sw_xslot_attach(struct sw_sock *s);
+
+/* Sender: offers [p, p+len) in our slot until the receiver took it all:
+ * the bytes it took (0: none, send them another way), or -errno. */
+ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
+		      bool nb);
+
+/* An XOFFER from the peer: queues the offer to be claimed when read. */
+int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
+		      const struct sdp_msg_hdr *h, const void *body);
+
+#endif /* SW_XSLOT_H */
