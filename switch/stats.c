@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sw_internal.h"
+#include "sys.h"
 
 static struct sw_proc_stats *proc;
 static struct sw_proc_stats proc_private; /* when the file cannot be made */
@@ -82,13 +83,13 @@ static void stats_map(void)
 	if (fd < 0)
 		goto private;
 	if (ftruncate(fd, sizeof(*proc)) < 0) {
-		close(fd);
+		sdp_sys.close(fd);
 		unlink(stat_path);
 		goto private;
 	}
 	p = mmap(NULL, sizeof(*proc), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		 0);
-	close(fd);
+	sdp_sys.close(fd);
 	if (p == MAP_FAILED) {
 		unlink(stat_path);
 		goto private;
@@ -150,7 +151,7 @@ void sw_stats_after_fork_child(void)
 		bool ok;
 
 		if (!copy) {
-			close(fd);
+			sdp_sys.close(fd);
 			unlink(stat_path);
 			goto keep;
 		}
@@ -159,16 +160,17 @@ void sw_stats_after_fork_child(void)
 		copy->ppid = getppid();
 		copy->closed_tx_san = copy->closed_rx_san = 0;
 		copy->closed_tx_tcp = copy->closed_rx_tcp = 0;
-		ok = write(fd, copy, sizeof(*copy)) == (ssize_t)sizeof(*copy);
+		ok = sdp_sys.write(fd, copy, sizeof(*copy)) ==
+		     (ssize_t)sizeof(*copy);
 		free(copy);
 		if (!ok || mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
 				MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
-			close(fd);
+			sdp_sys.close(fd);
 			unlink(stat_path);
 			goto keep;
 		}
 	}
-	close(fd);
+	sdp_sys.close(fd);
 	return;
 keep:
 	/* no file of its own: stop writing into the parent's (the private
