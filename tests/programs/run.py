@@ -27,9 +27,7 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# free ports and "is it listening yet" are the benchmark suite's helpers
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'scripts', 'bench'))
-from benchlib import free_port, listening  # noqa: E402
+from sdptest import free_port, listening, preload  # noqa: E402
 PEERS = os.path.join(HERE, 'peers.py')
 PY = sys.executable or 'python3'
 MIB = 1 << 20
@@ -1176,13 +1174,8 @@ def main():
 	# SDP_TEST_PLAIN=1: nothing preloaded, to check a test's own logic (the
 	# data checks must pass, the stats checks must fail)
 	opts.plain = os.environ.get('SDP_TEST_PLAIN') == '1'
-	if os.environ.get('SANITIZE') == '1':
-		# an ASan-built preload library needs the ASan runtime first
-		asan = subprocess.run([os.environ.get('CC', 'gcc'),
-				       '-print-file-name=libasan.so'],
-				      capture_output=True, text=True).stdout
-		opts.preload = asan.strip() + ' ' + opts.lib
-		os.environ.setdefault('ASAN_OPTIONS', 'detect_leaks=0')
+	# an ASan-built preload library needs the ASan runtime first
+	opts.preload = preload(opts.lib)
 	os.environ.setdefault('SDP_LOG', 'warn')
 	sel = [(n, f) for n, f in TESTS
 	       if not opts.tests or any(n.startswith(t) for t in opts.tests)]
