@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from sdptest import free_port, listening  # noqa: F401 (tests/lib)
+from sdptest import free_port, listening, sdp_stat_json  # tests/lib
 
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 GIB = float(1 << 30)
@@ -233,10 +233,7 @@ class Context:
 		if not os.path.exists(self.sdp_stat):
 			return None
 		try:
-			r = subprocess.run([self.sdp_stat, '--json'],
-					   capture_output=True, text=True,
-					   timeout=5)
-			j = json.loads(r.stdout)
+			j = sdp_stat_json(self.sdp_stat, [], timeout=5)
 		except Exception:  # noqa: BLE001
 			return None
 		procs = {pr.get('pid'): pr for pr in j.get('processes', [])}
