@@ -517,7 +517,11 @@ static uint32_t rd_ent_san(struct rd_ent *e, struct sw_sock *s, int depth,
 	return r;
 }
 
-bool rd_ep_san_ready(struct rd_ep *ep, int depth)
+/* Runs fn on each entry of the set that is a switch socket or a nested
+ * set, until one answers non-zero unless all; true when one did. */
+static bool rd_ep_each(struct rd_ep *ep, int depth, bool all,
+		       uint32_t (*fn)(struct rd_ent *e, struct sw_sock *s,
+				      int depth))
 {
 	struct sw_sock *s;
 	struct rd_ent *e;
@@ -525,18 +529,28 @@ bool rd_ep_san_ready(struct rd_ep *ep, int depth)
 	int fd;
 
 	pthread_mutex_lock(&ep->lock);
-	for (fd = 0; fd < ep->cap && !ready; fd++) {
+	for (fd = 0; fd < ep->cap && (all || !ready); fd++) {
 		e = ep->ent[fd];
 		if (!e)
 			continue;
 		s = e->is_ep ? NULL : fdt_get(fd);
 		if (s || e->is_ep)
-			ready = rd_ent_san(e, s, depth, false) != 0;
+			ready |= fn(e, s, depth) != 0;
 		if (s)
 			sw_sock_unref(s);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return ready;
+}
+
+static uint32_t rd_ent_san_peek(struct rd_ent *e, struct sw_sock *s, int depth)
+{
+	return rd_ent_san(e, s, depth, false);
+}
+
+bool rd_ep_san_ready(struct rd_ep *ep, int depth)
+{
+	return rd_ep_each(ep, depth, false, rd_ent_san_peek);
 }
 
 /* Set by rd_ent_arm in this thread: bound the coming sleep. */
@@ -583,24 +597,7 @@ static uint32_t rd_ent_arm(struct rd_ent *e, struct sw_sock *s, int depth)
  * sets); true when one turned out ready meanwhile. */
 bool rd_ep_arm(struct rd_ep *ep, int depth)
 {
-	struct sw_sock *s;
-	struct rd_ent *e;
-	bool ready = false;
-	int fd;
-
-	pthread_mutex_lock(&ep->lock);
-	for (fd = 0; fd < ep->cap; fd++) {
-		e = ep->ent[fd];
-		if (!e)
-			continue;
-		s = e->is_ep ? NULL : fdt_get(fd);
-		if (s || e->is_ep)
-			ready |= rd_ent_arm(e, s, depth) != 0;
-		if (s)
-			sw_sock_unref(s);
-	}
-	pthread_mutex_unlock(&ep->lock);
-	return ready;
+	return rd_ep_each(ep, depth, true, rd_ent_arm);
 }
 
 /* Nothing is ready and the caller will wait: every switch socket of the

@@ -213,7 +213,7 @@ static void run(enum mode m, const char *want_path)
 	uint64_t by_path = 0;
 	size_t got;
 	pid_t kid;
-	int l, s, c, status;
+	int l, s, c;
 
 	l = tp_listener(family, 4, &ss, &len);
 	kid = fork();
@@ -241,9 +241,7 @@ static void run(enum mode m, const char *want_path)
 		by_path = st->rx_copy + st->rx_rdma_read + st->rx_rdma_write;
 	TP_CHECK(by_path > 0, "no byte arrived by the %s path", want_path);
 	close(s);
-	TP_CHECK(waitpid(kid, &status, 0) == kid, "waitpid");
-	TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		 "the client failed (status 0x%x)", status);
+	tp_reap(kid, "the client failed");
 	TP_CHECK(got == TOTAL, "%u bytes sent, %zu arrived before EOF",
 		 TOTAL, got);
 }
@@ -273,7 +271,6 @@ int main(int argc, char **argv)
 {
 	const char *which = getenv("SDP_ITEST_CASE");
 	unsigned int i, r;
-	int status;
 
 	family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
 	if (which) {
@@ -298,10 +295,8 @@ int main(int argc, char **argv)
 			execv("/proc/self/exe", argv);
 			tp_fail("exec of /proc/self/exe");
 		}
-		TP_CHECK(waitpid(p, &status, 0) == p, "waitpid");
-		TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-			 "case '%s' (%s) failed", cases[i].name,
-			 cases[i].env);
+		tp_reap(p, "case '%s' (%s) failed",
+			cases[i].name, cases[i].env);
 	}
 	tp_pass();
 }

@@ -84,7 +84,7 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 
 int main(int argc, char **argv)
 {
-	int family = argc > 1 ? AF_INET6 : AF_INET, l, s, st;
+	int family = argc > 1 ? AF_INET6 : AF_INET, l, s;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	unsigned int i;
@@ -107,9 +107,7 @@ int main(int argc, char **argv)
 		s = accept(l, NULL, NULL);
 		TP_CHECK(s >= 0, "accept");
 		serve(s);
-		TP_CHECK(waitpid(kid, &st, 0) == kid, "waitpid");
-		TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-			 "client %u failed (status 0x%x)", i, st);
+		tp_reap(kid, "client %u failed", i);
 	}
 	close(l);
 	tp_pass();
