@@ -1012,22 +1012,24 @@ def echo_test(ctx, smode, cmode, conns, nbytes, senv=None, cenv=None,
 	return ctx.stats(), cli, srv, served
 
 
+def echo_all_san(ctx, kind, conns, nbytes, who):
+	"""echo_test with server and client of KIND: every connection on the
+	SAN, the bytes of each side matching the other's."""
+	st, cli, srv, _ = echo_test(ctx, kind, kind, conns, nbytes)
+	cs = by_pid(st, cli.pid)
+	check_all_san(cs, '%s client' % who)
+	check_pairs(cs, by_pid(st, srv.pid), kind)
+	return '%d x %d MiB echoed' % (conns, nbytes // MIB)
+
+
 @test('python-asyncio')
 def t_asyncio(ctx):
-	st, cli, srv, _ = echo_test(ctx, 'asyncio', 'asyncio', 4, 16 * MIB)
-	cs = by_pid(st, cli.pid)
-	check_all_san(cs, 'asyncio client')
-	check_pairs(cs, by_pid(st, srv.pid), 'asyncio')
-	return '4 x 16 MiB echoed'
+	return echo_all_san(ctx, 'asyncio', 4, 16 * MIB, 'asyncio')
 
 
 @test('python-threads')
 def t_threads(ctx):
-	st, cli, srv, _ = echo_test(ctx, 'threads', 'threads', 8, 8 * MIB)
-	cs = by_pid(st, cli.pid)
-	check_all_san(cs, 'threaded client')
-	check_pairs(cs, by_pid(st, srv.pid), 'threads')
-	return '8 x 8 MiB echoed'
+	return echo_all_san(ctx, 'threads', 8, 8 * MIB, 'threaded')
 
 
 @test('prefork-server')
