@@ -14,23 +14,16 @@ sdp_preload() {
 	preload=$1
 	if [ "${SANITIZE:-0}" = 1 ]; then
 		preload="$(${CC:-gcc} -print-file-name=libasan.so) $1"
-		if [ "${2:-}" = ours ]; then
-			export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1}
-		else
-			export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
-		fi
+		local leaks=detect_leaks=0:
+		[ "${2:-}" = ours ] && leaks=
+		export ASAN_OPTIONS=${ASAN_OPTIONS:-${leaks}abort_on_error=1}
 	fi
 }
 
 # sdp_free_port: prints a TCP port of 127.0.0.1 that nothing uses now.
 sdp_free_port() {
-	PYTHONPATH=$sdp_lib_dir python3 -c 'import sdptest; print(sdptest.free_port())'
-}
-
-# sdp_listening PORT: true when some socket listens on PORT.
-sdp_listening() {
-	PYTHONPATH=$sdp_lib_dir python3 -c 'import sdptest, sys
-sys.exit(0 if sdptest.listening(int(sys.argv[1])) else 1)' "$1"
+	PYTHONPATH=$sdp_lib_dir python3 -c \
+		'import sdptest; print(sdptest.free_port())'
 }
 
 # sdp_workdir NAME: sets $work (a fresh directory under /tmp) and $pids (add

@@ -3,7 +3,8 @@
 # run.py - runs real programs (iperf3, sockperf, qperf, redis, nginx, socat,
 # Python servers) under LD_PRELOAD of the switch, checks the bytes that
 # arrived and the sdp-stat files, and prints PASS/FAIL/SKIP per test.
-#   run.py --lib build/lib/libsdp_switch.so --statdump STATDUMP [TEST...]
+#   PYTHONPATH=tests/lib run.py --lib build/lib/libsdp_switch.so \
+#     --statdump STATDUMP [TEST...]
 # A TEST argument selects the tests whose name starts with it. Environment:
 # SDP_TEST_BIG=1 streams 4 GiB (not 1 GiB) each way in the socat-stream test
 # (16 GiB of scratch files); SDP_TEST_KEEP=1 keeps the
@@ -26,8 +27,10 @@ import threading
 import time
 import traceback
 
+import sdptest  # tests/lib, on PYTHONPATH
+from sdptest import free_port, listening
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-from sdptest import free_port, listening, preload  # noqa: E402
 PEERS = os.path.join(HERE, 'peers.py')
 PY = sys.executable or 'python3'
 MIB = 1 << 20
@@ -1177,7 +1180,7 @@ def main():
 	# data checks must pass, the stats checks must fail)
 	opts.plain = os.environ.get('SDP_TEST_PLAIN') == '1'
 	# an ASan-built preload library needs the ASan runtime first
-	opts.preload = preload(opts.lib)
+	opts.preload = sdptest.preload(opts.lib)
 	os.environ.setdefault('SDP_LOG', 'warn')
 	sel = [(n, f) for n, f in TESTS
 	       if not opts.tests or any(n.startswith(t) for t in opts.tests)]

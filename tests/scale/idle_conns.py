@@ -6,8 +6,8 @@
 # processes, and what sdp-stat says each connection holds (registered
 # bytes, provider). Fails when a connection is not carried by the SAN, when
 # a process exceeds --max-fds-per-conn, or when an exchange is wrong.
-#   idle_conns.py [-n N] [--lib PATH] [--stat PATH] [--max-fds-per-conn F]
-#                 [--max-reg-per-conn BYTES] [--timeout S]
+#   PYTHONPATH=tests/lib idle_conns.py [-n N] [--lib PATH] [--stat PATH]
+#       [--max-fds-per-conn F] [--max-reg-per-conn BYTES] [--timeout S]
 import argparse
 import json
 import select
