@@ -468,6 +468,22 @@ static uint32_t rd_edge_revents(struct sw_sock *s, const struct rd_ent *e,
 	return r;
 }
 
+/* e is a nested set: EPOLLIN when fn (SAN readiness or arming) finds one of
+ * its entries ready, within the kernel's nesting limit. */
+static uint32_t rd_ent_nested(struct rd_ent *e, int depth,
+			      bool (*fn)(struct rd_ep *ep, int depth))
+{
+	struct rd_ep *inner = rd_ep_get(e->fd);
+	uint32_t r = 0;
+
+	if (inner) {
+		if (depth < RD_MAX_DEPTH && fn(inner, depth + 1))
+			r = e->events & EPOLLIN;
+		rd_ep_put(inner);
+	}
+	return r;
+}
+
 /*
  * SAN readiness of e (socket s, or a nested set) with no kernel report.
  * consume: this is the set being waited on (edge state advances); false
@@ -476,22 +492,13 @@ static uint32_t rd_edge_revents(struct sw_sock *s, const struct rd_ent *e,
 static uint32_t rd_ent_san(struct rd_ent *e, struct sw_sock *s, int depth,
 			   bool consume)
 {
-	struct rd_ep *inner;
 	uint64_t seq, after;
 	uint32_t r = 0;
 
 	if (e->disarmed || !e->live)
 		return 0;
-	if (e->is_ep) {
-		inner = rd_ep_get(e->fd);
-		if (inner) {
-			if (depth < RD_MAX_DEPTH &&
-			    rd_ep_san_ready(inner, depth + 1))
-				r = e->events & EPOLLIN;
-			rd_ep_put(inner);
-		}
-		return r;
-	}
+	if (e->is_ep)
+		return rd_ent_nested(e, depth, rd_ep_san_ready);
 	if (!s)
 		return 0;
 	if (!(e->events & EPOLLET)) {
@@ -559,20 +566,12 @@ static __thread bool rd_nap;
 
 static uint32_t rd_ent_arm(struct rd_ent *e, struct sw_sock *s, int depth)
 {
-	struct rd_ep *inner;
-	uint32_t r = 0;
+	uint32_t r;
 
 	if (e->disarmed || !e->live)
 		return 0;
-	if (e->is_ep) {
-		inner = rd_ep_get(e->fd);
-		if (inner) {
-			if (depth < RD_MAX_DEPTH && rd_ep_arm(inner, depth + 1))
-				r = e->events & EPOLLIN;
-			rd_ep_put(inner);
-		}
-		return r;
-	}
+	if (e->is_ep)
+		return rd_ent_nested(e, depth, rd_ep_arm);
 	if (!s)
 		return 0;
 	r = (uint16_t)sw_poll_arm(s, (short)e->events);
