@@ -18,11 +18,9 @@
 static void fe_client(const struct sockaddr_storage *ss, socklen_t len,
 		      int family, int round)
 {
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 	char b;
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	/* no delay, then longer ones: the hello before or after the fork */
 	usleep(round * 10000);
 	tp_send(c, 1 + 2 * round, 0, FE_REQ);

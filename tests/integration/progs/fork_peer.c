@@ -46,11 +46,9 @@ static void fp_recv_poll(int fd, unsigned int id, size_t off, size_t n)
 static void fp_client(const struct sockaddr_storage *ss, socklen_t len,
 		      int family, int round)
 {
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 	char b;
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	tp_send(c, 1 + 4 * round, 0, FP_REQ);
 	tp_nonblock(c);
 	/* asleep in poll when the server forks */

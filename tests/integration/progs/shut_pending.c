@@ -36,10 +36,8 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 {
 	static uint8_t in[65536];
 	size_t got = 0;
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	tp_send(c, 1, 0, TOTAL);
 	TP_CHECK(!shutdown(c, SHUT_WR), "shutdown");
 	for (;;) {

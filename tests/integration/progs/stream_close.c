@@ -28,15 +28,6 @@ static size_t piece(unsigned int i)
 	return sz[i % (sizeof(sz) / sizeof(sz[0]))];
 }
 
-static int do_connect(const struct sockaddr_storage *ss, socklen_t len)
-{
-	int c = socket(family, SOCK_STREAM, 0);
-
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
-	return c;
-}
-
 static void write_all(int fd, const uint8_t *p, size_t n, bool nb)
 {
 	struct pollfd pf = { .fd = fd, .events = POLLOUT };
@@ -220,7 +211,7 @@ static void run(enum mode m, const char *want_path)
 	TP_CHECK(kid >= 0, "fork");
 	if (!kid) {
 		close(l);
-		c = do_connect(&ss, len);
+		c = tp_connect(&ss, len);
 		if (m == M_ECHO)
 			client_echo(c);
 		client_send(c, m == M_SEND_NONBLOCKING);

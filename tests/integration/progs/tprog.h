@@ -216,6 +216,16 @@ static inline int tp_listener(int family, int backlog,
 	return l;
 }
 
+/* A socket connected to the listener at ss (of either family). */
+static inline int tp_connect(const struct sockaddr_storage *ss, socklen_t len)
+{
+	int c = socket(ss->ss_family, SOCK_STREAM, 0);
+
+	TP_CHECK(c >= 0, "socket");
+	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
+	return c;
+}
+
 /* A connected loopback TCP pair: *c the connecting end, *s the accepted
  * one. family AF_INET or AF_INET6. */
 static inline void tp_pair(int family, int *c, int *s)

@@ -36,10 +36,8 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 	static uint8_t out[PIECE], in[PIECE];
 	size_t sent = 0, got = 0, pos = PIECE;
 	bool shut = false;
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	tp_nonblock(c);
 	for (;;) {
 		struct pollfd pf = { .fd = c, .events = POLLIN };
