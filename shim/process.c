@@ -139,8 +139,8 @@ void shim_inherit(void)
 }
 
 /* The execl family: gathers the variadic arguments into an argv on the
- * stack (bounded like the kernel's argument count) and calls the vector
- * form. */
+ * stack (bounded like the kernel's argument count), NULL-terminated, and
+ * calls the vector form. */
 #define SHIM_EXECL_MAX 4096
 
 static int shim_collect(const char *arg0, va_list ap, char **argv)
@@ -155,7 +155,7 @@ static int shim_collect(const char *arg0, va_list ap, char **argv)
 		n++;
 	}
 	if (!arg0)
-		return 0;
+		return 0;	/* argv[0] is the NULL */
 	errno = E2BIG;
 	return -1;
 }
@@ -169,10 +169,7 @@ SHIM_EXPORT int execl(const char *path, const char *arg, ...)
 	va_start(ap, arg);
 	n = shim_collect(arg, ap, argv);
 	va_end(ap);
-	if (n < 0)
-		return -1;
-	argv[n] = NULL;
-	return execve(path, argv, environ);
+	return n < 0 ? -1 : execve(path, argv, environ);
 }
 
 SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
@@ -184,10 +181,7 @@ SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
 	va_start(ap, arg);
 	n = shim_collect(arg, ap, argv);
 	va_end(ap);
-	if (n < 0)
-		return -1;
-	argv[n] = NULL;
-	return execvp(file, argv);
+	return n < 0 ? -1 : execvp(file, argv);
 }
 
 SHIM_EXPORT int execle(const char *path, const char *arg, ...)
@@ -201,10 +195,7 @@ SHIM_EXPORT int execle(const char *path, const char *arg, ...)
 	n = shim_collect(arg, ap, argv);
 	envp = n >= 0 ? va_arg(ap, char **) : NULL;
 	va_end(ap);
-	if (n < 0)
-		return -1;
-	argv[n] = NULL;
-	return execve(path, argv, envp);
+	return n < 0 ? -1 : execve(path, argv, envp);
 }
 
 /*

@@ -1,16 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # shim/: libsdp_switch.so, the LD_PRELOAD library: the interposed libc
-# calls (shim/*.c), the switch engine ($(SWITCH_OBJS), switch/switch.mk),
-# readiness (switch/readiness.c) and the provider loader.
+# calls and the poll/select/epoll emulation (shim/*.c), the switch engine
+# ($(SWITCH_OBJS), switch/switch.mk) and the provider loader.
 
 SHIM_SRCS := shim/preload.c shim/fdtable.c shim/sock_setup.c \
-	shim/sock_data.c shim/sock_poll.c shim/process.c
+	shim/sock_data.c shim/sock_poll.c shim/process.c \
+	shim/rd_wait.c shim/poll.c shim/epoll.c
 SHIM_OBJS := $(SHIM_SRCS:%.c=$(O)/obj/%.o)
 SHIM_LIB  := $(O)/lib/libsdp_switch.so
-
-# readiness.c lives in switch/ but is written for the shim; take it here
-# unless switch/switch.mk already lists it.
-SHIM_RD_OBJ = $(filter-out $(SHIM_SWITCH_OBJS),$(O)/obj/switch/readiness.o)
 
 # SHIM_SWITCH_OBJS may be overridden on the command line to link a
 # stand-in switch while switch/ is being written.
@@ -19,10 +16,10 @@ SHIM_SWITCH_OBJS ?= $(SWITCH_OBJS)
 SHIM_LDFLAGS := -shared -Wl,--version-script=shim/libsdp_switch.map \
 	-Wl,-z,defs -Wl,-z,now
 
-$(SHIM_LIB): $(SHIM_OBJS) $(SHIM_RD_OBJ) $(SHIM_SWITCH_OBJS) $(LOADER_LIB) \
+$(SHIM_LIB): $(SHIM_OBJS) $(SHIM_SWITCH_OBJS) $(LOADER_LIB) \
 		shim/libsdp_switch.map
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $(SHIM_LDFLAGS) -o $@ $(SHIM_OBJS) $(SHIM_RD_OBJ) \
+	$(CC) $(LDFLAGS) $(SHIM_LDFLAGS) -o $@ $(SHIM_OBJS) \
 		$(SHIM_SWITCH_OBJS) $(LOADER_LIB) -ldl -lpthread
 
 ALL_TARGETS += $(SHIM_LIB)

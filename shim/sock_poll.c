@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * sock_poll.c - wrappers for the readiness calls: poll, ppoll, select,
- * pselect and epoll. With the switch active they go to switch/readiness.c,
- * which passes sets without managed fds straight to the kernel.
+ * pselect and epoll. With the switch active they go to poll.c and epoll.c,
+ * which pass sets without managed fds straight to the kernel.
  */
 #include <errno.h>
 #include <limits.h>

@@ -422,7 +422,7 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 	sw_upgrade_advance(s);
 	if (s->state == SW_TCP || s->state == SW_CONNECTING) {
 		pthread_mutex_unlock(&s->lock);
-		return sendfile(s->fd, in_fd, offset, count);
+		return sdp_sys.sendfile(s->fd, in_fd, offset, count);
 	}
 	/* the SAN, or TCP bytes the switch counts: copied through sendmsg */
 	pthread_mutex_unlock(&s->lock);

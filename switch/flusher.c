@@ -23,6 +23,7 @@
 #include "sock.h"
 #include "util.h"
 #include "wakeup.h"
+#include "sys.h"
 
 /*
  * Locks: a program thread adds a socket while it holds the socket's lock,
@@ -156,6 +157,8 @@ static bool flush_due(uint64_t now)
 static void *flusher_main(void *arg)
 {
 	(void)arg;
+	/* provider code runs here: its calls go to libc, not the shim */
+	sdp_guard_enter();
 	pthread_mutex_lock(&reg_lock);
 	for (;;) {
 		uint64_t next = UINT64_MAX, now;

@@ -17,6 +17,7 @@
 
 #include "fork_exec.h"
 #include "stats.h"
+#include "sys.h"
 #include "util.h"
 
 static struct sw_proc_stats *proc;
@@ -84,13 +85,13 @@ static void stats_map(void)
 	if (fd < 0)
 		goto private;
 	if (ftruncate(fd, sizeof(*proc)) < 0) {
-		close(fd);
+		sdp_sys.close(fd);
 		unlink(stat_path);
 		goto private;
 	}
 	p = mmap(NULL, sizeof(*proc), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		 0);
-	close(fd);
+	sdp_sys.close(fd);
 	if (p == MAP_FAILED) {
 		unlink(stat_path);
 		goto private;
@@ -152,7 +153,7 @@ void sw_stats_after_fork_child(void)
 		bool ok;
 
 		if (!copy) {
-			close(fd);
+			sdp_sys.close(fd);
 			unlink(stat_path);
 			goto keep;
 		}
@@ -161,16 +162,17 @@ void sw_stats_after_fork_child(void)
 		copy->ppid = getppid();
 		copy->closed_tx_san = copy->closed_rx_san = 0;
 		copy->closed_tx_tcp = copy->closed_rx_tcp = 0;
-		ok = write(fd, copy, sizeof(*copy)) == (ssize_t)sizeof(*copy);
+		ok = sdp_sys.write(fd, copy, sizeof(*copy)) ==
+		     (ssize_t)sizeof(*copy);
 		free(copy);
 		if (!ok || mmap(proc, sizeof(*proc), PROT_READ | PROT_WRITE,
 				MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
-			close(fd);
+			sdp_sys.close(fd);
 			unlink(stat_path);
 			goto keep;
 		}
 	}
-	close(fd);
+	sdp_sys.close(fd);
 	return;
 keep:
 	/* no file of its own: stop writing into the parent's (the private

@@ -1,33 +1,77 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * sys.c - default real calls for the switch: libc's own functions. The shim
- * replaces every member with the dlsym(RTLD_NEXT) result at start-up.
+ * sys.c - fills the table of real libc functions (sys.h) and holds the
+ * per-thread recursion guard shared by the shim and the switch.
  */
-#include <fcntl.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
+#include <dlfcn.h>
 
 #include "sys.h"
 
-struct sdp_sys sdp_sys = {
-	.socket = socket,
-	.connect = connect,
-	.bind = bind,
-	.listen = listen,
-	.accept4 = accept4,
-	.close = close,
-	.shutdown = shutdown,
-	.read = read,
-	.write = write,
-	.recv = recv,
-	.send = send,
-	.recvmsg = recvmsg,
-	.sendmsg = sendmsg,
-	.poll = poll,
-	.getsockopt = getsockopt,
-	.setsockopt = setsockopt,
-	.fcntl = fcntl,
-	.ioctl = ioctl,
-	.epoll_wait = epoll_wait,
-	.epoll_ctl = epoll_ctl,
-};
+struct sdp_sys sdp_sys;
+__thread int sdp_in_switch __attribute__((tls_model("initial-exec")));
+
+#define RESOLVE(name) \
+	__atomic_store_n(&sdp_sys.name, dlsym(RTLD_NEXT, #name), \
+			 __ATOMIC_RELAXED)
+
+void sdp_sys_init(void)
+{
+	RESOLVE(socket);
+	RESOLVE(connect);
+	RESOLVE(bind);
+	RESOLVE(listen);
+	RESOLVE(accept);
+	RESOLVE(accept4);
+	RESOLVE(read);
+	RESOLVE(__read_chk);
+	RESOLVE(readv);
+	RESOLVE(recv);
+	RESOLVE(__recv_chk);
+	RESOLVE(recvfrom);
+	RESOLVE(__recvfrom_chk);
+	RESOLVE(recvmsg);
+	RESOLVE(recvmmsg);
+	RESOLVE(write);
+	RESOLVE(writev);
+	RESOLVE(send);
+	RESOLVE(sendto);
+	RESOLVE(sendmsg);
+	RESOLVE(sendmmsg);
+	RESOLVE(sendfile);
+	RESOLVE(sendfile64);
+	RESOLVE(shutdown);
+	RESOLVE(close);
+	RESOLVE(close_range);
+	RESOLVE(closefrom);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(fcntl);
+	RESOLVE(fcntl64);
+	RESOLVE(ioctl);
+	RESOLVE(getsockopt);
+	RESOLVE(setsockopt);
+	RESOLVE(poll);
+	RESOLVE(__poll_chk);
+	RESOLVE(ppoll);
+	RESOLVE(__ppoll_chk);
+	RESOLVE(select);
+	RESOLVE(pselect);
+	RESOLVE(epoll_create);
+	RESOLVE(epoll_create1);
+	RESOLVE(epoll_ctl);
+	RESOLVE(epoll_wait);
+	RESOLVE(epoll_pwait);
+	RESOLVE(epoll_pwait2);
+	RESOLVE(execve);
+	RESOLVE(execvp);
+	RESOLVE(execvpe);
+	RESOLVE(fexecve);
+	RESOLVE(prctl);
+}
+
+/* Before other constructors of the same object (the shim's included). */
+__attribute__((constructor(101))) static void sdp_sys_ctor(void)
+{
+	sdp_sys_init();
+}

@@ -1,41 +1,111 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * sys.h - the real libc calls the switch makes on the program's TCP fds.
- * The shim fills sdp_sys from dlsym(RTLD_NEXT) at init, so the switch never
- * re-enters its own wrappers; without the shim (unit tests) these are libc.
+ * sys.h - the one table of real libc functions, used by the shim's wrappers
+ * to reach libc and by the switch for its own calls on the program's fds,
+ * and the per-thread guard that sends calls made inside the switch to libc.
  */
 #ifndef SDP_SYS_H
 #define SDP_SYS_H
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
 
 struct sdp_sys {
 	int (*socket)(int, int, int);
 	int (*connect)(int, const struct sockaddr *, socklen_t);
 	int (*bind)(int, const struct sockaddr *, socklen_t);
 	int (*listen)(int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
 	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
-	int (*close)(int);
-	int (*shutdown)(int, int);
 	ssize_t (*read)(int, void *, size_t);
-	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*__read_chk)(int, void *, size_t, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
 	ssize_t (*recv)(int, void *, size_t, int);
-	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*__recv_chk)(int, void *, size_t, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
+			    socklen_t *);
+	ssize_t (*__recvfrom_chk)(int, void *, size_t, size_t, int,
+				  struct sockaddr *, socklen_t *);
 	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
+			struct timespec *);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int,
+			  const struct sockaddr *, socklen_t);
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
-	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off_t *, size_t);
+	int (*shutdown)(int, int);
+	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	int (*fcntl64)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
 	int (*getsockopt)(int, int, int, void *, socklen_t *);
 	int (*setsockopt)(int, int, int, const void *, socklen_t);
-	int (*fcntl)(int, int, ...);
-	int (*ioctl)(int, unsigned long, ...);
-	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*__poll_chk)(struct pollfd *, nfds_t, int, size_t);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
+		     const sigset_t *);
+	int (*__ppoll_chk)(struct pollfd *, nfds_t, const struct timespec *,
+			   const sigset_t *, size_t);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
+		       const struct timespec *, const sigset_t *);
+	int (*epoll_create)(int);
+	int (*epoll_create1)(int);
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int,
+			   const sigset_t *);
+	/* NULL when the C library lacks it. */
+	int (*epoll_pwait2)(int, struct epoll_event *, int,
+			    const struct timespec *, const sigset_t *);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvp)(const char *, char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	int (*prctl)(int, ...);
 };
 
-/* Real calls; never NULL (initialised to libc's own functions). */
+/*
+ * The real functions: dlsym(RTLD_NEXT), so inside libsdp_switch.so they are
+ * the functions after the interposer (libc's), and in a program linked with
+ * the switch but not preloaded (unit tests) they are libc's own. Filled by
+ * sdp_sys_init, which a constructor runs and the shim's init runs again in
+ * case a wrapper is called before the constructors.
+ */
 extern struct sdp_sys sdp_sys;
+void sdp_sys_init(void);
+
+/*
+ * Per-thread recursion guard: set while a thread runs inside the switch or
+ * a provider (a wrapper's call into the switch, the switch's own threads),
+ * so that what they call goes straight to libc.
+ */
+extern __thread int sdp_in_switch __attribute__((tls_model("initial-exec")));
+
+static inline void sdp_guard_enter(void)
+{
+	sdp_in_switch++;
+}
+
+static inline void sdp_guard_leave(void)
+{
+	sdp_in_switch--;
+}
 
 #endif /* SDP_SYS_H */

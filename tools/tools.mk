@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-# tools/: sdp-stat, the reader of the statistics the switch publishes, its
-# check (names against the switch's sources, counters of a live transfer)
-# and the installation of the operator's man pages.
+# tools/: sdp-stat, the reader of the statistics the switch publishes, and
+# the installation of the operator's man pages. Its check (make check-tools)
+# is in tests/tools/.
 
 SDP_STAT_BIN := $(O)/bin/sdp-stat
 SDP_STAT_OBJ := $(O)/obj/tools/sdp_stat.o $(O)/obj/switch/fallback_names.o
@@ -10,14 +10,7 @@ $(SDP_STAT_BIN): $(SDP_STAT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^
 
-# Needs the preload library and the shm provider for its live transfer.
-.PHONY: check-tools
-check-tools: $(SDP_STAT_BIN) $(SHIM_LIB) $(PROVIDER_OUT)/libsdp-shm.so
-	SANITIZE=$(SANITIZE) tools/check-stat.sh $(SDP_STAT_BIN) $(SHIM_LIB) \
-		$(PROVIDER_OUT)
-
 ALL_TARGETS += $(SDP_STAT_BIN)
-CHECK_TARGETS += check-tools
 INSTALL_TARGETS += install-tools
 .PHONY: install-tools
 # sdp-run.1 belongs to sdp-run (scripts/); installed here until whoever

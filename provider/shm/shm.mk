@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # provider/shm: the same-host provider module (shared-memory rings, CMA or
-# staged RDMA) and its quick self-test (make check-shm).
+# staged RDMA); its self-test (make check-shm) is in tests/provider/.
 
 SHM_SRCS := provider/shm/shm_main.c provider/shm/shm_cm.c \
 	provider/shm/shm_rendezvous.c \
@@ -14,15 +14,4 @@ $(SHM_LIB): $(SHM_OBJS) provider/provider.map
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PROVIDER_LDFLAGS) -o $@ $(SHM_OBJS) -lpthread
 
-SHM_TEST := $(O)/tests/test_shm
-
-$(SHM_TEST): $(O)/obj/provider/shm/test_shm.o
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
-
-.PHONY: check-shm
-check-shm: $(SHM_LIB) $(SHM_TEST)
-	timeout 300 $(SHM_TEST) $(SHM_LIB)
-
-ALL_TARGETS += $(SHM_LIB) $(SHM_TEST)
-CHECK_TARGETS += check-shm
+ALL_TARGETS += $(SHM_LIB)

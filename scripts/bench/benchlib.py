@@ -9,11 +9,12 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from sdptest import free_port, listening, sdp_stat_json  # tests/lib
 
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 GIB = float(1 << 30)
@@ -51,31 +52,6 @@ def stop_proc(p):
 				pass
 			p.wait()
 	_live.discard(p)
-
-
-def free_port():
-	s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-	s.bind(('127.0.0.1', 0))
-	port = s.getsockname()[1]
-	s.close()
-	return port
-
-
-def listening(port):
-	"""True when some socket listens on PORT (read from /proc, so that no
-	probe connection reaches the server)."""
-	want = ':%04X' % port
-	for f in ('/proc/net/tcp', '/proc/net/tcp6'):
-		try:
-			with open(f) as fh:
-				next(fh)
-				for line in fh:
-					x = line.split()
-					if x[1].endswith(want) and x[3] == '0A':
-						return True
-		except OSError:
-			pass
-	return False
 
 
 def proc_cpu(pid):
@@ -257,10 +233,7 @@ class Context:
 		if not os.path.exists(self.sdp_stat):
 			return None
 		try:
-			r = subprocess.run([self.sdp_stat, '--json'],
-					   capture_output=True, text=True,
-					   timeout=5)
-			j = json.loads(r.stdout)
+			j = sdp_stat_json(self.sdp_stat, [], timeout=5)
 		except Exception:  # noqa: BLE001
 			return None
 		procs = {pr.get('pid'): pr for pr in j.get('processes', [])}

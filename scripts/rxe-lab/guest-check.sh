@@ -36,5 +36,5 @@ if [ -f tests/conformance/conformance.mk ] && [ "${SDP_LAB_SKIP_CONFORMANCE:-0}"
 else
 	echo "=== conformance suite not in the tree: smoke test only ==="
 fi
-[ "${SDP_LAB_SKIP_SWITCH:-0}" = 1 ] || step bash scripts/rxe-lab/switch-tests.sh local
+[ "${SDP_LAB_SKIP_SWITCH:-0}" = 1 ] || step bash tests/lab/switch-tests.sh local
 exit $fail

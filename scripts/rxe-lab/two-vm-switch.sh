@@ -27,12 +27,12 @@ env="SWT_STEPS='$steps' SWT_BYTES=${SWT_BYTES:-268435456}"
 env="$env ${SWT_ENV:-}"
 
 LAB_LINK=listen:$cable LAB_LINK_IP=192.168.100.1 "$here/run.sh" -c "
-$env bash scripts/rxe-lab/switch-tests.sh server 192.168.100.1 $port $sync
+$env bash tests/lab/switch-tests.sh server 192.168.100.1 $port $sync
 " > "$out/vm1.log" 2>&1 &
 vm1=$!
 sleep 2
 LAB_LINK=connect:$cable LAB_LINK_IP=192.168.100.2 "$here/run.sh" -c "
-$env bash scripts/rxe-lab/switch-tests.sh client 192.168.100.1 $port $sync
+$env bash tests/lab/switch-tests.sh client 192.168.100.1 $port $sync
 " > "$out/vm2.log" 2>&1
 rc2=$?
 wait $vm1

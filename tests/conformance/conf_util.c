@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "../lib/free_port.h"
 
 struct conf_shared *conf_sh;
 const char *conf_provider;
@@ -110,13 +111,12 @@ int conf_load(struct sdp_module *m)
 
 uint16_t conf_port(void)
 {
-	static unsigned int state;
+	uint16_t port = tl_free_port();
 
-	if (!state)
-		state = (unsigned int)getpid() * 2654435761u ^
-			(unsigned int)conf_now_us();
-	state = state * 1103515245u + 12345u;
-	return (uint16_t)(20000 + (state >> 8) % 40000);
+	if (!port)
+		conf_skip("no free TCP port on 127.0.0.1 for the provider "
+			  "listener");
+	return port;
 }
 
 void conf_addr(struct sockaddr_in *sin, uint16_t port)

@@ -659,29 +659,39 @@ static int c_rdata_total(struct peer *p)
 	       send_msg(p, SDP_MSG_RDATA, 0, 0, &rd, sizeof(rd), NULL, 0);
 }
 
+/* The set-up, for a case about the server's staging ring: SKIP when it
+ * offered none. */
+static int setup_staged(struct peer *p)
+{
+	if (send_setup(p))
+		return -1;
+	if (!p->srv_setup.staging.length)
+		return fail(p, "SKIP: the server offered no staging ring");
+	return 0;
+}
+
+/* The magic, then one WDATA message. */
+static int send_wdata(struct peer *p, const struct sdp_msg_wdata *wd)
+{
+	return send_magic(p) ?:
+	       send_msg(p, SDP_MSG_WDATA, 0, 0, wd, sizeof(*wd), NULL, 0);
+}
+
 static int c_wdata_beyond(struct peer *p)
 {
 	struct sdp_msg_wdata wd = { .offset = 0 };
 
-	if (send_setup(p))
+	if (setup_staged(p))
 		return -1;
 	wd.bytes = p->srv_setup.staging.length + 1;
-	if (!p->srv_setup.staging.length)
-		return fail(p, "SKIP: the server offered no staging ring");
-	return send_magic(p) ?:
-	       send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0);
+	return send_wdata(p, &wd);
 }
 
 static int c_wdata_offset(struct peer *p)
 {
 	struct sdp_msg_wdata wd = { .offset = 4096, .bytes = 100 };
 
-	if (send_setup(p))
-		return -1;
-	if (!p->srv_setup.staging.length)
-		return fail(p, "SKIP: the server offered no staging ring");
-	return send_magic(p) ?:
-	       send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0);
+	return setup_staged(p) ?: send_wdata(p, &wd);
 }
 
 /* A byte count that wraps offset + bytes around 2^64 while some staging
@@ -690,12 +700,7 @@ static int c_wdata_wrap(struct peer *p)
 {
 	struct sdp_msg_wdata wd = { .offset = 0, .bytes = 16 };
 
-	if (send_setup(p))
-		return -1;
-	if (!p->srv_setup.staging.length)
-		return fail(p, "SKIP: the server offered no staging ring");
-	if (send_magic(p) ||
-	    send_msg(p, SDP_MSG_WDATA, 0, 0, &wd, sizeof(wd), NULL, 0))
+	if (setup_staged(p) || send_wdata(p, &wd))
 		return -1;
 	wd.offset = 16;
 	wd.bytes = 0ull - 8;

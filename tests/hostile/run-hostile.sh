@@ -13,10 +13,10 @@ bin=$top/$O/tests/hostile
 lib=$top/$O/lib/libsdp_switch.so
 export SDP_PROVIDER_DIR=$top/$O/lib/sdp SDP_PROVIDERS=shm
 unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
-. "$top/tests/lib.sh"
+. "$top/tests/lib/lib.sh"
 sdp_preload "$lib"
 sdp_workdir sdp-hostile
-port=$((20000 + ($$ * 7) % 30000))
+port=$(sdp_free_port)
 pass=0 failn=0 skip=0
 
 result() {	# STATUS NAME TEXT...
@@ -133,7 +133,7 @@ echo "== transfer slot attacks against a preloaded echo server"
 # short bounds and wide windows: a claim or a push may stand 500 ms; a
 # push request waits 20 ms for the sender to start, an offer 200 ms for a
 # claim, so each attack lands however the machine schedules us
-xport=$((port + 4))
+xport=$(sdp_free_port)
 SDP_XSLOT_CLAIM_MS=500 SDP_SPIN_US=20000 SDP_XSLOT_BLOCK_US=200000 \
 	start_server slot $xport 1 || exit 1
 slotpid=$srvpid
@@ -141,7 +141,7 @@ attacks slot_ slot $xport $slotpid 15 slot
 kill "$srv" 2>/dev/null
 
 echo "== forged upgrade: a third process races to the client's provider listener"
-fport=$((port + 1))
+fport=$(sdp_free_port)
 start_server forge $fport 1 800 || exit 1
 "$bin/hostile_peer" forge $fport 10 >"$work/forger.out" 2>&1 &
 forger=$!
@@ -164,8 +164,7 @@ kill "$srv" 2>/dev/null
 
 echo "== squatting: another process holds the server's provider address"
 for kind in plain preloaded; do
-	sport=$((port + 2))
-	[ $kind = preloaded ] && sport=$((port + 3))
+	sport=$(sdp_free_port)
 	"$bin/hostile_peer" squat $sport 8 >"$work/squat-$kind.out" \
 		2>"$work/squat-$kind.err" &
 	pids+=("$!")

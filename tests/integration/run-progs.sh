@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # run-progs.sh - runs each integration test program under LD_PRELOAD of the
 # switch, over IPv4 and IPv6, each bounded in time; prints PASS/FAIL lines
@@ -9,11 +9,9 @@ lib=$1
 shift
 case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
 [ -f "$lib" ] || { echo "run-progs.sh: $lib not found; build it first" >&2; exit 2; }
-preload=$lib
-if [ "${SANITIZE:-0}" = 1 ]; then
-	# An ASan-built preload library needs the ASan runtime loaded first.
-	preload="$(${CC:-gcc} -print-file-name=libasan.so) $lib"
-fi
+. "$(dirname "$0")/../lib/lib.sh"
+# the programs are ours: under SANITIZE=1 their leaks are reported
+sdp_preload "$lib" ours
 fail=0
 for prog in "$@"; do
 	for fam in "" 6; do

@@ -11,7 +11,8 @@ $(PROGRAMS_STATDUMP): $(O)/obj/tests/programs/statdump.o
 
 .PHONY: check-programs
 check-programs: $(SHIM_LIB) $(SHM_LIB) $(PROGRAMS_STATDUMP)
-	SANITIZE=$(SANITIZE) timeout 600 python3 tests/programs/run.py \
+	SANITIZE=$(SANITIZE) PYTHONPATH=$(TEST_PYTHONPATH) timeout 600 \
+		python3 tests/programs/run.py \
 		--lib $(SHIM_LIB) --statdump $(PROGRAMS_STATDUMP) \
 		$(PROGRAMS_ONLY)
 

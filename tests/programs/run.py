@@ -3,7 +3,8 @@
 # run.py - runs real programs (iperf3, sockperf, qperf, redis, nginx, socat,
 # Python servers) under LD_PRELOAD of the switch, checks the bytes that
 # arrived and the sdp-stat files, and prints PASS/FAIL/SKIP per test.
-#   run.py --lib build/lib/libsdp_switch.so --statdump STATDUMP [TEST...]
+#   PYTHONPATH=tests/lib run.py --lib build/lib/libsdp_switch.so \
+#     --statdump STATDUMP [TEST...]
 # A TEST argument selects the tests whose name starts with it. Environment:
 # SDP_TEST_BIG=1 streams 4 GiB (not 1 GiB) each way in the socat-stream test
 # (16 GiB of scratch files); SDP_TEST_KEEP=1 keeps the
@@ -26,10 +27,10 @@ import threading
 import time
 import traceback
 
+import sdptest  # tests/lib, on PYTHONPATH
+from sdptest import free_port, listening
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-# free ports and "is it listening yet" are the benchmark suite's helpers
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'scripts', 'bench'))
-from benchlib import free_port, listening  # noqa: E402
 PEERS = os.path.join(HERE, 'peers.py')
 PY = sys.executable or 'python3'
 MIB = 1 << 20
@@ -1014,22 +1015,24 @@ def echo_test(ctx, smode, cmode, conns, nbytes, senv=None, cenv=None,
 	return ctx.stats(), cli, srv, served
 
 
+def echo_all_san(ctx, kind, conns, nbytes, who):
+	"""echo_test with server and client of KIND: every connection on the
+	SAN, the bytes of each side matching the other's."""
+	st, cli, srv, _ = echo_test(ctx, kind, kind, conns, nbytes)
+	cs = by_pid(st, cli.pid)
+	check_all_san(cs, '%s client' % who)
+	check_pairs(cs, by_pid(st, srv.pid), kind)
+	return '%d x %d MiB echoed' % (conns, nbytes // MIB)
+
+
 @test('python-asyncio')
 def t_asyncio(ctx):
-	st, cli, srv, _ = echo_test(ctx, 'asyncio', 'asyncio', 4, 16 * MIB)
-	cs = by_pid(st, cli.pid)
-	check_all_san(cs, 'asyncio client')
-	check_pairs(cs, by_pid(st, srv.pid), 'asyncio')
-	return '4 x 16 MiB echoed'
+	return echo_all_san(ctx, 'asyncio', 4, 16 * MIB, 'asyncio')
 
 
 @test('python-threads')
 def t_threads(ctx):
-	st, cli, srv, _ = echo_test(ctx, 'threads', 'threads', 8, 8 * MIB)
-	cs = by_pid(st, cli.pid)
-	check_all_san(cs, 'threaded client')
-	check_pairs(cs, by_pid(st, srv.pid), 'threads')
-	return '8 x 8 MiB echoed'
+	return echo_all_san(ctx, 'threads', 8, 8 * MIB, 'threaded')
 
 
 @test('prefork-server')
@@ -1176,13 +1179,8 @@ def main():
 	# SDP_TEST_PLAIN=1: nothing preloaded, to check a test's own logic (the
 	# data checks must pass, the stats checks must fail)
 	opts.plain = os.environ.get('SDP_TEST_PLAIN') == '1'
-	if os.environ.get('SANITIZE') == '1':
-		# an ASan-built preload library needs the ASan runtime first
-		asan = subprocess.run([os.environ.get('CC', 'gcc'),
-				       '-print-file-name=libasan.so'],
-				      capture_output=True, text=True).stdout
-		opts.preload = asan.strip() + ' ' + opts.lib
-		os.environ.setdefault('ASAN_OPTIONS', 'detect_leaks=0')
+	# an ASan-built preload library needs the ASan runtime first
+	opts.preload = sdptest.preload(opts.lib)
 	os.environ.setdefault('SDP_LOG', 'warn')
 	sel = [(n, f) for n, f in TESTS
 	       if not opts.tests or any(n.startswith(t) for t in opts.tests)]

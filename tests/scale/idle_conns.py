@@ -6,8 +6,8 @@
 # processes, and what sdp-stat says each connection holds (registered
 # bytes, provider). Fails when a connection is not carried by the SAN, when
 # a process exceeds --max-fds-per-conn, or when an exchange is wrong.
-#   idle_conns.py [-n N] [--lib PATH] [--stat PATH] [--max-fds-per-conn F]
-#                 [--max-reg-per-conn BYTES] [--timeout S]
+#   PYTHONPATH=tests/lib idle_conns.py [-n N] [--lib PATH] [--stat PATH]
+#       [--max-fds-per-conn F] [--max-reg-per-conn BYTES] [--timeout S]
 import argparse
 import json
 import select
@@ -17,6 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+
+from sdptest import free_port, sdp_stat_json  # tests/lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -124,11 +126,10 @@ CONN_SIZE, CONN_OFF = 216, 424
 def stat_of(statbin, pid):
     if os.environ.get("SDP_STAT_OFF"):
         return {"conns_san": None, "conns_tcp": None}, []
-    out = subprocess.run([statbin, "-p", str(pid), "--json"],
-                         capture_output=True, text=True, timeout=60)
-    if out.returncode:
-        sys.exit("sdp-stat -p %d failed: %s" % (pid, out.stderr.strip()))
-    procs = json.loads(out.stdout)["processes"]
+    try:
+        procs = sdp_stat_json(statbin, ["-p", str(pid)])["processes"]
+    except RuntimeError as e:
+        sys.exit(str(e))
     if len(procs) != 1:
         sys.exit("sdp-stat -p %d: %d processes" % (pid, len(procs)))
     d = os.environ.get("SDP_STAT_DIR", "/dev/shm")
@@ -183,10 +184,7 @@ def main():
         return client(a.port, a.n)
 
     if not a.port:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        a.port = s.getsockname()[1]
-        s.close()
+        a.port = free_port()
     env = dict(os.environ)
     env["LD_PRELOAD"] = os.path.abspath(a.lib)
     env.setdefault("SDP_PROVIDERS", "shm")

@@ -8,7 +8,8 @@ SCALE_N ?= 10000
 .PHONY: check-scale
 check-scale: $(O)/lib/libsdp_switch.so $(PROVIDER_OUT)/libsdp-shm.so \
 		$(O)/bin/sdp-stat
-	SDP_PROVIDER_DIR=$(abspath $(PROVIDER_OUT)) timeout 600 \
+	SDP_PROVIDER_DIR=$(abspath $(PROVIDER_OUT)) \
+		PYTHONPATH=$(TEST_PYTHONPATH) timeout 600 \
 		python3 tests/scale/idle_conns.py -n $(SCALE_N) --idle 8 \
 		--timeout 500 --lib $(O)/lib/libsdp_switch.so \
 		--stat $(O)/bin/sdp-stat

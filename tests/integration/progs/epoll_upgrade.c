@@ -43,47 +43,24 @@ static uint32_t eu_wait(int ep, int fd, uint32_t events, const char *what)
 	return ev.events;
 }
 
-/* Sends n bytes of stream id from off through ep (non-blocking fd). */
-static void eu_send(int ep, int fd, unsigned int id, size_t off, size_t n)
+/* tp_wait_fn for the epoll set *ctx. */
+static void eu_wait_fn(void *ctx, int fd, bool out)
 {
-	char buf[EU_BYTES];
-	size_t done = 0;
-	ssize_t r;
-
-	tp_fill(id, off, buf, n);
-	while (done < n) {
-		r = send(fd, buf + done, n - done, MSG_NOSIGNAL);
-		if (r > 0) {
-			done += (size_t)r;
-			continue;
-		}
-		TP_CHECK(r < 0 && errno == EAGAIN, "send on fd %d", fd);
-		eu_wait(ep, fd, EPOLLOUT, "send waits for EPOLLOUT");
-	}
+	if (out)
+		eu_wait(*(int *)ctx, fd, EPOLLOUT, "send waits for EPOLLOUT");
+	else
+		eu_wait(*(int *)ctx, fd, EPOLLIN, "recv waits for EPOLLIN");
 }
 
-/* Receives exactly n bytes of stream id at off through ep, checking. */
+/* Sends (receives, checking) n bytes of stream id at off through ep. */
+static void eu_send(int ep, int fd, unsigned int id, size_t off, size_t n)
+{
+	tp_send_nb(fd, id, off, n, eu_wait_fn, &ep);
+}
+
 static void eu_recv(int ep, int fd, unsigned int id, size_t off, size_t n)
 {
-	char buf[65536];
-	size_t done = 0;
-	ssize_t r;
-
-	while (done < n) {
-		eu_wait(ep, fd, EPOLLIN, "recv waits for EPOLLIN");
-		for (;;) {
-			r = recv(fd, buf, n - done < sizeof(buf) ?
-				 n - done : sizeof(buf), 0);
-			if (r < 0 && errno == EAGAIN)
-				break;
-			TP_CHECK(r > 0, "recv on fd %d after %zu of %zu bytes "
-				 "(%zd)", fd, done, n, r);
-			tp_verify(id, off + done, buf, (size_t)r);
-			done += (size_t)r;
-			if (done == n)
-				break;
-		}
-	}
+	tp_recv_nb(fd, id, off, n, eu_wait_fn, &ep);
 }
 
 /* The server: non-blocking listener and connection, epoll only. Echoes
@@ -119,7 +96,7 @@ int main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	struct epoll_event ev = { .events = EPOLLOUT | EPOLLET };
 	int family = argc > 1 ? AF_INET6 : AF_INET;
-	int c, ep, err, st, i;
+	int c, ep, err, i;
 	size_t sent = 0;
 	char *big;
 	socklen_t len, elen = sizeof(err);
@@ -169,9 +146,7 @@ int main(int argc, char **argv)
 	/* The server closed after its last answer: EOF, nothing more. */
 	eu_wait(ep, c, EPOLLIN, "EOF");
 	TP_CHECK(recv(c, &b, 1, 0) == 0, "no EOF after the last round");
-	TP_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		 "the server failed (status 0x%x)", st);
+	tp_reap(pid, "the server failed");
 	close(c);
 	close(ep);
 	tp_pass();

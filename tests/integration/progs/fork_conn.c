@@ -9,7 +9,7 @@
 
 int main(int argc, char **argv)
 {
-	int c, s, st, family = argc > 1 ? AF_INET6 : AF_INET;
+	int c, s, family = argc > 1 ? AF_INET6 : AF_INET;
 	pid_t pid;
 
 	tp_start("fork_conn", 30);
@@ -26,8 +26,7 @@ int main(int argc, char **argv)
 	}
 	tp_recv(c, 10, 0, 300000);
 	tp_send(c, 9, 5000, 200000);
-	TP_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed");
+	tp_reap(pid, "child failed");
 	/* The parent's copy of the connection still works. */
 	tp_send(c, 9, 205000, 1000);
 	tp_recv(s, 9, 205000, 1000);

@@ -18,11 +18,9 @@
 static void fe_client(const struct sockaddr_storage *ss, socklen_t len,
 		      int family, int round)
 {
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 	char b;
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	/* no delay, then longer ones: the hello before or after the fork */
 	usleep(round * 10000);
 	tp_send(c, 1 + 2 * round, 0, FE_REQ);
@@ -46,7 +44,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_storage ss;
 	int family = AF_INET;
-	int l, s, st, i;
+	int l, s, i;
 	socklen_t len = sizeof(ss);
 	pid_t cli, ch;
 
@@ -74,14 +72,9 @@ int main(int argc, char **argv)
 			tp_fail("exec");
 		}
 		close(s);
-		TP_CHECK(waitpid(ch, &st, 0) == ch, "waitpid");
-		TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-			 "round %d: the exec'd child failed (status 0x%x)",
-			 i, st);
+		tp_reap(ch, "round %d: the exec'd child failed", i);
 	}
-	TP_CHECK(waitpid(cli, &st, 0) == cli, "waitpid");
-	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		 "the client failed (status 0x%x)", st);
+	tp_reap(cli, "the client failed");
 	close(l);
 	tp_pass();
 }

@@ -46,11 +46,9 @@ static void fp_recv_poll(int fd, unsigned int id, size_t off, size_t n)
 static void fp_client(const struct sockaddr_storage *ss, socklen_t len,
 		      int family, int round)
 {
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 	char b;
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	tp_send(c, 1 + 4 * round, 0, FP_REQ);
 	tp_nonblock(c);
 	/* asleep in poll when the server forks */
@@ -86,7 +84,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_storage ss;
 	int family = argc > 1 ? AF_INET6 : AF_INET;
-	int l, s, st, i;
+	int l, s, i;
 	socklen_t len = sizeof(ss);
 	pid_t cli, ch;
 
@@ -105,15 +103,10 @@ int main(int argc, char **argv)
 			fp_child(s, i);
 		}
 		/* the parent holds the connection while the child works */
-		TP_CHECK(waitpid(ch, &st, 0) == ch, "waitpid");
-		TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-			 "round %d: the server's child failed (status 0x%x)",
-			 i, st);
+		tp_reap(ch, "round %d: the server's child failed", i);
 		close(s);
 	}
-	TP_CHECK(waitpid(cli, &st, 0) == cli, "waitpid");
-	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		 "the client failed (status 0x%x)", st);
+	tp_reap(cli, "the client failed");
 	close(l);
 	tp_pass();
 }

@@ -64,47 +64,24 @@ static void pu_wait(int fd, short events, const char *what)
 		 pu_select ? "select" : "poll");
 }
 
-/* Sends n bytes of stream id from off (non-blocking fd). */
-static void pu_send(int fd, unsigned int id, size_t off, size_t n)
+/* tp_wait_fn with poll or select. */
+static void pu_wait_fn(void *ctx, int fd, bool out)
 {
-	char buf[PU_BYTES];
-	size_t done = 0;
-	ssize_t r;
-
-	tp_fill(id, off, buf, n);
-	while (done < n) {
-		r = send(fd, buf + done, n - done, MSG_NOSIGNAL);
-		if (r > 0) {
-			done += (size_t)r;
-			continue;
-		}
-		TP_CHECK(r < 0 && errno == EAGAIN, "send on fd %d", fd);
+	if (out)
 		pu_wait(fd, POLLOUT, "send waits for POLLOUT");
-	}
+	else
+		pu_wait(fd, POLLIN, "recv waits for POLLIN");
 }
 
-/* Receives exactly n bytes of stream id at off, checking. */
+/* Sends (receives, checking) n bytes of stream id at off. */
+static void pu_send(int fd, unsigned int id, size_t off, size_t n)
+{
+	tp_send_nb(fd, id, off, n, pu_wait_fn, NULL);
+}
+
 static void pu_recv(int fd, unsigned int id, size_t off, size_t n)
 {
-	char buf[65536];
-	size_t done = 0;
-	ssize_t r;
-
-	while (done < n) {
-		pu_wait(fd, POLLIN, "recv waits for POLLIN");
-		for (;;) {
-			r = recv(fd, buf, n - done < sizeof(buf) ?
-				 n - done : sizeof(buf), 0);
-			if (r < 0 && errno == EAGAIN)
-				break;
-			TP_CHECK(r > 0, "recv on fd %d after %zu of %zu bytes "
-				 "(%zd)", fd, done, n, r);
-			tp_verify(id, off + done, buf, (size_t)r);
-			done += (size_t)r;
-			if (done == n)
-				break;
-		}
-	}
+	tp_recv_nb(fd, id, off, n, pu_wait_fn, NULL);
 }
 
 /* The server: non-blocking listener and connection. Echoes each round
@@ -129,7 +106,7 @@ static void pu_server(int l)
 static void pu_run(int family)
 {
 	struct sockaddr_storage ss;
-	int c, err, st, i;
+	int c, err, i;
 	size_t sent = 0;
 	char *big, b;
 	socklen_t len, elen = sizeof(err);
@@ -172,9 +149,7 @@ static void pu_run(int family)
 	/* The server closed after its last answer: EOF, nothing more. */
 	pu_wait(c, POLLIN, "EOF");
 	TP_CHECK(recv(c, &b, 1, 0) == 0, "no EOF after the last round");
-	TP_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		 "the server failed (status 0x%x)", st);
+	tp_reap(pid, "the server failed");
 	close(c);
 }
 

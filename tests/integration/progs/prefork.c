@@ -49,10 +49,7 @@ int main(int argc, char **argv)
 	}
 	close(l);
 	for (i = 0; i < CLIENTS; i++) {
-		c = socket(family, SOCK_STREAM, 0);
-		TP_CHECK(c >= 0, "socket");
-		TP_CHECK(!connect(c, (struct sockaddr *)&ss, len), "connect %d",
-			 i);
+		c = tp_connect(&ss, len);
 		tp_send(c, 20 + i, 0, BYTES / 2);
 		tp_recv(c, 20 + i, 0, BYTES / 2);
 		tp_send(c, 20 + i, BYTES / 2, BYTES / 2);

@@ -28,7 +28,7 @@ static void sf_serve(int s, int i)
 
 static void sf_server(int l)
 {
-	int i, st;
+	int i;
 
 	for (i = 0; i < SF_CONNS; i++) {
 		int s = accept(l, NULL, NULL);
@@ -50,9 +50,7 @@ static void sf_server(int l)
 			_exit(0);
 		}
 		close(s);
-		TP_CHECK(waitpid(kid, &st, 0) == kid, "waitpid");
-		TP_CHECK(WIFEXITED(st) && !WEXITSTATUS(st),
-			 "connection %d: the server's child failed", i);
+		tp_reap(kid, "connection %d: the server's child failed", i);
 	}
 }
 
@@ -61,7 +59,7 @@ int main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	int family = argc > 1 ? AF_INET6 : AF_INET;
 	socklen_t len = sizeof(ss);
-	int l, i, st;
+	int l, i;
 	pid_t srv;
 
 	tp_start("server_first", 50);
@@ -75,10 +73,8 @@ int main(int argc, char **argv)
 	}
 	close(l);
 	for (i = 0; i < SF_CONNS; i++) {
-		int c = socket(family, SOCK_STREAM, 0);
+		int c = tp_connect(&ss, len);
 
-		TP_CHECK(c >= 0, "socket");
-		TP_CHECK(!connect(c, (struct sockaddr *)&ss, len), "connect");
 		if (i % 4 == 3) {
 			/* the client's request goes before it reads: its
 			 * hello with it, while the server writes its banner */
@@ -94,7 +90,6 @@ int main(int argc, char **argv)
 		tp_send(c, 4 + 4 * i, 0, SF_REQ);
 		close(c);
 	}
-	TP_CHECK(waitpid(srv, &st, 0) == srv, "waitpid");
-	TP_CHECK(WIFEXITED(st) && !WEXITSTATUS(st), "the server failed");
+	tp_reap(srv, "the server failed");
 	tp_pass();
 }

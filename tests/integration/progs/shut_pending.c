@@ -36,10 +36,8 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 {
 	static uint8_t in[65536];
 	size_t got = 0;
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	tp_send(c, 1, 0, TOTAL);
 	TP_CHECK(!shutdown(c, SHUT_WR), "shutdown");
 	for (;;) {
@@ -65,7 +63,7 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 
 int main(int argc, char **argv)
 {
-	int family = argc > 1 ? AF_INET6 : AF_INET, l, s, st;
+	int family = argc > 1 ? AF_INET6 : AF_INET, l, s;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	pid_t kid;
@@ -86,9 +84,7 @@ int main(int argc, char **argv)
 	s = accept(l, NULL, NULL);
 	TP_CHECK(s >= 0, "accept");
 	serve(s);
-	TP_CHECK(waitpid(kid, &st, 0) == kid, "waitpid");
-	TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		 "client failed (status 0x%x)", st);
+	tp_reap(kid, "client failed");
 	close(l);
 	tp_pass();
 }

@@ -28,15 +28,6 @@ static size_t piece(unsigned int i)
 	return sz[i % (sizeof(sz) / sizeof(sz[0]))];
 }
 
-static int do_connect(const struct sockaddr_storage *ss, socklen_t len)
-{
-	int c = socket(family, SOCK_STREAM, 0);
-
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
-	return c;
-}
-
 static void write_all(int fd, const uint8_t *p, size_t n, bool nb)
 {
 	struct pollfd pf = { .fd = fd, .events = POLLOUT };
@@ -213,14 +204,14 @@ static void run(enum mode m, const char *want_path)
 	uint64_t by_path = 0;
 	size_t got;
 	pid_t kid;
-	int l, s, c, status;
+	int l, s, c;
 
 	l = tp_listener(family, 4, &ss, &len);
 	kid = fork();
 	TP_CHECK(kid >= 0, "fork");
 	if (!kid) {
 		close(l);
-		c = do_connect(&ss, len);
+		c = tp_connect(&ss, len);
 		if (m == M_ECHO)
 			client_echo(c);
 		client_send(c, m == M_SEND_NONBLOCKING);
@@ -241,9 +232,7 @@ static void run(enum mode m, const char *want_path)
 		by_path = st->rx_copy + st->rx_rdma_read + st->rx_rdma_write;
 	TP_CHECK(by_path > 0, "no byte arrived by the %s path", want_path);
 	close(s);
-	TP_CHECK(waitpid(kid, &status, 0) == kid, "waitpid");
-	TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		 "the client failed (status 0x%x)", status);
+	tp_reap(kid, "the client failed");
 	TP_CHECK(got == TOTAL, "%u bytes sent, %zu arrived before EOF",
 		 TOTAL, got);
 }
@@ -273,7 +262,6 @@ int main(int argc, char **argv)
 {
 	const char *which = getenv("SDP_ITEST_CASE");
 	unsigned int i, r;
-	int status;
 
 	family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
 	if (which) {
@@ -298,10 +286,8 @@ int main(int argc, char **argv)
 			execv("/proc/self/exe", argv);
 			tp_fail("exec of /proc/self/exe");
 		}
-		TP_CHECK(waitpid(p, &status, 0) == p, "waitpid");
-		TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-			 "case '%s' (%s) failed", cases[i].name,
-			 cases[i].env);
+		tp_reap(p, "case '%s' (%s) failed",
+			cases[i].name, cases[i].env);
 	}
 	tp_pass();
 }

@@ -14,11 +14,13 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,6 +118,76 @@ static inline void tp_recv(int fd, unsigned int id, size_t off, size_t n)
 	}
 }
 
+/* How a test waits for its non-blocking fd: until it is writable (out) or
+ * readable, failing on a stall; ctx is the test's own (its epoll set). */
+typedef void tp_wait_fn(void *ctx, int fd, bool out);
+
+/* Sends n pattern bytes of stream id from off in one buffer (at most
+ * 64 KiB) on a non-blocking fd, waiting with wait whenever it is full. */
+static inline void tp_send_nb(int fd, unsigned int id, size_t off, size_t n,
+			      tp_wait_fn *wait, void *ctx)
+{
+	char buf[65536];
+	size_t done = 0;
+	ssize_t r;
+
+	TP_CHECK(n <= sizeof(buf), "tp_send_nb of %zu bytes", n);
+	tp_fill(id, off, buf, n);
+	while (done < n) {
+		r = send(fd, buf + done, n - done, MSG_NOSIGNAL);
+		if (r > 0) {
+			done += (size_t)r;
+			continue;
+		}
+		TP_CHECK(r < 0 && errno == EAGAIN, "send on fd %d", fd);
+		wait(ctx, fd, true);
+	}
+}
+
+/* Receives exactly n bytes of stream id at off on a non-blocking fd,
+ * checking them: waits with wait, then reads until EAGAIN. */
+static inline void tp_recv_nb(int fd, unsigned int id, size_t off, size_t n,
+			      tp_wait_fn *wait, void *ctx)
+{
+	char buf[65536];
+	size_t done = 0;
+	ssize_t r;
+
+	while (done < n) {
+		wait(ctx, fd, false);
+		for (;;) {
+			r = recv(fd, buf, n - done < sizeof(buf) ?
+				 n - done : sizeof(buf), 0);
+			if (r < 0 && errno == EAGAIN)
+				break;
+			TP_CHECK(r > 0, "recv on fd %d after %zu of %zu bytes "
+				 "(%zd)", fd, done, n, r);
+			tp_verify(id, off + done, buf, (size_t)r);
+			done += (size_t)r;
+			if (done == n)
+				break;
+		}
+	}
+}
+
+/* Waits for child pid, which must have exited with status 0; else fails
+ * with the message fmt and the status. */
+__attribute__((format(printf, 2, 3)))
+static inline void tp_reap(pid_t pid, const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+	int st;
+
+	TP_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	tp_fail("%s (status 0x%x)", what, st);
+}
+
 /* A listening loopback TCP socket of family (AF_INET or AF_INET6) on a
  * port the kernel picks; *ss and *len receive its address. */
 static inline int tp_listener(int family, int backlog,
@@ -142,6 +214,16 @@ static inline int tp_listener(int family, int backlog,
 	TP_CHECK(!listen(l, backlog), "listen");
 	TP_CHECK(!getsockname(l, (struct sockaddr *)ss, len), "getsockname");
 	return l;
+}
+
+/* A socket connected to the listener at ss (of either family). */
+static inline int tp_connect(const struct sockaddr_storage *ss, socklen_t len)
+{
+	int c = socket(ss->ss_family, SOCK_STREAM, 0);
+
+	TP_CHECK(c >= 0, "socket");
+	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
+	return c;
 }
 
 /* A connected loopback TCP pair: *c the connecting end, *s the accepted

@@ -36,10 +36,8 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 	static uint8_t out[PIECE], in[PIECE];
 	size_t sent = 0, got = 0, pos = PIECE;
 	bool shut = false;
-	int c = socket(family, SOCK_STREAM, 0);
+	int c = tp_connect(ss, len);
 
-	TP_CHECK(c >= 0, "socket");
-	TP_CHECK(!connect(c, (const struct sockaddr *)ss, len), "connect");
 	tp_nonblock(c);
 	for (;;) {
 		struct pollfd pf = { .fd = c, .events = POLLIN };
@@ -84,7 +82,7 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 
 int main(int argc, char **argv)
 {
-	int family = argc > 1 ? AF_INET6 : AF_INET, l, s, st;
+	int family = argc > 1 ? AF_INET6 : AF_INET, l, s;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	unsigned int i;
@@ -107,9 +105,7 @@ int main(int argc, char **argv)
 		s = accept(l, NULL, NULL);
 		TP_CHECK(s >= 0, "accept");
 		serve(s);
-		TP_CHECK(waitpid(kid, &st, 0) == kid, "waitpid");
-		TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-			 "client %u failed (status 0x%x)", i, st);
+		tp_reap(kid, "client %u failed", i);
 	}
 	close(l);
 	tp_pass();

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * readiness.c - poll, select and epoll over sets that hold switch sockets
- * (DESIGN.md 4a): SAN readiness first, a bounded busy-poll, "wake me" on
- * every switch socket, then a sleep in the kernel on the program's own TCP
- * fds, woken by doorbells. Keeps, per epoll set, what the program asked.
+ * epoll.c - epoll for sets that hold switch sockets (DESIGN.md 4a): the
+ * bookkeeping of each set (which fds, events, data, mode), SAN readiness
+ * of its entries, and epoll_wait: a bounded busy-poll, "wake me" on every
+ * switch socket, then a sleep in the kernel on the program's TCP fds.
  */
 #include <errno.h>
 #include <sched.h>
@@ -12,88 +12,21 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
+#include "fdtable.h"
+#include "rd_wait.h"
 #include "readiness.h"
 #include "spin.h"
 #include "sys.h"
 
 /* The kernel refuses epoll nesting deeper than this; so do we. */
 #define RD_MAX_DEPTH 5
-/* During the busy-poll, one zero-timeout kernel poll every so many checks
- * of SAN readiness. */
-#define RD_SPIN_KERNEL_EVERY 8
-#define RD_STACK_FDS 32
-
-static struct sw_sock *(*rd_lookup)(int fd);
-static struct rd_sys rd_sys;
 
 /* Kernel reports whose data.u64 has this bit are for an fd of the switch
  * (a provider listener) that a sleep watched for the pending upgrade of
  * the program's fd in the low bits. */
 #define RD_TAG (1ull << 62)
-/* The most such fds one sleep watches; beyond, the sleep is bounded. */
-#define RD_MAX_EXTRA 64
-#define RD_PENDING_NAP_NS 2000000
-
-/* ---- time --------------------------------------------------------------- */
-
-static int64_t rd_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Deadline in ns for a timeout (NULL = never: -1). */
-static int64_t rd_deadline(const struct timespec *t)
-{
-	if (!t)
-		return -1;
-	if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000)
-		return -2;
-	if (t->tv_sec > INT64_MAX / 2000000000)
-		return -1;
-	return rd_now() + (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
-}
-
-/* Time left before end, as a timespec for the kernel (NULL: forever). */
-static struct timespec *rd_left(int64_t end, struct timespec *ts)
-{
-	int64_t left;
-
-	if (end < 0)
-		return NULL;
-	left = end - rd_now();
-	if (left < 0)
-		left = 0;
-	ts->tv_sec = left / 1000000000;
-	ts->tv_nsec = left % 1000000000;
-	return ts;
-}
-
-/* A sleep with switch sockets in the set wakes up at least every
- * sw_idle_sleep_ms() while connections hold buffers they may give back:
- * the wait loop then re-arms, which lets idle connections shrink. */
-static struct timespec *rd_left_sleep(int64_t end, struct timespec *ts)
-{
-	int cap = sw_idle_sleep_ms();
-	int64_t capend;
-
-	if (cap < 0)
-		return rd_left(end, ts);
-	capend = rd_now() + (int64_t)cap * 1000000;
-	if (end < 0 || capend < end)
-		return rd_left(capend, ts);
-	return rd_left(end, ts);
-}
-
-static bool rd_expired(int64_t end)
-{
-	return end >= 0 && rd_now() >= end;
-}
-
-static const struct timespec rd_zero;
 
 /* ---- epoll bookkeeping -------------------------------------------------- */
 
@@ -155,11 +88,6 @@ static pthread_mutex_t rd_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rd_reg *_Atomic rd_reg;
 static atomic_int rd_nsets;
 
-void rd_init(struct sw_sock *(*lookup)(int fd), const struct rd_sys *sys)
-{
-	rd_lookup = lookup;
-	rd_sys = *sys;
-}
 
 static void rd_ep_free(struct rd_ep *ep)
 {
@@ -172,7 +100,7 @@ static void rd_ep_free(struct rd_ep *ep)
 	free(ep);
 }
 
-static void rd_ep_put(struct rd_ep *ep)
+void rd_ep_put(struct rd_ep *ep)
 {
 	bool last;
 
@@ -185,7 +113,7 @@ static void rd_ep_put(struct rd_ep *ep)
 
 /* The bookkeeping of epfd with a reference, or NULL. Lock-free when epfd
  * has none (the common case for poll of ordinary fds). */
-static struct rd_ep *rd_ep_get(int epfd)
+struct rd_ep *rd_ep_get(int epfd)
 {
 	struct rd_reg *r = atomic_load(&rd_reg);
 	struct rd_ep *ep;
@@ -429,7 +357,7 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		errno = EFAULT;
 		return -1;
 	}
-	s = rd_lookup(fd);
+	s = fdt_get(fd);
 	inner = s ? NULL : rd_ep_get(fd);
 	pthread_mutex_lock(&ep->lock);
 	old = fd >= 0 && fd < ep->cap ? ep->ent[fd] : NULL;
@@ -516,14 +444,6 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 
 /* ---- SAN readiness of one entry and of whole sets ----------------------- */
 
-static bool rd_ep_san_ready(struct rd_ep *ep, int depth);
-static bool rd_ep_arm(struct rd_ep *ep, int depth);
-
-static short rd_mask(short events)
-{
-	return (short)(events | POLLERR | POLLHUP | POLLNVAL);
-}
-
 /*
  * Edge-triggered: the revents of s, and in *after the arrival counter they
  * account for. Progress made by sw_poll_revents itself may move the
@@ -548,6 +468,22 @@ static uint32_t rd_edge_revents(struct sw_sock *s, const struct rd_ent *e,
 	return r;
 }
 
+/* e is a nested set: EPOLLIN when fn (SAN readiness or arming) finds one of
+ * its entries ready, within the kernel's nesting limit. */
+static uint32_t rd_ent_nested(struct rd_ent *e, int depth,
+			      bool (*fn)(struct rd_ep *ep, int depth))
+{
+	struct rd_ep *inner = rd_ep_get(e->fd);
+	uint32_t r = 0;
+
+	if (inner) {
+		if (depth < RD_MAX_DEPTH && fn(inner, depth + 1))
+			r = e->events & EPOLLIN;
+		rd_ep_put(inner);
+	}
+	return r;
+}
+
 /*
  * SAN readiness of e (socket s, or a nested set) with no kernel report.
  * consume: this is the set being waited on (edge state advances); false
@@ -556,22 +492,13 @@ static uint32_t rd_edge_revents(struct sw_sock *s, const struct rd_ent *e,
 static uint32_t rd_ent_san(struct rd_ent *e, struct sw_sock *s, int depth,
 			   bool consume)
 {
-	struct rd_ep *inner;
 	uint64_t seq, after;
 	uint32_t r = 0;
 
 	if (e->disarmed || !e->live)
 		return 0;
-	if (e->is_ep) {
-		inner = rd_ep_get(e->fd);
-		if (inner) {
-			if (depth < RD_MAX_DEPTH &&
-			    rd_ep_san_ready(inner, depth + 1))
-				r = e->events & EPOLLIN;
-			rd_ep_put(inner);
-		}
-		return r;
-	}
+	if (e->is_ep)
+		return rd_ent_nested(e, depth, rd_ep_san_ready);
 	if (!s)
 		return 0;
 	if (!(e->events & EPOLLET)) {
@@ -597,7 +524,11 @@ static uint32_t rd_ent_san(struct rd_ent *e, struct sw_sock *s, int depth,
 	return r;
 }
 
-static bool rd_ep_san_ready(struct rd_ep *ep, int depth)
+/* Runs fn on each entry of the set that is a switch socket or a nested
+ * set, until one answers non-zero unless all; true when one did. */
+static bool rd_ep_each(struct rd_ep *ep, int depth, bool all,
+		       uint32_t (*fn)(struct rd_ent *e, struct sw_sock *s,
+				      int depth))
 {
 	struct sw_sock *s;
 	struct rd_ent *e;
@@ -605,18 +536,28 @@ static bool rd_ep_san_ready(struct rd_ep *ep, int depth)
 	int fd;
 
 	pthread_mutex_lock(&ep->lock);
-	for (fd = 0; fd < ep->cap && !ready; fd++) {
+	for (fd = 0; fd < ep->cap && (all || !ready); fd++) {
 		e = ep->ent[fd];
 		if (!e)
 			continue;
-		s = e->is_ep ? NULL : rd_lookup(fd);
+		s = e->is_ep ? NULL : fdt_get(fd);
 		if (s || e->is_ep)
-			ready = rd_ent_san(e, s, depth, false) != 0;
+			ready |= fn(e, s, depth) != 0;
 		if (s)
 			sw_sock_unref(s);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return ready;
+}
+
+static uint32_t rd_ent_san_peek(struct rd_ent *e, struct sw_sock *s, int depth)
+{
+	return rd_ent_san(e, s, depth, false);
+}
+
+bool rd_ep_san_ready(struct rd_ep *ep, int depth)
+{
+	return rd_ep_each(ep, depth, false, rd_ent_san_peek);
 }
 
 /* Set by rd_ent_arm in this thread: bound the coming sleep. */
@@ -625,20 +566,12 @@ static __thread bool rd_nap;
 
 static uint32_t rd_ent_arm(struct rd_ent *e, struct sw_sock *s, int depth)
 {
-	struct rd_ep *inner;
-	uint32_t r = 0;
+	uint32_t r;
 
 	if (e->disarmed || !e->live)
 		return 0;
-	if (e->is_ep) {
-		inner = rd_ep_get(e->fd);
-		if (inner) {
-			if (depth < RD_MAX_DEPTH && rd_ep_arm(inner, depth + 1))
-				r = e->events & EPOLLIN;
-			rd_ep_put(inner);
-		}
-		return r;
-	}
+	if (e->is_ep)
+		return rd_ent_nested(e, depth, rd_ep_arm);
 	if (!s)
 		return 0;
 	r = (uint16_t)sw_poll_arm(s, (short)e->events);
@@ -661,26 +594,9 @@ static uint32_t rd_ent_arm(struct rd_ent *e, struct sw_sock *s, int depth)
 
 /* Announces "wake me" on every switch socket of the set (and of nested
  * sets); true when one turned out ready meanwhile. */
-static bool rd_ep_arm(struct rd_ep *ep, int depth)
+bool rd_ep_arm(struct rd_ep *ep, int depth)
 {
-	struct sw_sock *s;
-	struct rd_ent *e;
-	bool ready = false;
-	int fd;
-
-	pthread_mutex_lock(&ep->lock);
-	for (fd = 0; fd < ep->cap; fd++) {
-		e = ep->ent[fd];
-		if (!e)
-			continue;
-		s = e->is_ep ? NULL : rd_lookup(fd);
-		if (s || e->is_ep)
-			ready |= rd_ent_arm(e, s, depth) != 0;
-		if (s)
-			sw_sock_unref(s);
-	}
-	pthread_mutex_unlock(&ep->lock);
-	return ready;
+	return rd_ep_each(ep, depth, true, rd_ent_arm);
 }
 
 /* Nothing is ready and the caller will wait: every switch socket of the
@@ -694,103 +610,13 @@ static void rd_ep_idle(struct rd_ep *ep)
 	for (fd = 0; fd < ep->cap; fd++) {
 		if (!ep->ent[fd] || ep->ent[fd]->is_ep || !ep->ent[fd]->live)
 			continue;
-		s = rd_lookup(fd);
+		s = fdt_get(fd);
 		if (s) {
 			sw_poll_idle(s);
 			sw_sock_unref(s);
 		}
 	}
 	pthread_mutex_unlock(&ep->lock);
-}
-
-/* ---- pending upgrades in a sleep ---------------------------------------- */
-
-/*
- * What the coming sleep of epoll_wait, poll or select watches besides the
- * program's fds so that pending upgrades move on while the program sleeps:
- * the switch's fds (sw_poll_upgrade_fds), each with the program's fd it
- * serves.
- */
-struct rd_extra {
-	int xfd[RD_MAX_EXTRA];
-	int xowner[RD_MAX_EXTRA];
-	int nx;
-	bool xfull;		/* more than fit: bound the sleep */
-	int nap_ms;		/* an upgrade seen only by looking: bound */
-	bool progressed;	/* an upgrade moved on while arming */
-};
-
-static void rd_extra_reset(struct rd_extra *x)
-{
-	x->nx = 0;
-	x->nap_ms = 0;
-	x->xfull = x->progressed = false;
-}
-
-/* Collects what moves the pending upgrade of s (the program's fd owner)
- * on. Returns -1 when s has no pending upgrade, 1 when its TCP fd must be
- * watched for POLLIN too, else 0. The program's bytes travel on TCP during
- * the upgrade, so a sleep with nothing to watch for it is no longer bounded:
- * the upgrade moves on at the program's next call. */
-static int rd_extra_collect(struct rd_extra *x, struct sw_sock *s, int owner)
-{
-	int fds[2], k, i, nap;
-	bool in;
-
-	k = sw_poll_upgrade_fds(s, fds, 2, &in, &nap);
-	if (k == -1)
-		return -1;
-	if (k == -2)
-		x->progressed = true;
-	if (nap && (!x->nap_ms || nap < x->nap_ms))
-		x->nap_ms = nap;
-	for (i = 0; i < k; i++) {
-		if (x->nx >= RD_MAX_EXTRA) {
-			x->xfull = true;
-			break;
-		}
-		x->xfd[x->nx] = fds[i];
-		x->xowner[x->nx++] = owner;
-	}
-	return in;
-}
-
-/* The sleep's bound for what was collected: none when an upgrade moved
- * on, a short nap when one has nothing to watch. */
-static const struct timespec *rd_extra_bound(const struct rd_extra *x,
-					     const struct timespec *t,
-					     struct timespec *nap)
-{
-	int64_t bound = x->xfull ? RD_PENDING_NAP_NS :
-				   (int64_t)x->nap_ms * 1000000;
-
-	if (x->progressed)
-		return &rd_zero;
-	if (bound && (!t || (int64_t)t->tv_sec * 1000000000 + t->tv_nsec >
-				    bound)) {
-		nap->tv_sec = bound / 1000000000;
-		nap->tv_nsec = bound % 1000000000;
-		return nap;
-	}
-	return t;
-}
-
-/* After the sleep: every upgrade that was waited for moves on. */
-static void rd_extra_woken(struct rd_extra *x)
-{
-	struct sw_sock *s;
-	int i;
-
-	for (i = 0; i < x->nx; i++) {
-		if (i && x->xowner[i] == x->xowner[i - 1])
-			continue;
-		s = rd_lookup(x->xowner[i]);
-		if (s) {
-			sw_poll_upgrade_woken(s);
-			sw_sock_unref(s);
-		}
-	}
-	x->nx = 0;
 }
 
 /* ---- epoll_wait --------------------------------------------------------- */
@@ -841,7 +667,7 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		e = ep->ent[fd];
 		if (!e)
 			continue;
-		s = e->is_ep ? NULL : rd_lookup(fd);
+		s = e->is_ep ? NULL : fdt_get(fd);
 		if (!e->is_ep && (!e->live || (e->carried && !s)) &&
 		    rd_ent_sync(ep, e, s)) {
 			if (s)
@@ -916,7 +742,7 @@ static void rd_ep_merge(struct rd_ep *ep, struct rd_out *o,
 		e = fd >= 0 && fd < ep->cap ? ep->ent[fd] : NULL;
 		if (!e || (e->disarmed && !e->carried))
 			continue;	/* removed meanwhile, or oneshot */
-		s = e->is_ep ? NULL : rd_lookup(fd);
+		s = e->is_ep ? NULL : fdt_get(fd);
 		if (!s) {
 			if (e->live && !e->carried)
 				rd_report(o, e, kr);
@@ -968,8 +794,8 @@ static int rd_kernel_wait(int epfd, struct epoll_event *kev, int max,
 {
 	int ms;
 
-	if (rd_sys.epoll_pwait2)
-		return rd_sys.epoll_pwait2(epfd, kev, max, t, mask);
+	if (sdp_sys.epoll_pwait2)
+		return sdp_sys.epoll_pwait2(epfd, kev, max, t, mask);
 	if (!t) {
 		ms = -1;
 	} else if (t->tv_sec >= INT32_MAX / 1000) {
@@ -978,7 +804,7 @@ static int rd_kernel_wait(int epfd, struct epoll_event *kev, int max,
 		/* Round up: waking early would only loop. */
 		ms = (int)(t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000);
 	}
-	return rd_sys.epoll_pwait(epfd, kev, max, ms, mask);
+	return sdp_sys.epoll_pwait(epfd, kev, max, ms, mask);
 }
 
 /* The kernel watches the switch fds of pending upgrades for one sleep.
@@ -1136,435 +962,6 @@ int rd_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	n = rd_ep_wait(ep, evs, max, timeout, mask);
 	rd_ep_put(ep);
 	return n;
-}
-
-/* ---- poll and select ---------------------------------------------------- */
-
-/* One poll call's view of its fds: the switch socket or epoll set behind
- * each (NULL for plain fds) and the kernel's copy of the array. */
-struct rd_pollset {
-	struct pollfd *fds;
-	nfds_t nfds;
-	struct pollfd *kfds;
-	struct sw_sock **socks;
-	struct rd_ep **eps;
-	short *san;		/* SAN revents found this pass */
-	bool *veto;		/* POLLOUT vetoed by the switch */
-	bool *pend;		/* its pending upgrade needs POLLIN (found
-				 * arming) */
-	struct rd_extra x;	/* kfds has room for these after nfds */
-};
-
-static bool rd_ps_special(const struct rd_pollset *ps, nfds_t i)
-{
-	return ps->socks[i] || ps->eps[i];
-}
-
-/* SAN readiness of each fd (or, when arm, "wake me" on each switch socket,
- * and what the sleep must watch for pending upgrades, as epoll does). */
-static int rd_ps_scan(struct rd_pollset *ps, bool arm)
-{
-	struct pollfd *p;
-	int n = 0;
-	nfds_t i;
-	short r;
-
-	for (i = 0; i < ps->nfds; i++) {
-		p = &ps->fds[i];
-		r = 0;
-		if (ps->socks[i])
-			r = arm ? sw_poll_arm(ps->socks[i], p->events) :
-				sw_poll_revents(ps->socks[i], p->events, 0);
-		else if (ps->eps[i] && (arm ? rd_ep_arm(ps->eps[i], 1) :
-					rd_ep_san_ready(ps->eps[i], 1)))
-			r = POLLIN;
-		r &= rd_mask(p->events);
-		ps->san[i] = r;
-		n += r != 0;
-		if (arm && !r && ps->socks[i])
-			ps->pend[i] = rd_extra_collect(&ps->x, ps->socks[i],
-						       p->fd) > 0;
-	}
-	return n;
-}
-
-static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
-		      const struct timespec *t, const sigset_t *mask)
-{
-	struct pollfd *p, *kp;
-	struct timespec nap;
-	int n, k, count = 0, j;
-	nfds_t i;
-	short r;
-
-	rd_extra_reset(&ps->x);
-	for (i = 0; i < ps->nfds; i++)
-		ps->pend[i] = false;
-	n = rd_ps_scan(ps, false);
-	if (!n && arm)
-		n = rd_ps_scan(ps, true);
-	if (!kernel && !n)
-		return 0;
-	for (i = 0; i < ps->nfds; i++) {
-		p = &ps->fds[i];
-		kp = &ps->kfds[i];
-		kp->fd = p->fd;
-		kp->events = p->events;
-		kp->revents = 0;
-		if (ps->socks[i] && ps->veto[i]) {
-			/* Not writable by the switch's word: wait for
-			 * the credit doorbell instead. */
-			kp->events &= ~POLLOUT;
-			kp->events |= POLLIN;
-		}
-		/* a pending upgrade moves on with bytes on TCP (hello,
-		 * doorbell), whatever the program asked */
-		if (ps->pend[i])
-			kp->events |= POLLIN;
-	}
-	if (n) {
-		t = &rd_zero;
-		ps->x.nx = 0;	/* no sleep: nothing more to watch */
-	} else {
-		t = rd_extra_bound(&ps->x, t, &nap);
-	}
-	for (j = 0; j < ps->x.nx; j++) {
-		kp = &ps->kfds[ps->nfds + (nfds_t)j];
-		kp->fd = ps->x.xfd[j];
-		kp->events = POLLIN;
-		kp->revents = 0;
-	}
-	k = rd_sys.ppoll(ps->kfds, ps->nfds + (nfds_t)ps->x.nx, t,
-			 n || t == &rd_zero ? NULL : mask);
-	if (ps->x.nx) {
-		int saved = errno;
-
-		/* the switch's own fds are not reported */
-		for (j = 0; k > 0 && j < ps->x.nx; j++)
-			if (ps->kfds[ps->nfds + (nfds_t)j].revents)
-				k--;
-		rd_extra_woken(&ps->x);
-		errno = saved;
-	}
-	if (k < 0 && !n)
-		return -1;
-	for (i = 0; i < ps->nfds; i++) {
-		p = &ps->fds[i];
-		kp = &ps->kfds[i];
-		if (k < 0)
-			kp->revents = 0;
-		r = kp->revents;
-		if (ps->socks[i]) {
-			r = sw_poll_revents(ps->socks[i], p->events, r);
-			r &= rd_mask(p->events);
-			if ((kp->revents & POLLOUT) && (p->events & POLLOUT) &&
-			    !(r & POLLOUT))
-				ps->veto[i] = true;
-		} else if (ps->eps[i]) {
-			r &= rd_mask(p->events);
-		}
-		r |= ps->san[i];
-		p->revents = r;
-		count += r != 0;
-	}
-	return count;
-}
-
-/* poll and select keep no state between calls: one budget per thread */
-static __thread struct sw_spin rd_ps_spin;
-
-static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
-		      const sigset_t *mask)
-{
-	struct timespec ts;
-	int64_t spin_end, slept;
-	unsigned int i;
-	int n;
-
-	for (;;) {
-		n = rd_ps_pass(ps, false, true, &rd_zero, NULL);
-		if (n || rd_expired(end))
-			return n;
-		for (i = 0; i < ps->nfds; i++)
-			if (ps->socks[i])
-				sw_poll_idle(ps->socks[i]);
-		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&rd_ps_spin);
-		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
-			if (!(i & 7))
-				sched_yield(); /* the peer may need this core */
-			n = rd_ps_pass(ps, false,
-				       i % RD_SPIN_KERNEL_EVERY == 0,
-				       &rd_zero, NULL);
-		}
-		if (n)
-			return n;
-		slept = rd_now();
-		n = rd_ps_pass(ps, true, true, rd_left_sleep(end, &ts), mask);
-		sw_spin_slept(&rd_ps_spin, (uint64_t)(rd_now() - slept), n > 0);
-		if (n || rd_expired(end))
-			return n;
-	}
-}
-
-/* Fills the switch sockets and epoll sets behind fds; returns how many
- * fds are special (0: the kernel alone answers). */
-static int rd_ps_lookup(struct rd_pollset *ps)
-{
-	int n = 0;
-	nfds_t i;
-
-	for (i = 0; i < ps->nfds; i++) {
-		ps->socks[i] = rd_lookup(ps->fds[i].fd);
-		if (ps->socks[i] && sw_poll_plain(ps->socks[i])) {
-			/* on TCP for good: a plain fd to poll */
-			sw_sock_unref(ps->socks[i]);
-			ps->socks[i] = NULL;
-		}
-		ps->eps[i] = ps->socks[i] ? NULL : rd_ep_get(ps->fds[i].fd);
-		ps->veto[i] = false;
-		n += rd_ps_special(ps, i);
-	}
-	return n;
-}
-
-static void rd_ps_release(struct rd_pollset *ps)
-{
-	nfds_t i;
-
-	for (i = 0; i < ps->nfds; i++) {
-		if (ps->socks[i])
-			sw_sock_unref(ps->socks[i]);
-		if (ps->eps[i])
-			rd_ep_put(ps->eps[i]);
-	}
-}
-
-/* One allocation for the per-call arrays (on the stack for small sets). */
-struct rd_ps_mem {
-	struct pollfd kfds[RD_STACK_FDS + RD_MAX_EXTRA];
-	struct sw_sock *socks[RD_STACK_FDS];
-	struct rd_ep *eps[RD_STACK_FDS];
-	short san[RD_STACK_FDS];
-	bool veto[RD_STACK_FDS];
-	bool pend[RD_STACK_FDS];
-};
-
-static int rd_ps_init(struct rd_pollset *ps, struct rd_ps_mem *m,
-		      struct pollfd *fds, nfds_t nfds)
-{
-	size_t each = sizeof(struct pollfd) + sizeof(void *) * 2 +
-		sizeof(short) + sizeof(bool) * 2;
-	size_t extra = sizeof(struct pollfd) * RD_MAX_EXTRA;
-	char *p;
-
-	ps->fds = fds;
-	ps->nfds = nfds;
-	if (nfds <= RD_STACK_FDS) {
-		ps->kfds = m->kfds;
-		ps->socks = m->socks;
-		ps->eps = m->eps;
-		ps->san = m->san;
-		ps->veto = m->veto;
-		ps->pend = m->pend;
-		return 0;
-	}
-	if (nfds > (SIZE_MAX - extra) / each) {
-		errno = EINVAL;
-		return -1;
-	}
-	p = malloc(nfds * each + extra);
-	if (!p) {
-		errno = ENOMEM;
-		return -1;
-	}
-	/* Largest alignment first. */
-	ps->socks = (struct sw_sock **)p;
-	ps->eps = (struct rd_ep **)(p + nfds * sizeof(void *));
-	ps->kfds = (struct pollfd *)(p + nfds * sizeof(void *) * 2);
-	ps->san = (short *)((char *)ps->kfds + nfds * sizeof(struct pollfd) +
-			    extra);
-	ps->veto = (bool *)((char *)ps->san + nfds * sizeof(short));
-	ps->pend = ps->veto + nfds;
-	return 0;
-}
-
-static void rd_ps_fini(struct rd_pollset *ps, struct rd_ps_mem *m)
-{
-	if (ps->socks != m->socks)
-		free(ps->socks);
-}
-
-int rd_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
-	     const sigset_t *mask)
-{
-	struct rd_pollset ps;
-	struct rd_ps_mem mem;
-	int64_t end;
-	int n, saved;
-
-	if (!nfds || rd_ps_init(&ps, &mem, fds, nfds))
-		return rd_sys.ppoll(fds, nfds, timeout, mask);
-	if (!rd_ps_lookup(&ps)) {
-		rd_ps_fini(&ps, &mem);
-		return rd_sys.ppoll(fds, nfds, timeout, mask);
-	}
-	end = rd_deadline(timeout);
-	if (end == -2) {
-		errno = EINVAL;
-		n = -1;
-	} else {
-		n = rd_ps_wait(&ps, end, mask);
-	}
-	saved = errno;
-	rd_ps_release(&ps);
-	rd_ps_fini(&ps, &mem);
-	errno = saved;
-	return n;
-}
-
-/* select(2) on poll: POLLIN|POLLHUP|POLLERR read, POLLOUT|POLLERR write,
- * POLLPRI except, as the kernel maps them. */
-#define RD_SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
-#define RD_SEL_OUT (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
-#define RD_SEL_EX (POLLPRI)
-
-/* fd_set bits by hand: sets larger than FD_SETSIZE are legal. */
-#define RD_NFDBITS (8 * (int)sizeof(unsigned long))
-
-static bool rd_isset(int fd, fd_set *set)
-{
-	unsigned long *w = (unsigned long *)set;
-
-	return set && (w[fd / RD_NFDBITS] >> (fd % RD_NFDBITS)) & 1;
-}
-
-static void rd_clr(int fd, fd_set *set)
-{
-	unsigned long *w = (unsigned long *)set;
-
-	w[fd / RD_NFDBITS] &= ~(1ul << (fd % RD_NFDBITS));
-}
-
-static int rd_select_kernel(int nfds, fd_set *r, fd_set *w, fd_set *e,
-			    struct timespec *t, bool update,
-			    const sigset_t *mask)
-{
-	struct timeval tv;
-	int ret;
-
-	if (!update || mask)
-		return rd_sys.pselect(nfds, r, w, e, t, mask);
-	if (t) {
-		tv.tv_sec = t->tv_sec;
-		tv.tv_usec = (t->tv_nsec + 999) / 1000;
-	}
-	ret = rd_sys.select(nfds, r, w, e, t ? &tv : NULL);
-	if (t) {
-		t->tv_sec = tv.tv_sec;
-		t->tv_nsec = tv.tv_usec * 1000;
-	}
-	return ret;
-}
-
-int rd_pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
-	       struct timespec *timeout, bool update, const sigset_t *mask)
-{
-	struct rd_ps_mem mem;
-	struct rd_pollset ps;
-	struct pollfd *pfds, stack[RD_STACK_FDS];
-	struct sw_sock *s;
-	struct rd_ep *ep;
-	int fd, n = 0, special = 0, ret, saved;
-	int64_t end;
-	nfds_t i;
-
-	if (nfds < 0) {
-		errno = EINVAL;
-		return -1;
-	}
-	/* One scan: is any fd of the sets special? */
-	for (fd = 0; fd < nfds; fd++) {
-		if (!rd_isset(fd, rfds) && !rd_isset(fd, wfds) &&
-		    !rd_isset(fd, efds))
-			continue;
-		n++;
-		if (special)
-			continue;
-		s = rd_lookup(fd);
-		ep = s ? NULL : rd_ep_get(fd);
-		special = s || ep;
-		if (s)
-			sw_sock_unref(s);
-		if (ep)
-			rd_ep_put(ep);
-	}
-	if (!special)
-		return rd_select_kernel(nfds, rfds, wfds, efds, timeout,
-					update, mask);
-	end = rd_deadline(timeout);
-	if (end == -2) {
-		errno = EINVAL;
-		return -1;
-	}
-	pfds = n <= RD_STACK_FDS ? stack : calloc((size_t)n, sizeof(*pfds));
-	if (!pfds) {
-		errno = ENOMEM;
-		return -1;
-	}
-	for (fd = 0, i = 0; fd < nfds; fd++) {
-		short ev = 0;
-
-		if (rd_isset(fd, rfds))
-			ev |= POLLIN;
-		if (rd_isset(fd, wfds))
-			ev |= POLLOUT;
-		if (rd_isset(fd, efds))
-			ev |= POLLPRI;
-		if (!ev)
-			continue;
-		pfds[i].fd = fd;
-		pfds[i].events = ev;
-		pfds[i].revents = 0;
-		i++;
-	}
-	ret = -1;
-	if (rd_ps_init(&ps, &mem, pfds, (nfds_t)n))
-		goto free_pfds;
-	rd_ps_lookup(&ps);
-	ret = rd_ps_wait(&ps, end, mask);
-	saved = errno;
-	rd_ps_release(&ps);
-	rd_ps_fini(&ps, &mem);
-	errno = saved;
-	if (ret < 0)
-		goto free_pfds;
-	for (i = 0; i < (nfds_t)n; i++) {
-		if (pfds[i].revents & POLLNVAL) {
-			errno = EBADF;
-			ret = -1;
-			goto free_pfds;
-		}
-	}
-	ret = 0;
-	for (i = 0; i < (nfds_t)n; i++) {
-		fd = pfds[i].fd;
-		if (rd_isset(fd, rfds) && !(pfds[i].revents & RD_SEL_IN))
-			rd_clr(fd, rfds);
-		if (rd_isset(fd, wfds) && !(pfds[i].revents & RD_SEL_OUT))
-			rd_clr(fd, wfds);
-		if (rd_isset(fd, efds) && !(pfds[i].revents & RD_SEL_EX))
-			rd_clr(fd, efds);
-		ret += rd_isset(fd, rfds) + rd_isset(fd, wfds) +
-			rd_isset(fd, efds);
-	}
-	if (timeout && update)
-		rd_left(end, timeout);
-free_pfds:
-	saved = errno;
-	if (pfds != stack)
-		free(pfds);
-	errno = saved;
-	return ret;
 }
 
 /* ---- fork --------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "sdp_provider.h"
+#include "../lib/free_port.h"
 
 static int failures;
 static char last_log[512];
@@ -681,8 +682,7 @@ int main(int argc, char **argv)
 	}
 	test_cache();
 
-	srand(getpid() ^ time(NULL));
-	port = 20000 + rand() % 20000;
+	port = tl_free_port();
 	memset(&pr, 0, sizeof(pr));
 	pr.sin = addr_of(port);
 	CHECK(!ops->cq_create(prov, 512, &pr.ccq), "cq_create");

@@ -12,12 +12,11 @@ provdir=$3
 case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
 case $stat_bin in /*) ;; *) stat_bin=$PWD/$stat_bin ;; esac
 case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 # the statistics layout version this tree writes
 ver=$(sed -n 's/^#define SW_STATS_VERSION \([0-9]*\).*/\1/p' "$top/switch/stats.h")
-. "$top/tests/lib.sh"
-# socat's own leaks are not ours to report; ASan runs slower
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+. "$top/tests/lib/lib.sh"
+# socat's own leaks are not ours to report (sdp_preload); ASan runs slower
 sdp_preload "$lib"
 slow=1
 [ "${SANITIZE:-0}" = 1 ] && slow=4
@@ -117,7 +116,7 @@ fi
 #    while the upgrade runs, which a client blocked in 1 MiB writes moves on
 #    only between them: a few ms, several blocks on a loaded machine.)
 size=$((16 * 1024 * 1024))
-port=$((20000 + RANDOM % 20000))
+port=$(sdp_free_port)
 head -c $size /dev/urandom >"$work/in"
 export SDP_STAT_DIR=$work SDP_PROVIDERS=shm SDP_PROVIDER_DIR=$provdir
 LD_PRELOAD=$preload socat -u TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr \
@@ -223,7 +222,7 @@ fi
 # 5. Lifetime totals: a server that has closed its connection still counts
 #    the bytes it received (SAN and TCP), and a child it forks afterwards
 #    names it as parent and starts from zero.
-port=$((20000 + RANDOM % 20000))
+port=$(sdp_free_port)
 LD_PRELOAD=$preload python3 - "$port" "$work/srv5.ready" <<'PY' &
 import os, socket, sys, time
 ls = socket.create_server(("127.0.0.1", int(sys.argv[1])))

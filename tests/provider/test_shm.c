@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "sdp_provider.h"
+#include "../lib/free_port.h"
 
 static sdp_provider_startup_fn startup;
 static int failures;
@@ -1139,7 +1140,7 @@ int main(int argc, char **argv)
 {
 	const char *path = argc > 1 ? argv[1] : "build/lib/sdp/libsdp-shm.so";
 	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	int port = 20000 + getpid() % 20000;
+	int port = tl_free_port();
 	struct rlimit rl;
 
 	parent_pid = getpid();
