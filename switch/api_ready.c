@@ -250,8 +250,9 @@ bool sw_poll_plain(struct sw_sock *s)
 }
 
 /*
- * For the shim's poll and epoll (shim/rd_wait.c), while the upgrade of s is pending: the fds besides the
- * TCP fd whose events move it on (sw_upgrade_fds), so that a sleep watches
+ * For the shim's poll and epoll (shim/rd_wait.c), while the upgrade of s
+ * is pending: the fds besides the TCP fd whose events move it on
+ * (sw_upgrade_fds), so that a sleep watches
  * them too. *tcp_in: the TCP fd must be
  * watched for POLLIN whatever the program asked (the server's hello). With
  * max 0, only asks. Returns -1 when nothing of s is pending, -2 when the
