@@ -11,7 +11,7 @@
 import argparse
 import json
 import select
-import struct
+import signal
 import os
 import socket
 import subprocess
@@ -42,7 +42,17 @@ def idle(conns):
         if sys.stdin.fileno() in fds:
             break
         if fds:
-            sys.exit("%d idle connections became readable" % len(fds))
+            what = []
+            for fd in fds[:4]:
+                try:
+                    with socket.socket(fileno=os.dup(fd)) as d:
+                        b = d.recv(16, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                    what.append("fd %d: %s" % (fd, "EOF" if not b else
+                                                 "%d bytes" % len(b)))
+                except BlockingIOError:
+                    what.append("fd %d: nothing (EAGAIN)" % fd)
+            sys.exit("%d idle connections became readable (%s)"
+                     % (len(fds), "; ".join(what)))
     ep.close()
     sys.stdin.readline()
 
@@ -117,13 +127,9 @@ def proc_info(pid):
     return fds, maps, rss
 
 
-# struct sw_conn_stats / sw_proc_stats (switch/stats.h, version 2): the
-# JSON of sdp-stat lacks reg_bytes, so the per-connection slots are read
-# from the same file sdp-stat reads.
-CONN_SIZE, CONN_OFF = 216, 424
-
-
 def stat_of(statbin, pid):
+    """What `sdp-stat --json` says of pid: its process record and the list
+    of its connections (provider, state, registered bytes, ...)."""
     if os.environ.get("SDP_STAT_OFF"):
         return {"conns_san": None, "conns_tcp": None}, []
     try:
@@ -132,24 +138,7 @@ def stat_of(statbin, pid):
         sys.exit(str(e))
     if len(procs) != 1:
         sys.exit("sdp-stat -p %d: %d processes" % (pid, len(procs)))
-    d = os.environ.get("SDP_STAT_DIR", "/dev/shm")
-    with open("%s/sdp-stat.%d" % (d, pid), "rb") as f:
-        raw = f.read()
-    magic, version, fpid, nslots = struct.unpack_from("<IIiI", raw, 0)
-    if magic != 0x53445053 or version != 2 or fpid != pid:
-        sys.exit("stat file of %d: unknown layout %x/%d" % (pid, magic,
-                                                             version))
-    slots = []
-    for k in range(nslots):
-        o = CONN_OFF + k * CONN_SIZE
-        in_use, fd, state = struct.unpack_from("<IiI", raw, o)
-        if not in_use:
-            continue
-        prov = raw[o + 16:o + 32].split(b"\0")[0].decode()
-        reg, bufs = struct.unpack_from("<QI", raw, o + 200)
-        slots.append({"fd": fd, "state": state, "provider": prov,
-                      "reg_bytes": reg, "recv_bufs": bufs})
-    return procs[0], slots
+    return procs[0], procs[0].get("connections", [])
 
 
 def expect(p, line, what, deadline):
@@ -192,15 +181,19 @@ def main():
     me = [sys.executable, os.path.abspath(__file__), "-n", str(a.n),
           "--port", str(a.port)]
     deadline = time.time() + a.timeout
+    # both children in one process group, killed at once: a peer killed
+    # first would make the other report its connections readable (EOF)
     srv = subprocess.Popen(me + ["--role", "server"], env=env, text=True,
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           process_group=0)
     cli = None
     try:
         expect(srv, "listening", "the server to listen", deadline)
         t0 = time.time()
         cli = subprocess.Popen(me + ["--role", "client"], env=env,
                                text=True, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE)
+                               stdout=subprocess.PIPE,
+                               process_group=srv.pid)
         expect(cli, "connected", "the client's connections", deadline)
         expect(srv, "accepted", "the server's connections", deadline)
         dt = time.time() - t0
@@ -213,7 +206,8 @@ def main():
             ps, slots = stat_of(a.stat, p.pid)
             res[name] = {"fds": fds, "maps": maps, "rss_kib": rss,
                          "san_conns": ps["conns_san"],
-                         "tcp_conns": ps["conns_tcp"]}
+                         "tcp_conns": ps["conns_tcp"],
+                         "fallbacks": ps.get("fallbacks")}
             regs = [r["reg_bytes"] for r in slots if r["provider"] == "shm"]
             if regs:
                 res[name]["reg_bytes_max"] = max(regs)
@@ -244,9 +238,12 @@ def main():
         print(json.dumps(res))
         return 0 if ok else 1
     finally:
+        try:
+            os.killpg(srv.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         for p in (cli, srv):
-            if p and p.poll() is None:
-                p.kill()
+            if p:
                 p.wait()
 
 
