@@ -62,9 +62,10 @@ else
 	failed "fallback reason names differ from switch/fallback_names.c (diff above)"
 fi
 
-# 2. State names: enum sw_state in switch/sw_internal.h, without SW_.
-sed -n '/^enum sw_state {/,/^};/p' "$top/switch/sw_internal.h" |
+# 2. State names: enum sw_state in switch/stats.h, without SW_.
+sed -n '/^enum sw_state {/,/^};/p' "$top/switch/stats.h" |
 	grep -o '^[[:space:]]*SW_[A-Z_]*' | sed 's/^[[:space:]]*SW_//' |
+	grep -vx NSTATES |
 	awk '{ print NR - 1, $0 }' >"$work/states.want"
 "$stat_bin" --list-states >"$work/states.got"
 if [ -s "$work/states.want" ] &&
@@ -197,8 +198,9 @@ else
 	cat "$work/cli.json" "$work/srv.json" "$work/cli.err" "$work/srv.err"
 fi
 if [ "$(grep -c '^pid '"$cli"' (socat)' "$work/cli.txt")" = 2 ] &&
-   grep -q "state SAN" "$work/cli.txt"; then
-	pass "-w 0.2 -n 2 prints two text reports"
+   grep -qE '^  [0-9]+ +client +127\.0\.0\.1:[0-9]+ +[0-9]+ +SAN +shm ' "$work/cli.txt" &&
+   grep -qE '/s +[0-9.]+ [KMG]?i?B/s$' "$work/cli.txt"; then
+	pass "-w 0.2 -n 2 prints two text reports, the second with rates"
 else
 	failed "-w/-n text output:"
 	cat "$work/cli.txt"
