@@ -597,7 +597,8 @@ static int is_dir(const char *path)
 
 static void provider_dir_init(void)
 {
-	static const char *const rel[] = { "sdp", "../lib/sdp" };
+	static const char *const rel[] = { "sdp-switch", "sdp",
+					   "../lib/sdp-switch", "../lib/sdp" };
 	struct find_obj f = { .addr = (uintptr_t)provider_dir_init };
 	char cand[PATH_MAX];
 	char *slash;

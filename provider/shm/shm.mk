@@ -26,3 +26,8 @@ check-shm: $(SHM_LIB) $(SHM_TEST)
 
 ALL_TARGETS += $(SHM_LIB) $(SHM_TEST)
 CHECK_TARGETS += check-shm
+INSTALL_TARGETS += install-shm
+.PHONY: install-shm
+install-shm: $(SHM_LIB)
+	install -d $(DESTDIR)$(PROVIDERDIR)
+	install -m 755 $(SHM_LIB) $(DESTDIR)$(PROVIDERDIR)/

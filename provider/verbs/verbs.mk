@@ -22,7 +22,12 @@ $(VERBS_TEST): $(O)/obj/provider/verbs/test_verbs.o
 ifneq ($(VERBS_HAVE_RDMA),)
 ALL_TARGETS += $(VERBS_SO) $(VERBS_TEST)
 CHECK_TARGETS += check-verbs
+INSTALL_TARGETS += install-verbs
 endif
+.PHONY: install-verbs
+install-verbs: $(VERBS_SO)
+	install -d $(DESTDIR)$(PROVIDERDIR)
+	install -m 755 $(VERBS_SO) $(DESTDIR)$(PROVIDERDIR)/
 
 # On a host without RDMA devices the smoke test reports SKIP and passes.
 .PHONY: check-verbs check-rxe
