@@ -11,6 +11,7 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/tests/lib.sh"
+. "$top/tests/install/transfer.sh"
 sdp_workdir sdp-check-install
 dest=$work/root
 prefix=/usr/local
@@ -51,71 +52,8 @@ for m in "$root"/share/man/man*/*; do
 	fi
 done
 
-# 2. A transfer through the installed sdp-run with nothing set: only PATH
-#    (and, for a sanitizer build, its runtime first in LD_PRELOAD).
-clean_env=(env -i PATH=/usr/bin:/bin)
-if [ "${SANITIZE:-0}" = 1 ]; then
-	clean_env+=(LD_PRELOAD="$(${CC:-gcc} -print-file-name=libasan.so)"
-		    ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0)
-fi
-size=$((8 * 1024 * 1024))
-head -c $size /dev/urandom >"$work/in"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"${clean_env[@]}" "$root/bin/sdp-run" socat -u \
-	TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr OPEN:"$work/out",creat,trunc \
-	2>"$work/srv.log" &
-srv=$!
-pids+=("$srv")
-for _ in $(seq 50); do
-	ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " && break
-	sleep 0.1
-done
-{ cat "$work/in"; sleep 3; } |
-	"${clean_env[@]}" "$root/bin/sdp-run" socat -u -b 262144 - \
-	TCP:127.0.0.1:$port 2>"$work/cli.log" &
-cli=$!
-pids+=("$cli")
-ok=0
-for _ in $(seq 40); do
-	sleep 0.1
-	"${clean_env[@]}" "$root/bin/sdp-stat" -p "$srv" --json \
-		>"$work/srv.json" 2>"$work/stat.err" || continue
-	python3 - "$work/srv.json" $size <<'PY' && { ok=1; break; }
-import json, sys
-p = json.load(open(sys.argv[1]))["processes"][0]
-c = [c for c in p["connections"] if c["role"] == "server"]
-sys.exit(0 if c and sum(c[0]["rx"].values()) >= int(sys.argv[2]) else 1)
-PY
-done
-wait "$cli"
-wait "$srv"
-if [ $ok = 1 ] && python3 - "$work/srv.json" $size <<'PY'
-import json, sys
-size = int(sys.argv[2])
-p = json.load(open(sys.argv[1]))["processes"][0]
-assert p["program"] == "socat" and p["providers"].startswith("shm"), p
-c = [c for c in p["connections"] if c["role"] == "server"][0]
-assert c["state"] == "SAN" and c["provider"] == "shm", c
-rx = c["rx"]
-san = rx["copy"] + rx["rdma_read"] + rx["rdma_write"]
-assert san + rx["tcp"] == size and san >= size // 2, rx
-print("installed tree: server received", rx)
-PY
-then
-	pass "a transfer through the installed sdp-run is carried by shm"
-else
-	failed "the installed tree did not carry the transfer by shm"
-	cat "$work/srv.json" "$work/stat.err" "$work/srv.log" "$work/cli.log"
-fi
-if cmp -s "$work/in" "$work/out"; then
-	pass "the $size bytes arrived intact"
-else
-	failed "the bytes that arrived differ from those sent"
-fi
-if [ -s "$work/srv.log" ] || [ -s "$work/cli.log" ]; then
-	failed "the programs printed something (nothing expected):"
-	cat "$work/srv.log" "$work/cli.log"
-fi
+# 2. A transfer through the installed sdp-run with nothing set.
+installed_transfer "$root/bin/sdp-run" "$root/bin/sdp-stat"
 
 # 3. The provider SDK: a module built with the pkg-config file exports only
 #    the entry point and is loaded by the installed conformance suite.
@@ -151,6 +89,7 @@ if ${CC:-gcc} -shared -fPIC -fvisibility=hidden $cflags -o \
 else
 	failed "building a module with the installed SDK: $(cat "$work/cc.err")"
 fi
+clean_env_set
 out=$("${clean_env[@]}" "$root/bin/sdp-conformance" \
 	--provider "$work/libsdp-nodev.so" 2>&1)
 if [ $? = 0 ] && grep -q "SKIP" <<<"$out" && grep -q " 0 failed" <<<"$out"; then

@@ -8,3 +8,9 @@ check-install: all
 		SANITIZE=$(SANITIZE)
 
 CHECK_TARGETS += check-install
+
+# The Debian packages: build, dpkg -i, a transfer, purge (root; run by CI,
+# not by make check, since it installs into the system).
+.PHONY: check-deb
+check-deb:
+	tests/install/check-deb.sh
