@@ -24,6 +24,7 @@ static bool sw_active;
 static pthread_once_t sw_once = PTHREAD_ONCE_INIT;
 
 void sw_log_open(void);
+void sw_check_run(void);
 
 static void provider_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -88,6 +89,11 @@ static void sw_init_once(void)
 	sw_log_open();
 	sw_stats_init();
 	load_providers();
+	if (getenv("SDP_CHECK"))
+		sw_check_run();	/* sdp-run --check: reports, then exits */
+	if (!sw_nproviders)
+		SW_WARN("no provider module could be loaded (from %s): every connection stays on TCP; 'sdp-run --check' says why",
+			sdp_provider_dir());
 	for (i = 0; i < sw_nproviders; i++)
 		if (sw_providers[i].usable)
 			sw_active = true;
