@@ -508,6 +508,26 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 	return done;
 }
 
+/*
+ * A connection that fell back after our hello went out: the peer's hello
+ * (its answer, sent before it learnt of our fallback) may still come. If
+ * the program stops reading first (close, or shutdown of the read side),
+ * the kernel answers that hello with a reset, and the reset makes the
+ * peer's kernel drop what its program had not read yet. So it is taken
+ * first, waiting a little for it (the peer answers as soon as it sees ours).
+ */
+static void hello_drain(struct sw_sock *s)
+{
+	uint64_t end = sw_now_ns() + 200000000ull;
+
+	while (s->state == SW_TCP && s->skip_hello &&
+	       sw_hello_skip(s, false) == -EAGAIN && sw_now_ns() < end) {
+		pthread_mutex_unlock(&s->lock);
+		sw_wait_fd(s->fd, POLLIN, 10);
+		pthread_mutex_lock(&s->lock);
+	}
+}
+
 int sw_shutdown(struct sw_sock *s, int how)
 {
 	int r = 0;
@@ -515,6 +535,8 @@ int sw_shutdown(struct sw_sock *s, int how)
 	pthread_mutex_lock(&s->lock);
 	if (sw_pending(s))
 		sw_upgrade_settle(s);
+	if (how != SHUT_WR)
+		hello_drain(s);
 	if (s->state != SW_SAN) {
 		pthread_mutex_unlock(&s->lock);
 		return sdp_sys.shutdown(s->fd, how);
@@ -576,6 +598,7 @@ int sw_close(struct sw_sock *s, int fd)
 		       !s->tcp_eof && sw_now_ns() < deadline)
 			sw_session_wait(s, POLLOUT, deadline);
 	}
+	hello_drain(s);
 	/* a doorbell left unread would turn TCP's FIN into a reset, which
 	 * the peer's program would see if it still reads its end there */
 	if (s->ss.cq && s->state != SW_TCP) {

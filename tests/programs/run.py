@@ -931,6 +931,35 @@ def t_socat_big(ctx):
 	return socat_stream(ctx, 64 * MIB, 262144, 20)
 
 
+@test('socat-burst-close')
+def t_socat_burst_close(ctx):
+	"""A client that writes a burst and ends at once (socat -u: its write
+	side, then shutdown of both sides and exit) while the upgrade runs:
+	the server's hello, sent before it learnt of the client's fallback,
+	must not meet a socket that stopped reading (the kernel would answer
+	with a reset, and the server's kernel would drop the unread tail).
+	Twenty rounds; every byte must arrive each time."""
+	need('socat')
+	n = MIB
+	src = ctx.path('burst.bin')
+	make_random_file(src, n)
+	for k in range(20):
+		port = free_port()
+		dst = ctx.path('burst-%d.out' % k)
+		srv = ctx.spawn('socat-server-%d' % k, ['socat', '-u',
+			'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr' % port,
+			'OPEN:%s,creat,trunc' % dst])
+		ctx.wait_listen(port, srv)
+		ctx.run('socat-client-%d' % k, ['socat', '-u', 'OPEN:%s' % src,
+			'TCP:127.0.0.1:%d' % port], 30)
+		srv.wait(30)
+		got = os.path.getsize(dst)
+		check(got == n and sha_file(dst) == sha_file(src),
+		      'round %d: %d of %d bytes arrived' % (k, got, n))
+		os.unlink(dst)
+	return '20 rounds of 1 MiB, each complete'
+
+
 @test('socat-exec')
 def t_socat_exec(ctx):
 	"""socat EXEC forks a child that holds the connection and execs a

@@ -9,3 +9,8 @@ check-config: $(SHIM_LIB) $(SHM_LIB)
 		$(SHIM_LIB) $(PROVIDER_OUT)
 
 CHECK_TARGETS += check-config
+check-statfile: $(SDP_STAT_BIN) $(SHIM_LIB) $(SHM_LIB)
+	SANITIZE=$(SANITIZE) tests/tools/check-statfile.sh $(SDP_STAT_BIN) \
+		$(SHIM_LIB) $(PROVIDER_OUT)
+
+CHECK_TARGETS += check-statfile
