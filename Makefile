@@ -3,7 +3,7 @@
 # fragment (*.mk), so a reader finds a module's build beside its sources.
 #
 #   make [all]                build everything into $(O) (default: build/)
-#   make check                unit tests, conformance suite, integration tests
+#   make check                every test suite, then a summary of them all
 #   make check SANITIZE=1     the same with ASan + UBSan (into build-san/)
 #   make install PREFIX=/usr/local DESTDIR=   (also LIBDIR, BINDIR, ...)
 #   make clean
@@ -69,7 +69,10 @@ include provider/provider.mk
 
 all: $(ALL_TARGETS)
 
-check: all $(CHECK_TARGETS)
+# every suite, one after the other, even after a failure; a summary at
+# the end (tests/run-checks.sh). `make check-NAME` runs one.
+check: all
+	@tests/run-checks.sh "$(MAKE)" $(CHECK_TARGETS)
 
 install: all $(INSTALL_TARGETS)
 

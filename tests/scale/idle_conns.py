@@ -11,7 +11,6 @@
 import argparse
 import json
 import select
-import struct
 import os
 import socket
 import subprocess
@@ -115,40 +114,19 @@ def proc_info(pid):
     return fds, maps, rss
 
 
-# struct sw_conn_stats / sw_proc_stats (switch/stats.h, version 2): the
-# JSON of sdp-stat lacks reg_bytes, so the per-connection slots are read
-# from the same file sdp-stat reads.
-CONN_SIZE, CONN_OFF = 216, 424
-
-
 def stat_of(statbin, pid):
+    """The process's counters and its open connections, as sdp-stat
+    --json gives them (the one schema every reader uses)."""
     if os.environ.get("SDP_STAT_OFF"):
         return {"conns_san": None, "conns_tcp": None}, []
-    out = subprocess.run([statbin, "-p", str(pid), "--json"],
+    out = subprocess.run([statbin, "-p", str(pid), "--json", "-a"],
                          capture_output=True, text=True, timeout=60)
     if out.returncode:
         sys.exit("sdp-stat -p %d failed: %s" % (pid, out.stderr.strip()))
     procs = json.loads(out.stdout)["processes"]
     if len(procs) != 1:
         sys.exit("sdp-stat -p %d: %d processes" % (pid, len(procs)))
-    d = os.environ.get("SDP_STAT_DIR", "/dev/shm")
-    with open("%s/sdp-stat.%d" % (d, pid), "rb") as f:
-        raw = f.read()
-    magic, version, fpid, nslots = struct.unpack_from("<IIiI", raw, 0)
-    if magic != 0x53445053 or version != 2 or fpid != pid:
-        sys.exit("stat file of %d: unknown layout %x/%d" % (pid, magic,
-                                                             version))
-    slots = []
-    for k in range(nslots):
-        o = CONN_OFF + k * CONN_SIZE
-        in_use, fd, state = struct.unpack_from("<IiI", raw, o)
-        if not in_use:
-            continue
-        prov = raw[o + 16:o + 32].split(b"\0")[0].decode()
-        reg, bufs = struct.unpack_from("<QI", raw, o + 200)
-        slots.append({"fd": fd, "state": state, "provider": prov,
-                      "reg_bytes": reg, "recv_bufs": bufs})
-    return procs[0], slots
+    return procs[0], procs[0]["connections"]
 
 
 def expect(p, line, what, deadline):

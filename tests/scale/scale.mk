@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # tests/scale: many idle connections between two processes under the switch
-# (issue 3). Not part of `make check`: 10,000 connections take about two
+# Not part of `make check`: 10,000 connections take about two
 # minutes here. `make check-scale SCALE_N=1000` is a quick run.
 
 SCALE_N ?= 10000
