@@ -5,7 +5,9 @@
  * by its owner only, its backing store allocated before it is touched and
  * grown as slots are handed out; removed at exit. Slots are handed out
  * under a lock; counters are written by the connection's owner only.
+ * Connections left on TCP before the switch managed them get a slot too.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -403,11 +405,9 @@ struct sw_conn_stats *sw_stats_conn_new(void)
 	return NULL;
 }
 
-void sw_stats_conn_free(struct sw_conn_stats *c)
+/* slot_lock held */
+static void conn_free_locked(struct sw_conn_stats *c)
 {
-	if (!c)
-		return;
-	pthread_mutex_lock(&slot_lock);
 	if (proc) {
 		proc->closed_tx_san += sw_stats_tx_san(c);
 		proc->closed_rx_san += sw_stats_rx_san(c);
@@ -415,5 +415,108 @@ void sw_stats_conn_free(struct sw_conn_stats *c)
 		proc->closed_rx_tcp += c->rx_tcp;
 	}
 	c->in_use = 0;
+}
+
+void sw_stats_conn_free(struct sw_conn_stats *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&slot_lock);
+	conn_free_locked(c);
 	pthread_mutex_unlock(&slot_lock);
+}
+
+/*
+ * The switch does not see a TCP-only connection close: each new one looks
+ * at a few of the others, and frees those whose fd no longer holds that
+ * socket. sdp-stat hides them meanwhile (it finds the socket gone).
+ */
+static void tcp_only_sweep(void)
+{
+	static uint32_t cursor;
+	struct stat st;
+	uint32_t k, looked = 0;
+
+	pthread_mutex_lock(&slot_lock);
+	for (k = 0; k < proc->nslots && looked < 4; k++) {
+		struct sw_conn_stats *c = &proc->conn[cursor++ % proc->nslots];
+
+		if (!c->in_use || !(c->flags & SW_CONN_TCP_ONLY))
+			continue;
+		looked++;
+		if (fstat(c->fd, &st) || !S_ISSOCK(st.st_mode) ||
+		    (uint64_t)st.st_ino != c->sock_ino)
+			conn_free_locked(c);
+	}
+	pthread_mutex_unlock(&slot_lock);
+}
+
+static void addr_text(const struct sockaddr *a, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)a;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		port = ntohs(in->sin_port);
+	} else if (a->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)a;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(buf, len, "%s:%d", ip, port);
+}
+
+void sw_stats_tcp_only(int fd, int reason, bool client,
+		       const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct sw_conn_stats *c;
+	struct stat st;
+
+	if (!proc)
+		return;
+	proc->conns_tcp++;
+	if (reason > 0 && reason < SW_STATS_FB_MAX)
+		proc->fallbacks[reason]++;
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+		return;
+	tcp_only_sweep();
+	c = sw_stats_conn_new();
+	if (!c)
+		return;
+	c->fd = fd;
+	c->state = SW_TCP;
+	c->fb_reason = reason;
+	c->is_client = client;
+	c->flags = SW_CONN_TCP_ONLY;
+	c->sock_ino = st.st_ino;
+	if (!getsockname(fd, (struct sockaddr *)&ss, &len))
+		c->local_port = ntohs(ss.ss_family == AF_INET6 ?
+				      ((struct sockaddr_in6 *)&ss)->sin6_port :
+				      ((struct sockaddr_in *)&ss)->sin_port);
+	len = sizeof(ss);
+	if (!peer || peerlen < sizeof(struct sockaddr_in)) {
+		peer = (struct sockaddr *)&ss;
+		if (getpeername(fd, (struct sockaddr *)&ss, &len))
+			return;
+	}
+	addr_text(peer, c->peer, sizeof(c->peer));
+}
+
+/* A connect the switch leaves to the kernel: listed as TCP-only once the
+ * kernel took it (done, or in progress). errno is connect's. */
+int sw_connect_tcp_only(int fd, const struct sockaddr *addr, socklen_t len,
+			int reason)
+{
+	int r = sdp_sys.connect(fd, addr, len), e = errno;
+
+	if (r == 0 || e == EINPROGRESS)
+		sw_stats_tcp_only(fd, reason, true, addr, len);
+	errno = e;
+	return r;
 }

@@ -9,8 +9,10 @@
 #ifndef SDP_STATS_H
 #define SDP_STATS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -96,7 +98,7 @@ struct sw_conn_stats {
 	char peer[48];		/* "ip:port" */
 	uint16_t local_port;
 	uint16_t is_client;
-	uint32_t reserved;
+	uint32_t flags;		/* SW_CONN_* */
 	uint64_t tx_copy, rx_copy;	/* bytes inline in control messages */
 	uint64_t tx_rdma_read, rx_rdma_read;	/* bytes by RDATA (peer pulled / we pulled) */
 	uint64_t tx_rdma_write, rx_rdma_write;	/* bytes by WDATA */
@@ -110,7 +112,16 @@ struct sw_conn_stats {
 				 * staging ring) */
 	uint32_t recv_bufs;	/* receive buffers posted now */
 	uint32_t reserved2;
+	uint64_t sock_ino;	/* the socket's inode (SW_CONN_TCP_ONLY) */
 };
+
+/*
+ * A connection the switch left on TCP before it managed it (a rule, no
+ * switch at the peer, no provider): listed with its reason, but its bytes
+ * never pass through the switch; sdp-stat asks the kernel for them
+ * (sock_diag, by sock_ino) and hides the slot once that socket is gone.
+ */
+#define SW_CONN_TCP_ONLY 1u
 
 struct sw_proc_stats {
 	uint32_t magic;
@@ -151,6 +162,13 @@ struct sw_proc_stats *sw_stats_proc(void);
 void sw_stats_init(void);
 /* Why the process publishes no statistics ("" when it does). */
 const char *sw_stats_off_reason(void);
+/* Lists connection fd, left on TCP for reason before the switch managed
+ * it; counts it. peer may be NULL (asked of the kernel). */
+void sw_stats_tcp_only(int fd, int reason, bool client,
+		       const struct sockaddr *peer, socklen_t peerlen);
+/* connect(2) of a socket the switch leaves on TCP for reason, listed so. */
+int sw_connect_tcp_only(int fd, const struct sockaddr *addr, socklen_t len,
+			int reason);
 /* Adds to a counter; cheap, not atomic across threads of one connection
  * (each connection is locked by its owner). */
 #define SW_STAT_ADD(c, field, n) do { if (c) (c)->field += (n); } while (0)

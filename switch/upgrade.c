@@ -56,16 +56,6 @@ static void addr_port(const struct sockaddr_storage *ss, uint16_t *port)
 		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
-static void count_tcp(int reason)
-{
-	struct sw_proc_stats *ps = sw_stats_proc();
-
-	if (!ps)
-		return;
-	ps->conns_tcp++;
-	if (reason > 0 && reason < SW_STATS_FB_MAX)
-		ps->fallbacks[reason]++;
-}
 
 /* The peer's end of TCP has come (or comes within a millisecond: a
  * process that exits closes its fds one by one): a step of the upgrade
@@ -387,7 +377,9 @@ static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
 				s->up_prov = &sw_providers[i];
 		}
 	if (!s->up_prov) {
-		count_tcp(SDP_FB_NO_PEER_SWITCH);
+		sw_stats_tcp_only(s->fd, SDP_FB_NO_PEER_SWITCH, false,
+				  s->peerlen ? (struct sockaddr *)&s->peer :
+					       NULL, s->peerlen);
 		return false;
 	}
 	s->state = SW_HELLO_WAIT;
@@ -495,12 +487,13 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	if (fd < 0)
 		return fd;
 	if (ls->rule_tcp) {
-		count_tcp(SDP_FB_RULE);
+		sw_stats_tcp_only(fd, SDP_FB_RULE, false, NULL, 0);
+		errno = saved;
 		return fd;
 	}
 	s = sw_sock_new(fd, SW_TCP);
 	if (!s) {
-		count_tcp(SDP_FB_LOCAL_SETUP);
+		sw_stats_tcp_only(fd, SDP_FB_LOCAL_SETUP, false, NULL, 0);
 		errno = saved;
 		return fd;
 	}
@@ -930,14 +923,12 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 		return sdp_sys.connect(fd, addr, len);
 	if (!sw_init()) {
 		/* providers loaded but none has a device, or none loaded */
-		count_tcp(sw_nproviders ? SDP_FB_NO_DEVICE :
-					  SDP_FB_NO_PROVIDER);
-		return sdp_sys.connect(fd, addr, len);
+		return sw_connect_tcp_only(fd, addr, len, sw_nproviders ?
+					   SDP_FB_NO_DEVICE : SDP_FB_NO_PROVIDER);
 	}
 	rule = sw_rules_decide('c', addr);
 	if (rule == SDP_RULE_TCP) {
-		count_tcp(SDP_FB_RULE);
-		return sdp_sys.connect(fd, addr, len);
+		return sw_connect_tcp_only(fd, addr, len, SDP_FB_RULE);
 	}
 	/* discovery: which providers see a switch listening at addr? A
 	 * provider whose connects cross a wire gets its listener at once: a
@@ -960,9 +951,9 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 			errno = ECONNREFUSED;
 			return -1;
 		}
-		count_tcp(SDP_FB_NO_PEER_SWITCH);
 		errno = saved;
-		return sdp_sys.connect(fd, addr, len);
+		return sw_connect_tcp_only(fd, addr, len,
+					   SDP_FB_NO_PEER_SWITCH);
 	}
 	cr = sdp_sys.connect(fd, addr, len);
 	if (cr && errno != EINPROGRESS)
@@ -995,7 +986,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	errno = e;
 	return cr;
 plain:
-	count_tcp(SDP_FB_LOCAL_SETUP);
+	sw_stats_tcp_only(fd, SDP_FB_LOCAL_SETUP, true, addr, len);
 	errno = e;
 	return cr;
 }

@@ -7,6 +7,12 @@
  */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -567,6 +573,143 @@ static uint64_t conn_rx(const struct sw_conn_stats *c)
 	return sw_stats_rx_san(c) + c->rx_tcp;
 }
 
+/* ---- connections the switch left on TCP ------------------------------- */
+
+/*
+ * Their bytes never pass through the switch: the kernel's count is asked
+ * for by socket inode (sock_diag, as ss(8) does): bytes the peer
+ * acknowledged, and bytes received. A socket not found is gone.
+ */
+struct diag_sock {
+	uint64_t ino, acked, received;
+};
+
+static struct diag_sock *diag;
+static size_t ndiag, capdiag;
+
+static void diag_add(const struct inet_diag_msg *m, int len)
+{
+	const struct tcp_info *ti = NULL;
+	struct rtattr *a;
+	int alen = len - NLMSG_ALIGN(sizeof(*m));
+
+	if (!m->idiag_inode)
+		return;
+	for (a = (struct rtattr *)((char *)m + NLMSG_ALIGN(sizeof(*m)));
+	     RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+		if (a->rta_type == INET_DIAG_INFO &&
+		    RTA_PAYLOAD(a) >= offsetof(struct tcp_info,
+					       tcpi_bytes_received) +
+				      sizeof(ti->tcpi_bytes_received))
+			ti = RTA_DATA(a);
+	if (ndiag == capdiag) {
+		size_t cap = capdiag ? capdiag * 2 : 256;
+		struct diag_sock *nv = realloc(diag, cap * sizeof(*nv));
+
+		if (!nv)
+			return;
+		diag = nv;
+		capdiag = cap;
+	}
+	/* the kernel counts the SYN as one byte acknowledged, and (once
+	 * it came) the peer's FIN as one byte received: not the program's */
+	diag[ndiag++] = (struct diag_sock){
+		.ino = m->idiag_inode,
+		.acked = ti && ti->tcpi_bytes_acked ? ti->tcpi_bytes_acked - 1 : 0,
+		.received = ti ? ti->tcpi_bytes_received : 0,
+	};
+}
+
+/* Every TCP socket of the network namespace, one family. */
+static int diag_dump(int family)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req),
+			 .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+		.r = { .sdiag_family = family, .sdiag_protocol = IPPROTO_TCP,
+		       .idiag_ext = 1 << (INET_DIAG_INFO - 1),
+		       .idiag_states = ~0u },
+	};
+	static char buf[65536];
+	int fd, done = 0, rc = 0;
+
+	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return -errno;
+	if (send(fd, &req, sizeof(req), 0) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	while (!done) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		struct nlmsghdr *h;
+
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			break;
+		}
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE) {
+				done = 1;
+				break;
+			}
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				rc = -EIO;
+				done = 1;
+				break;
+			}
+			diag_add(NLMSG_DATA(h), h->nlmsg_len - NLMSG_HDRLEN);
+		}
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * For each TCP-only slot: the kernel's bytes, or closed when its socket is
+ * gone. Without sock_diag (another namespace, no netlink) the slots stay
+ * as they are, with no bytes.
+ */
+static void tcp_only_fill(struct snapshot *v, int n)
+{
+	int i, need = 0;
+	uint32_t k;
+	size_t j;
+
+	for (i = 0; i < n && !need; i++)
+		for (k = 0; k < v[i].nslots; k++)
+			if (v[i].ps->conn[k].in_use &&
+			    (v[i].ps->conn[k].flags & SW_CONN_TCP_ONLY))
+				need = 1;
+	if (!need)
+		return;
+	ndiag = 0;
+	if (diag_dump(AF_INET) || diag_dump(AF_INET6))
+		return;
+	for (i = 0; i < n; i++)
+		for (k = 0; k < v[i].nslots; k++) {
+			struct sw_conn_stats *c = &v[i].ps->conn[k];
+
+			if (!c->in_use || !(c->flags & SW_CONN_TCP_ONLY))
+				continue;
+			for (j = 0; j < ndiag; j++)
+				if (diag[j].ino == c->sock_ino)
+					break;
+			if (j == ndiag) {
+				c->in_use = 0;
+				continue;
+			}
+			c->tx_tcp = diag[j].acked;
+			c->rx_tcp = diag[j].received;
+		}
+}
+
 /* ---- rates (-w) -------------------------------------------------------- */
 
 static void rate_note(const struct snapshot *sn, uint32_t slot,
@@ -762,8 +905,9 @@ static void json_conn(const struct sw_conn_stats *c, uint32_t slot)
 	json_str(c->peer, sizeof(c->peer));
 	printf(", \"local_port\": %u, \"provider\": ", c->local_port);
 	json_str(c->provider, sizeof(c->provider));
-	printf(", \"state\": \"%s\", \"fallback\": \"%s\",\n       ",
-	       state_name(c->state), fb_name(c->fb_reason));
+	printf(", \"state\": \"%s\", \"fallback\": \"%s\", \"tcp_only\": %s,\n       ",
+	       state_name(c->state), fb_name(c->fb_reason),
+	       c->flags & SW_CONN_TCP_ONLY ? "true" : "false");
 	json_paths("tx", c->tx_copy, c->tx_rdma_read, c->tx_rdma_write,
 		   c->tx_tcp);
 	printf(",\n       ");
@@ -970,6 +1114,7 @@ static int report(const struct opts *o)
 			free(v[i].ps);
 	}
 	n = k;
+	tcp_only_fill(v, n);
 	cur_taken = mono_s();
 	if (o->fmt == OUT_JSON) {
 		printf("{\"version\": %d, \"processes\": [", SW_STATS_VERSION);

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-# tests/scale: many idle connections between two processes under the switch
+# tests/scale: many idle connections between two processes under the switch.
 # Not part of `make check`: 10,000 connections take about two
 # minutes here. `make check-scale SCALE_N=1000` is a quick run.
 

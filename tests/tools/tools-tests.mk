@@ -14,3 +14,10 @@ check-statfile: $(SDP_STAT_BIN) $(SHIM_LIB) $(SHM_LIB)
 		$(SHIM_LIB) $(PROVIDER_OUT)
 
 CHECK_TARGETS += check-statfile
+
+.PHONY: check-stat-ops
+check-stat-ops: $(SDP_STAT_BIN) $(SHIM_LIB) $(SHM_LIB)
+	SANITIZE=$(SANITIZE) tests/tools/check-stat-ops.sh $(SDP_STAT_BIN) \
+		$(SHIM_LIB) $(PROVIDER_OUT)
+
+CHECK_TARGETS += check-stat-ops
