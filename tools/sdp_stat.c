@@ -1117,7 +1117,12 @@ static int report(const struct opts *o)
 	tcp_only_fill(v, n);
 	cur_taken = mono_s();
 	if (o->fmt == OUT_JSON) {
-		printf("{\"version\": %d, \"processes\": [", SW_STATS_VERSION);
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		printf("{\"version\": %d, \"time\": %lld.%03ld, \"processes\": [",
+		       SW_STATS_VERSION, (long long)now.tv_sec,
+		       now.tv_nsec / 1000000);
 		for (i = 0; i < n; i++) {
 			printf("%s\n", i ? "," : "");
 			json_proc(&v[i], o);
@@ -1126,6 +1131,14 @@ static int report(const struct opts *o)
 	} else if (o->fmt != OUT_TEXT) {
 		om_report(v, n, o);
 	} else {
+		if (o->wait_s) {
+			char when[32];
+			time_t t = time(NULL);
+
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S",
+				 localtime(&t));
+			printf("%s\n", when);
+		}
 		if (!n && !o->pid && !bad)
 			printf("no process running the switch publishes statistics%s%s%s\n",
 			       o->program || conn_filtered(o) ?
