@@ -56,7 +56,6 @@ static void addr_port(const struct sockaddr_storage *ss, uint16_t *port)
 		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
-
 /* The peer's end of TCP has come (or comes within a millisecond: a
  * process that exits closes its fds one by one): a step of the upgrade
  * that failed with it failed because the connection is ending, not for
