@@ -31,7 +31,8 @@ void sw_log_open(void)
 
 	sdp_loader_set_log(provider_line);
 	if (f && *f) {
-		int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+			      0600);
 
 		if (fd >= 0)
 			log_fd = fd;

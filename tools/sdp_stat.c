@@ -42,7 +42,7 @@ struct opts {
 	const char *dir;	/* NULL: the per-user directories */
 	int pid;		/* 0 = every process */
 	double wait_s;		/* 0 = once */
-	long count;		/* refreshes with -w; 0 = until interrupted */
+	long count;		/* reports with -w; 0 = until interrupted */
 	enum out_format fmt;
 	int all;		/* also listeners */
 	int closed;		/* also slots of closed connections */
@@ -615,7 +615,8 @@ static void diag_add(const struct inet_diag_msg *m, int len)
 	 * it came) the peer's FIN as one byte received: not the program's */
 	diag[ndiag++] = (struct diag_sock){
 		.ino = m->idiag_inode,
-		.acked = ti && ti->tcpi_bytes_acked ? ti->tcpi_bytes_acked - 1 : 0,
+		.acked = ti && ti->tcpi_bytes_acked ?
+				 ti->tcpi_bytes_acked - 1 : 0,
 		.received = ti ? ti->tcpi_bytes_received : 0,
 	};
 }
