@@ -350,8 +350,9 @@ void sw_config_report(FILE *f)
 		rule_text((int)i, text, sizeof(text));
 		fprintf(f, "  %zu. %s\n", i + 1, text);
 	}
-	fprintf(f, "  otherwise: %s (SDP_DEFAULT)\n",
-		action_name(rules_default));
+	if (!rules_broken)
+		fprintf(f, "  otherwise: %s (SDP_DEFAULT)\n",
+			action_name(rules_default));
 }
 
 /*
