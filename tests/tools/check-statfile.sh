@@ -17,9 +17,15 @@ fail=0
 pass() { echo "PASS $*"; }
 failed() { echo "FAIL $*"; fail=1; }
 if [ "$(id -u)" != 0 ]; then
-	echo "check-statfile.sh: needs root to make the test users (CI runs as root)" >&2
-	exit 2
+	echo "SKIP the statistics file against other users: needs root to make the test users with useradd (CI runs as root)"
+	exit 0
 fi
+for tool in useradd userdel runuser unshare; do
+	if ! command -v $tool >/dev/null; then
+		echo "SKIP the statistics file against other users: $tool is missing (package passwd or util-linux)"
+		exit 0
+	fi
+done
 sdp_workdir sdp-check-statfile
 chmod 755 "$work"
 # the binaries where the test users can read them
