@@ -515,17 +515,41 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
  * the kernel answers that hello with a reset, and the reset makes the
  * peer's kernel drop what its program had not read yet. So it is taken
  * first, waiting a little for it (the peer answers as soon as it sees ours).
+ * Only a whole hello is taken, in one read, and nothing else: after a fork
+ * another process may hold the socket and read the program's bytes.
  */
 static void hello_drain(struct sw_sock *s)
 {
 	uint64_t end = sw_now_ns() + 200000000ull;
+	uint8_t buf[sizeof(struct sdp_hello)];
+	int saved = errno;
+	ssize_t n;
 
-	while (s->state == SW_TCP && s->skip_hello &&
-	       sw_hello_skip(s, false) == -EAGAIN && sw_now_ns() < end) {
+	while (s->state == SW_TCP && s->skip_hello && !s->hello_got) {
+		n = sdp_sys.recv(s->fd, buf, sizeof(buf),
+				 MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN &&
+			       errno != EWOULDBLOCK && errno != EINTR))
+			break;	/* its end: nothing more will come */
+		if (n > 0 && memcmp(buf, SDP_HELLO_MAGIC,
+				    n < SDP_MAGIC_LEN ? n : SDP_MAGIC_LEN))
+			break;	/* the program's bytes: not ours */
+		if (n == (ssize_t)sizeof(buf)) {
+			if (sdp_sys.recv(s->fd, buf, sizeof(buf),
+					 MSG_DONTWAIT) == n)
+				s->skip_hello = false;
+			break;
+		}
+		if (sw_now_ns() >= end)
+			break;
 		pthread_mutex_unlock(&s->lock);
-		sw_wait_fd(s->fd, POLLIN, 10);
+		if (n > 0)	/* part of it: the rest is on its way */
+			usleep(1000);
+		else
+			sw_wait_fd(s->fd, POLLIN, 10);
 		pthread_mutex_lock(&s->lock);
 	}
+	errno = saved;
 }
 
 int sw_shutdown(struct sw_sock *s, int how)
