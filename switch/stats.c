@@ -437,8 +437,10 @@ static void tcp_only_sweep(void)
 	struct stat st;
 	uint32_t k, looked = 0;
 
+	/* at most 64 slots a time: a connect or accept pays a few fstat
+	 * calls at worst, and the whole table is covered in turn */
 	pthread_mutex_lock(&slot_lock);
-	for (k = 0; k < proc->nslots && looked < 4; k++) {
+	for (k = 0; k < proc->nslots && k < 64 && looked < 4; k++) {
 		struct sw_conn_stats *c = &proc->conn[cursor++ % proc->nslots];
 
 		if (!c->in_use || !(c->flags & SW_CONN_TCP_ONLY))
