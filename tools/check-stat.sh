@@ -149,6 +149,9 @@ rx = sum(sum(c["rx"].values()) for c in p["connections"])
 sys.exit(0 if rx >= int(sys.argv[2]) else 1)
 PY
 done
+# the client's view again, now that the server has every byte: the copy
+# taken in the loop came before the server's and may lag it
+"$stat_bin" -p "$cli" --json >"$work/cli.json" 2>"$work/cli.err"
 "$stat_bin" -p "$cli" -w 0.2 -n 2 >"$work/cli.txt" 2>&1
 python3 - "$work/cli.json" "$work/srv.json" $size "$cli" "$srv" "$ver" $$ <<'PY'
 import json, sys
