@@ -3,9 +3,9 @@
 # fragment (*.mk), so a reader finds a module's build beside its sources.
 #
 #   make [all]                build everything into $(O) (default: build/)
-#   make check                unit tests, conformance suite, integration tests
+#   make check                every test suite, then a summary of them all
 #   make check SANITIZE=1     the same with ASan + UBSan (into build-san/)
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (also LIBDIR, BINDIR, ...)
 #   make clean
 
 CC      ?= gcc
@@ -22,8 +22,17 @@ O ?= build
 SAN_FLAGS :=
 endif
 
-LIBDIR_REL := lib
-PROVIDER_DIR_INSTALLED := $(PREFIX)/lib/sdp-switch
+# Where `make install` puts things (under $(DESTDIR)). The configuration
+# is in /etc/sdp-switch whatever the prefix: the switch reads it there.
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+SYSCONFDIR ?= /etc
+# provider modules; the switch also looks in sdp-switch/ beside itself
+PROVIDERDIR ?= $(LIBDIR)/sdp-switch
+PROVIDER_DIR_INSTALLED := $(PROVIDERDIR)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 	-Wmissing-prototypes -Wstrict-prototypes -Wformat=2
@@ -54,12 +63,16 @@ include provider/provider.mk
 -include switch/switch.mk
 -include shim/shim.mk
 -include tools/tools.mk
+-include etc/etc.mk
 -include $(sort $(wildcard tests/*/*.mk))
 -include $(sort $(wildcard scripts/*.mk scripts/*/*.mk))
 
 all: $(ALL_TARGETS)
 
-check: all $(CHECK_TARGETS)
+# every suite, one after the other, even after a failure; a summary at
+# the end (tests/run-checks.sh). `make check-NAME` runs one.
+check: all
+	@tests/run-checks.sh "$(MAKE)" $(CHECK_TARGETS)
 
 install: all $(INSTALL_TARGETS)
 

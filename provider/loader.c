@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,18 +309,43 @@ static int fetch_extensions(struct sdp_module *m, struct errbuf *e)
 
 /* ---- the provider's log sink --------------------------------------------- */
 
+static void (*log_sink)(int level, const char *line);
+
+void sdp_loader_set_log(void (*sink)(int level, const char *line))
+{
+	log_sink = sink;
+}
+
+int sdp_log_level_parse(const char *v)
+{
+	static const char *const names[8] = { "emerg", "alert", "crit",
+					      "error", "warn", "notice",
+					      "info", "debug" };
+	int i;
+
+	if (!v || !*v)
+		return -1;
+	if (v[0] >= '0' && v[0] <= '7' && !v[1])
+		return v[0] - '0';
+	if (!strcasecmp(v, "off") || !strcasecmp(v, "none"))
+		return 0;
+	if (!strcasecmp(v, "err"))
+		return 3;
+	if (!strcasecmp(v, "warning"))
+		return 4;
+	for (i = 0; i < 8; i++)
+		if (!strcasecmp(v, names[i]))
+			return i;
+	return -1;
+}
+
+/* Without the switch's sink (the conformance suite): $SDP_LOG, else
+ * errors only, as the module shares the program's stderr. */
 static int log_threshold(void)
 {
-	const char *s = getenv("SDP_LOG_LEVEL");
-	char *end;
-	long v;
+	int v = sdp_log_level_parse(getenv("SDP_LOG"));
 
-	if (!s || !*s)
-		return 3; /* errors only: we share the program's stderr */
-	v = strtol(s, &end, 10);
-	if (*end || v < 0)
-		return 3;
-	return (int)v;
+	return v < 0 ? 3 : v;
 }
 
 /* While a module starts, its last message up to this level is kept: it is
@@ -339,7 +365,14 @@ provider_log(int level, const char *fmt, ...)
 	va_end(ap);
 	if (startup_note && level <= NOTE_LEVEL)
 		snprintf(startup_note, startup_note_len, "%s", line);
-	if (level <= log_threshold())
+	/* what a module says while it starts (no device, ...) reaches the
+	 * user as the module's status, which the switch logs at info: the
+	 * line itself, unless an error, is detail */
+	if (startup_note && level > 3 && level < 6)
+		level = 6;
+	if (log_sink)
+		log_sink(level, line);
+	else if (level <= log_threshold())
 		fprintf(stderr, "sdp-switch: provider: %s\n", line);
 }
 
@@ -597,7 +630,8 @@ static int is_dir(const char *path)
 
 static void provider_dir_init(void)
 {
-	static const char *const rel[] = { "sdp", "../lib/sdp" };
+	static const char *const rel[] = { "sdp-switch", "sdp",
+					   "../lib/sdp-switch", "../lib/sdp" };
 	struct find_obj f = { .addr = (uintptr_t)provider_dir_init };
 	char cand[PATH_MAX];
 	char *slash;

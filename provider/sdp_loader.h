@@ -78,10 +78,20 @@ int sdp_catalog_read(struct sdp_catalog_entry *ents, int max, char *err,
 int sdp_catalog_parse_file(const char *file, struct sdp_catalog_entry *ents,
 			   int max, char *err, size_t errlen);
 
-/* Directory holding provider modules: $SDP_PROVIDER_DIR, else the "sdp"
- * directory beside the library or program that contains this code, else the
- * build-time default. */
+/* Directory holding provider modules: $SDP_PROVIDER_DIR, else the
+ * "sdp-switch" (or, in the build tree, "sdp") directory beside the library
+ * or program that contains this code, else the build-time default. */
 const char *sdp_provider_dir(void);
+
+/*
+ * The providers' log. Every module gets one sink (sdp_startup_args.log);
+ * its lines go to the sink set here (the switch's log) or, when none is
+ * set, to stderr at the level $SDP_LOG gives (default: errors).
+ */
+void sdp_loader_set_log(void (*sink)(int level, const char *line));
+/* A log level from its text, as SDP_LOG takes it: off, emerg, alert, crit,
+ * error, warn, notice, info, debug, or 0..7. -1 when it is none of these. */
+int sdp_log_level_parse(const char *text);
 
 /* Text for an error code from this project or errno (negative or positive). */
 const char *sdp_strerror(int err);

@@ -26,5 +26,5 @@ ALL_TARGETS += $(SHIM_LIB)
 INSTALL_TARGETS += install-shim
 .PHONY: install-shim
 install-shim: $(SHIM_LIB)
-	install -d $(DESTDIR)$(PREFIX)/lib
-	install -m 755 $(SHIM_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -d $(DESTDIR)$(LIBDIR)
+	install -m 755 $(SHIM_LIB) $(DESTDIR)$(LIBDIR)/

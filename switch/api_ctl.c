@@ -34,6 +34,8 @@ int sw_shutdown(struct sw_sock *s, int how)
 	pthread_mutex_lock(&s->lock);
 	if (sw_pending(s))
 		sw_upgrade_settle(s);
+	if (how != SHUT_WR)
+		sw_hello_drain(s);
 	if (s->state != SW_SAN) {
 		pthread_mutex_unlock(&s->lock);
 		return sdp_sys.shutdown(s->fd, how);
@@ -95,6 +97,7 @@ int sw_close(struct sw_sock *s, int fd)
 		       !s->tcp_eof && sw_now_ns() < deadline)
 			sw_session_wait(s, POLLOUT, deadline);
 	}
+	sw_hello_drain(s);
 	/* a doorbell left unread would turn TCP's FIN into a reset, which
 	 * the peer's program would see if it still reads its end there */
 	if (s->ss.cq && s->state != SW_TCP) {

@@ -7,6 +7,7 @@
 #define SW_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 enum sw_path_force { SW_PATH_AUTO, SW_PATH_COPY, SW_PATH_READ, SW_PATH_WRITE };
@@ -44,5 +45,14 @@ void sw_config_load(void);
 
 /* Rules: 1 = SAN allowed, 0 = TCP only. role 'c' connect, 's' listen. */
 int sw_rules_decide(char role, const struct sockaddr *addr);
+
+/* Errors found in the settings and rules (each reported once). */
+int sw_config_errors(void);
+/* The effective settings, their origin and meaning (sdp-run --check). */
+void sw_config_report(FILE *f);
+/* Which rule decides a connection of prog (role 'c' or 's') to addr, and
+ * what the switch would do (sdp-run --explain). */
+int sw_rules_explain(FILE *f, const char *prog, char role,
+		     const struct sockaddr *addr);
 
 #endif /* SW_CONFIG_H */

@@ -95,6 +95,19 @@ void sw_client_listen_due(struct sw_sock *s)
 			    "cannot open a provider listener");
 }
 
+/* connect(2) of a socket the switch leaves on TCP for reason: listed so once
+ * the kernel took it (done, or in progress). errno is connect's. */
+static int connect_untaken(int fd, const struct sockaddr *addr, socklen_t len,
+			   int reason)
+{
+	int r = sdp_sys.connect(fd, addr, len), e = errno;
+
+	if (r == 0 || e == EINPROGRESS)
+		sw_fallback_untaken(fd, reason, true, addr, len);
+	errno = e;
+	return r;
+}
+
 int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	       struct sw_sock **out)
 {
@@ -109,14 +122,12 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 		return sdp_sys.connect(fd, addr, len);
 	if (!sw_init()) {
 		/* providers loaded but none has a device, or none loaded */
-		sw_fallback(NULL, sw_nproviders ? SDP_FB_NO_DEVICE :
-						   SDP_FB_NO_PROVIDER, NULL);
-		return sdp_sys.connect(fd, addr, len);
+		return connect_untaken(fd, addr, len, sw_nproviders ?
+				       SDP_FB_NO_DEVICE : SDP_FB_NO_PROVIDER);
 	}
 	rule = sw_rules_decide('c', addr);
 	if (rule == SDP_RULE_TCP) {
-		sw_fallback(NULL, SDP_FB_RULE, NULL);
-		return sdp_sys.connect(fd, addr, len);
+		return connect_untaken(fd, addr, len, SDP_FB_RULE);
 	}
 	/* discovery: which providers see a switch listening at addr? A
 	 * provider whose connects cross a wire gets its listener at once: a
@@ -139,9 +150,8 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 			errno = ECONNREFUSED;
 			return -1;
 		}
-		sw_fallback(NULL, SDP_FB_NO_PEER_SWITCH, NULL);
 		errno = saved;
-		return sdp_sys.connect(fd, addr, len);
+		return connect_untaken(fd, addr, len, SDP_FB_NO_PEER_SWITCH);
 	}
 	cr = sdp_sys.connect(fd, addr, len);
 	if (cr && errno != EINPROGRESS)
@@ -174,7 +184,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	errno = e;
 	return cr;
 plain:
-	sw_fallback(NULL, SDP_FB_LOCAL_SETUP, NULL);
+	sw_fallback_untaken(fd, SDP_FB_LOCAL_SETUP, true, addr, len);
 	errno = e;
 	return cr;
 }

@@ -59,19 +59,6 @@ bool sw_peer_known(struct sw_sock *s)
 	return true;
 }
 
-/* A connection the switch never took on (a rule, no device, no switch at
- * the peer, a failed set-up): counted, nothing else. */
-static void count_untaken(int reason)
-{
-	struct sw_proc_stats *ps = sw_stats_proc();
-
-	if (!ps)
-		return;
-	ps->conns_tcp++;
-	if (reason > 0 && reason < SW_STATS_FB_MAX)
-		ps->fallbacks[reason]++;
-}
-
 /* A carried connection whose both directions are back on TCP
  * (downgrade.c): no fallback, nothing counted. */
 static void downgraded(struct sw_sock *s)
@@ -88,10 +75,6 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	struct sw_proc_stats *ps = sw_stats_proc();
 	char peer[64];
 
-	if (!s) {
-		count_untaken(reason);
-		return;
-	}
 	if (s->state == SW_TCP)
 		return;
 	if (reason == SW_FB_DOWNGRADED) {
@@ -135,6 +118,14 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	s->ptx_cap = 0;
 	s->ptx_len = 0;
 	sw_event(s);
+}
+
+void sw_fallback_untaken(int fd, int reason, bool client,
+			 const struct sockaddr *peer, socklen_t peerlen)
+{
+	/* listed (with the kernel's byte counts) and counted, nothing more:
+	 * not one byte of the switch goes on such a connection */
+	sw_stats_tcp_only(fd, reason, client, peer, peerlen);
 }
 
 void sw_fallback_inherited(struct sw_sock *s, int reason)

@@ -6,6 +6,9 @@
 #ifndef SDP_FALLBACK_H
 #define SDP_FALLBACK_H
 
+#include <stdbool.h>
+#include <sys/socket.h>
+
 /* The numbers are published (statistics files, docs/fallback-reasons.md):
  * a code that goes away leaves its number reserved. */
 enum sdp_fallback_reason {
@@ -44,11 +47,15 @@ struct sw_sock;
 /*
  * The only way a connection goes to TCP. One-way. For a connection the
  * switch manages: records and counts reason, logs it, frees the upgrade or
- * session resources, sends what was kept back. s NULL: a connection the
- * switch never took on, only counted. reason SW_FB_DOWNGRADED: a carried
- * connection back on TCP, which is no fallback: nothing is counted.
+ * session resources, sends what was kept back. reason SW_FB_DOWNGRADED: a
+ * carried connection back on TCP, which is no fallback: nothing is counted.
  */
 void sw_fallback(struct sw_sock *s, int reason, const char *detail);
+/* A connection the switch never took on (a rule, no device, no switch at
+ * the peer, a failed set-up): listed for sdp-stat with its reason and
+ * counted. peer may be NULL (asked of the kernel). */
+void sw_fallback_untaken(int fd, int reason, bool client,
+			 const struct sockaddr *peer, socklen_t peerlen);
 /* A socket taken on already on TCP (inherited across exec): records why. */
 void sw_fallback_inherited(struct sw_sock *s, int reason);
 

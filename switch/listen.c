@@ -135,7 +135,9 @@ static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
 				s->up_prov = &sw_providers[i];
 		}
 	if (!s->up_prov) {
-		sw_fallback(NULL, SDP_FB_NO_PEER_SWITCH, NULL);
+		sw_fallback_untaken(s->fd, SDP_FB_NO_PEER_SWITCH, false,
+				    s->peerlen ? (struct sockaddr *)&s->peer :
+						 NULL, s->peerlen);
 		return false;
 	}
 	s->state = SW_HELLO_WAIT;
@@ -154,12 +156,13 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	if (fd < 0)
 		return fd;
 	if (ls->rule_tcp) {
-		sw_fallback(NULL, SDP_FB_RULE, NULL);
+		sw_fallback_untaken(fd, SDP_FB_RULE, false, NULL, 0);
+		errno = saved;
 		return fd;
 	}
 	s = sw_sock_new(fd, SW_TCP);
 	if (!s) {
-		sw_fallback(NULL, SDP_FB_LOCAL_SETUP, NULL);
+		sw_fallback_untaken(fd, SDP_FB_LOCAL_SETUP, false, NULL, 0);
 		errno = saved;
 		return fd;
 	}

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * log.c - the switch's log: levels from SDP_LOG (error, warn, info, debug or
- * 0-7), written to stderr or to $SDP_LOG_FILE, one line per event, prefixed
- * with the pid so lines of both ends of a connection can be told apart.
+ * log.c - the switch's log, which the providers' lines join: levels from
+ * SDP_LOG (config.c), written to stderr or to $SDP_LOG_FILE, one line per
+ * event, prefixed with the pid so lines of both ends can be told apart.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,22 +14,41 @@
 
 #include "config.h"
 #include "log.h"
+#include "sdp_loader.h"
 #include "sys.h"
 #include "util.h"
 
 static int log_fd = 2;
 
-void sw_log_open(void);
+/* A provider's line (sdp_loader_set_log): the switch's level and place. */
+static void provider_line(int level, const char *line)
+{
+	sw_log(level, "provider: %s", line);
+}
+
+/* Where the log goes: $SDP_LOG_FILE (appended to, made owner-only), else
+ * stderr. A file that cannot be opened is said on stderr, once. */
 void sw_log_open(void)
 {
 	const char *f = getenv("SDP_LOG_FILE");
 
+	sdp_loader_set_log(provider_line);
 	if (f && *f) {
-		int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+			      0600);
 
 		if (fd >= 0)
 			log_fd = fd;
+		else
+			SW_ERR("SDP_LOG_FILE=%s: cannot open: %s; logging to stderr instead",
+			       f, strerror(errno));
 	}
+}
+
+/* The log's destination, for sdp-run --check. */
+const char *sw_log_place(void)
+{
+	return log_fd == 2 ? "stderr" : getenv("SDP_LOG_FILE");
 }
 
 void sw_log(int level, const char *fmt, ...)

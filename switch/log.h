@@ -7,6 +7,8 @@
 
 /* Opens the log sink named in the settings (log.c). */
 void sw_log_open(void);
+/* Where the log goes, for sdp-run --check. */
+const char *sw_log_place(void);
 void sw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define SW_ERR(...) sw_log(3, __VA_ARGS__)

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config_check.h"
 #include "config.h"
 #include "log.h"
 #include "providers.h"
@@ -90,6 +91,11 @@ static void sw_init_once(void)
 	sw_log_open();
 	sw_stats_init();
 	load_providers();
+	if (getenv("SDP_CHECK"))
+		sw_check_run();	/* sdp-run --check: reports, then exits */
+	if (!sw_nproviders)
+		SW_WARN("no provider module could be loaded (from %s): every connection stays on TCP; 'sdp-run --check' says why",
+			sdp_provider_dir());
 	for (i = 0; i < sw_nproviders; i++)
 		if (sw_providers[i].usable)
 			sw_active = true;

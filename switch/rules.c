@@ -36,10 +36,54 @@ static int parse_port(const char *s, uint16_t *out)
 	return 0;
 }
 
+/*
+ * What is wrong with a program pattern, or NULL. fnmatch(3) takes nearly
+ * anything, so mistakes would silently never match: an unclosed '[', a
+ * trailing '\\', and a '/' (the short name has none: '~/^redis/' is a
+ * regular expression, which this language does not have).
+ */
+static const char *pattern_problem(const char *p)
+{
+	size_t i, j;
+
+	if (strchr(p, '/'))
+		return "has a '/': it is matched against the program's short name (no directory), as a shell pattern, not a regular expression; write e.g. 'redis*'";
+	for (i = 0; p[i]; i++) {
+		if (p[i] == '\\') {
+			if (!p[++i])
+				return "ends with a lone '\\'";
+			continue;
+		}
+		if (p[i] != '[')
+			continue;
+		j = i + 1;
+		if (p[j] == '!' || p[j] == '^')
+			j++;
+		if (p[j] == ']')
+			j++;
+		while (p[j] && p[j] != ']') {
+			/* a class such as [:digit:] inside the brackets */
+			if (p[j] == '[' && p[j + 1] == ':') {
+				const char *end = strstr(p + j + 2, ":]");
+
+				if (end)
+					j = end - p + 1;
+			}
+			j++;
+		}
+		if (!p[j])
+			return "has a '[' without its ']'; to match a '[' itself write '\\['";
+		i = j;
+	}
+	return NULL;
+}
+
 static int parse_line(char *line, int lineno, struct sdp_rule *r,
 		      char *err, size_t errlen)
 {
 	char *f[6], *save = NULL, *tok, *slash;
+	char ports[64], addr[80];
+	const char *why;
 	int n = 0;
 
 	for (tok = strtok_r(line, " \t", &save); tok && n < 6;
@@ -47,8 +91,8 @@ static int parse_line(char *line, int lineno, struct sdp_rule *r,
 		f[n++] = tok;
 	if (n != 5) {
 		snprintf(err, errlen,
-			 "expected 5 fields \"ACTION ROLE PROGRAM ADDRESS PORTS\", found %d",
-			 n);
+			 "expected 5 fields \"ACTION ROLE PROGRAM ADDRESS PORTS\", found %d%s",
+			 n, n > 5 ? " or more" : "");
 		return -1;
 	}
 	memset(r, 0, sizeof(*r));
@@ -73,11 +117,19 @@ static int parse_line(char *line, int lineno, struct sdp_rule *r,
 		return -1;
 	}
 	if (strlen(f[2]) >= sizeof(r->program)) {
-		snprintf(err, errlen, "program pattern longer than %zu bytes",
-			 sizeof(r->program) - 1);
+		snprintf(err, errlen,
+			 "program pattern '%.40s...' is longer than %zu bytes",
+			 f[2], sizeof(r->program) - 1);
+		return -1;
+	}
+	why = pattern_problem(f[2]);
+	if (why) {
+		snprintf(err, errlen, "program pattern '%s' %s", f[2], why);
 		return -1;
 	}
 	strcpy(r->program, f[2]);
+	snprintf(addr, sizeof(addr), "%s", f[3]);
+	snprintf(ports, sizeof(ports), "%s", f[4]);
 
 	if (strcmp(f[3], "*")) {
 		slash = strchr(f[3], '/');
@@ -92,7 +144,7 @@ static int parse_line(char *line, int lineno, struct sdp_rule *r,
 		} else {
 			snprintf(err, errlen,
 				 "bad address '%s' (expected *, an IPv4 or IPv6 address, optionally /PREFIX)",
-				 f[3]);
+				 addr);
 			return -1;
 		}
 		if (slash) {
@@ -101,8 +153,8 @@ static int parse_line(char *line, int lineno, struct sdp_rule *r,
 
 			if (*end || end == slash || p < 0 || p > r->prefix) {
 				snprintf(err, errlen,
-					 "bad prefix length '/%s' (0..%d)",
-					 slash, r->prefix);
+					 "bad prefix length in '%s' (expected /0../%d)",
+					 addr, r->prefix);
 				return -1;
 			}
 			r->prefix = p;
@@ -121,19 +173,37 @@ static int parse_line(char *line, int lineno, struct sdp_rule *r,
 		    parse_port(dash ? dash : f[4], &r->port_hi) ||
 		    r->port_lo > r->port_hi) {
 			snprintf(err, errlen,
-				 "bad port range (expected *, PORT or LOW-HIGH within 0-65535)");
+				 "bad ports '%s' (expected *, PORT or LOW-HIGH with LOW <= HIGH, within 0-65535)",
+				 ports);
 			return -1;
 		}
 	}
 	return 0;
 }
 
+/* Adds "ORIGIN:LINE: problem" to err, one line per problem. */
+static void add_error(char *err, size_t errlen, int *nerr, const char *origin,
+		      int lineno, const char *why)
+{
+	size_t used = *nerr ? strlen(err) : 0;
+
+	if (used < errlen)
+		snprintf(err + used, errlen - used, "%s%s:%d: %s",
+			 *nerr ? "\n" : "", origin, lineno, why);
+	(*nerr)++;
+}
+
+/*
+ * Parses every line; a bad one does not stop the others, so one run
+ * reports every problem. Returns the number of rules, or -1 when any line
+ * was bad, with err holding one line per problem.
+ */
 static int parse_text(const char *text, const char *origin, char sep,
 		      struct sdp_rule *r, int max, char *err, size_t errlen)
 {
 	char *copy = strdup(text), *line, *next;
-	char why[256];
-	int n = 0, lineno = 0;
+	char why[512];
+	int n = 0, lineno = 0, nerr = 0;
 
 	if (!copy) {
 		snprintf(err, errlen, "%s: out of memory", origin);
@@ -161,21 +231,18 @@ static int parse_text(const char *text, const char *origin, char sep,
 			continue;
 		p[strcspn(p, "\r")] = 0;
 		if (n == max) {
-			snprintf(err, errlen, "%s:%d: more than %d rules",
-				 origin, lineno, max);
-			goto fail;
+			snprintf(why, sizeof(why), "more than %d rules", max);
+			add_error(err, errlen, &nerr, origin, lineno, why);
+			break;
 		}
 		if (parse_line(p, lineno, &r[n], why, sizeof(why))) {
-			snprintf(err, errlen, "%s:%d: %s", origin, lineno, why);
-			goto fail;
+			add_error(err, errlen, &nerr, origin, lineno, why);
+			continue;
 		}
 		n++;
 	}
 	free(copy);
-	return n;
-fail:
-	free(copy);
-	return -1;
+	return nerr ? -1 : n;
 }
 
 int sdp_rules_parse_string(const char *text, const char *origin,

@@ -30,20 +30,7 @@ struct sw_buf_slot {
 	struct sdp_mr *mr;
 };
 
-/* The program's bytes travel on TCP in every state but SW_SAN; there, ours
- * go on the SAN, and the peer's come from TCP until its switch point. */
-enum sw_state {
-	SW_LISTENER,	/* TCP listener with provider listeners beside it */
-	SW_TCP,		/* plain TCP: fallen back or downgraded */
-	SW_CONNECTING,	/* client: TCP connect in progress */
-	SW_HELLO_SENT,	/* client: hello sent; the server's is awaited */
-	SW_UPGRADING,	/* provider connection and SETUPs under way */
-	SW_SAN,		/* SWITCH sent: our bytes go on the SAN */
-	SW_HELLO_PENDING, /* client: connected; the hello goes with the
-			 * program's first bytes or its first read */
-	SW_HELLO_WAIT,	/* server: accepted; the client's hello (or the
-			 * program's bytes) will tell */
-};
+/* enum sw_state, the published connection states, is in stats.h. */
 
 /* A received piece of the byte stream, queued until the program reads it. */
 enum rx_kind { RX_INLINE, RX_STAGING, RX_REMOTE, RX_DOWNGRADE, RX_XSLOT };

@@ -448,3 +448,48 @@ int sw_dg_marker_skip(struct sw_sock *s, bool wait)
 	}
 	return 0;
 }
+
+/*
+ * A connection that fell back after our hello went out: the peer's hello
+ * (its answer, sent before it learnt of our fallback) may still come. If
+ * the program stops reading first (close, or shutdown of the read side),
+ * the kernel answers that hello with a reset, and the reset makes the
+ * peer's kernel drop what its program had not read yet. So it is taken
+ * first, waiting a little for it (the peer answers as soon as it sees ours).
+ * Only a whole hello is taken, in one read, and nothing else: after a fork
+ * another process may hold the socket and read the program's bytes.
+ * Called with s->lock held; drops it while it waits.
+ */
+void sw_hello_drain(struct sw_sock *s)
+{
+	uint64_t end = sw_now_ns() + 200000000ull;
+	uint8_t buf[sizeof(struct sdp_hello)];
+	int saved = errno;
+	ssize_t n;
+
+	while (s->state == SW_TCP && s->skip_hello && !s->hello_got) {
+		n = sdp_sys.recv(s->fd, buf, sizeof(buf),
+				 MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN &&
+			       errno != EWOULDBLOCK && errno != EINTR))
+			break;	/* its end: nothing more will come */
+		if (n > 0 && memcmp(buf, SDP_HELLO_MAGIC,
+				    n < SDP_MAGIC_LEN ? n : SDP_MAGIC_LEN))
+			break;	/* the program's bytes: not ours */
+		if (n == (ssize_t)sizeof(buf)) {
+			if (sdp_sys.recv(s->fd, buf, sizeof(buf),
+					 MSG_DONTWAIT) == n)
+				s->skip_hello = false;
+			break;
+		}
+		if (sw_now_ns() >= end)
+			break;
+		pthread_mutex_unlock(&s->lock);
+		if (n > 0)	/* part of it: the rest is on its way */
+			usleep(1000);
+		else
+			sw_wait_fd(s->fd, POLLIN, 10);
+		pthread_mutex_lock(&s->lock);
+	}
+	errno = saved;
+}

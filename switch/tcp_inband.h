@@ -59,5 +59,9 @@ int sw_hello_server_read(struct sw_sock *s);
  * bytes in msg (NULL: alone). The program's bytes sent, or -errno. */
 ssize_t sw_hello_server_send(struct sw_sock *s, int status,
 			     const struct msghdr *msg, int flags);
+/* Before the program stops reading a connection that fell back after our
+ * hello: the peer's answering hello is taken, so the kernel does not answer
+ * it with a reset (bounded wait; s->lock held). */
+void sw_hello_drain(struct sw_sock *s);
 
 #endif /* SW_TCP_INBAND_H */

@@ -660,7 +660,13 @@ int sw_upgrade_step(struct sw_sock *s)
 					      ss->switch_rcvd))
 		return 0;
 	r = sw_send_ctrl(s, SDP_MSG_SWITCH, &sw, sizeof(sw), NULL, 0, 0);
-	if (r)
+	/* the server with the client's SWITCH in hand: the client's bytes
+	 * after its switch point went to the SAN, and its TCP stream holds
+	 * only doorbells from there, so TCP is no way back; a provider
+	 * connection that ended meanwhile is a peer gone, on the SAN */
+	if (r && r != -EAGAIN && !s->is_client && ss->switch_rcvd)
+		ss->peer_dead = true;
+	else if (r)
 		return r;
 	s->tx_san = true;
 	s->state = SW_SAN;

@@ -13,12 +13,7 @@ $(SDP_STAT_BIN): $(SDP_STAT_OBJ)
 ALL_TARGETS += $(SDP_STAT_BIN)
 INSTALL_TARGETS += install-tools
 .PHONY: install-tools
-# sdp-run.1 belongs to sdp-run (scripts/); installed here until whoever
-# installs sdp-run does it beside it.
 install-tools: $(SDP_STAT_BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/man/man5
-	install -m 755 $(SDP_STAT_BIN) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 docs/man/sdp-stat.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 docs/man/sdp-run.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 docs/man/sdp-rules.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(SDP_STAT_BIN) $(DESTDIR)$(BINDIR)/
+	install -m 644 docs/man/sdp-stat.1 $(DESTDIR)$(MANDIR)/man1/

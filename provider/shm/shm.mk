@@ -15,3 +15,8 @@ $(SHM_LIB): $(SHM_OBJS) provider/provider.map
 	$(CC) $(LDFLAGS) $(PROVIDER_LDFLAGS) -o $@ $(SHM_OBJS) -lpthread
 
 ALL_TARGETS += $(SHM_LIB)
+INSTALL_TARGETS += install-shm
+.PHONY: install-shm
+install-shm: $(SHM_LIB)
+	install -d $(DESTDIR)$(PROVIDERDIR)
+	install -m 755 $(SHM_LIB) $(DESTDIR)$(PROVIDERDIR)/

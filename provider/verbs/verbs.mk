@@ -17,7 +17,12 @@ $(VERBS_SO): $(VERBS_OBJS)
 
 ifneq ($(VERBS_HAVE_RDMA),)
 ALL_TARGETS += $(VERBS_SO)
+INSTALL_TARGETS += install-verbs
 endif
+.PHONY: install-verbs
+install-verbs: $(VERBS_SO)
+	install -d $(DESTDIR)$(PROVIDERDIR)
+	install -m 755 $(VERBS_SO) $(DESTDIR)$(PROVIDERDIR)/
 
 # The soft-RoCE lab run (not part of `make check`: it boots a VM); what
 # it runs in the guest is in tests/lab/.

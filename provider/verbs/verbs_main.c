@@ -38,19 +38,6 @@ int verbs_dev_index(struct verbs_provider *vp, struct ibv_context *ctx)
 	return -1;
 }
 
-static void verbs_trace_log(int level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void verbs_trace_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "[%d] L%d ", (int)getpid(), level);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 static bool is_loopback(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET) {
@@ -420,9 +407,7 @@ SDP_PROVIDER_EXPORT int sdp_provider_startup(const struct sdp_startup_args *a,
 	if (!vp)
 		return -ENOMEM;
 	vp->base.ops = &verbs_ops;
-	vp->log = a->log;
-	if (!vp->log && getenv("SDP_VERBS_TRACE"))
-		vp->log = verbs_trace_log;
+	vp->log = a->log;	/* the switch's log (SDP_LOG) */
 	pthread_mutex_init(&vp->cache_lock, NULL);
 	pthread_mutex_init(&vp->cq_list_lock, NULL);
 	ret = parse_options(vp, a->options);

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # report.py - turns the suite's records into results.csv, summary.md (the
-# switch/TCP ratios with min/median/max, the issue-5 targets) and the PNG
+# switch/TCP ratios with min/median/max, the performance targets) and the PNG
 # plots drawn by gnuplot from scripts/bench/*.gp.
 import csv
 import json
@@ -103,7 +103,7 @@ def find(rows, tool, test, param, metric):
 
 
 def targets(rows):
-	"""The issue-5 targets: (name, wanted, measured ratio, met)."""
+	"""The performance targets: (name, wanted, measured ratio, met)."""
 	out = []
 
 	def one(name, key, want, ok):
@@ -180,7 +180,7 @@ def write_summary(ctx, rows):
 		    {True: 'yes', False: '**no**', None: '-'}
 		    [r['switch_better']]))
 	tg, slower = targets(rows)
-	L += ['', '## Issue-5 targets', '', '| target | wanted | measured | '
+	L += ['', '## Performance targets', '', '| target | wanted | measured | '
 	      'met |', '|---|---|---|---|']
 	for name, want, got, ok in tg:
 		g = ('%.3fx' % got) if isinstance(got, float) else (got or '-')

@@ -16,6 +16,12 @@ $(CONF_BIN): $(CONF_OBJS) $(LOADER_LIB)
 
 ALL_TARGETS += $(CONF_BIN)
 CHECK_TARGETS += check-conformance
+INSTALL_TARGETS += install-conformance
+.PHONY: install-conformance
+install-conformance: $(CONF_BIN)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(CONF_BIN) $(DESTDIR)$(BINDIR)/
+	install -m 644 docs/man/sdp-conformance.1 $(DESTDIR)$(MANDIR)/man1/
 
 .PHONY: check-conformance
 check-conformance: $(CONF_BIN) $(PROVIDER_OUT)/libsdp-shm.so

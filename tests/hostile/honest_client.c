@@ -107,13 +107,12 @@ static void *reader(void *arg)
 /* The state this process's switch published for fd: 5 = carried. */
 static int san_state(char *prov, size_t len)
 {
-	const char *dir = getenv("SDP_STAT_DIR");
-	char path[256];
+	char path[512];
 	struct sw_proc_stats *ps;
-	int f, i, st = -1;
+	int f, st = -1;
+	uint32_t i;
 
-	snprintf(path, sizeof(path), "%s/sdp-stat.%d", dir ? dir : "/dev/shm",
-		 (int)getpid());
+	sw_stats_path(path, sizeof(path), (int)getpid());
 	f = open(path, O_RDONLY);
 	if (f < 0)
 		return -1;
@@ -121,7 +120,7 @@ static int san_state(char *prov, size_t len)
 	close(f);
 	if (ps == MAP_FAILED)
 		return -1;
-	for (i = 0; i < SW_STATS_SLOTS; i++) {
+	for (i = 0; i < ps->nslots && i < SW_STATS_SLOTS; i++) {
 		if (ps->conn[i].in_use && ps->conn[i].fd == fd) {
 			st = ps->conn[i].state;
 			snprintf(prov, len, "%.15s", ps->conn[i].provider);

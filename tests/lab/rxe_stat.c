@@ -14,22 +14,20 @@
 #include "stats.h"
 #include "rxe_stat.h"
 
-/* enum sw_state (switch/sw_internal.h): the two end states. */
-#define RXE_STATE_TCP 1
-#define RXE_STATE_SAN 5
+/* the two end states of enum sw_state (stats.h) */
+#define RXE_STATE_TCP SW_TCP
+#define RXE_STATE_SAN SW_SAN
 
 int rxe_path_of(int fd, struct rxe_path *p)
 {
-	const char *dir = getenv("SDP_STAT_DIR");
 	const struct sw_proc_stats *ps;
 	const struct sw_conn_stats *c;
-	char path[256];
+	char path[512];
 	unsigned int i;
 	int sfd;
 
 	memset(p, 0, sizeof(*p));
-	snprintf(path, sizeof(path), "%s/sdp-stat.%d", dir ? dir : "/dev/shm",
-		 (int)getpid());
+	sw_stats_path(path, sizeof(path), (int)getpid());
 	sfd = open(path, O_RDONLY);
 	if (sfd < 0)
 		return 0;

@@ -3,8 +3,7 @@
 # run.py - runs real programs (iperf3, sockperf, qperf, redis, nginx, socat,
 # Python servers) under LD_PRELOAD of the switch, checks the bytes that
 # arrived and the sdp-stat files, and prints PASS/FAIL/SKIP per test.
-#   PYTHONPATH=tests/lib run.py --lib build/lib/libsdp_switch.so \
-#     --statdump STATDUMP [TEST...]
+#   PYTHONPATH=tests/lib run.py --lib build/lib/libsdp_switch.so --stat build/bin/sdp-stat [TEST...]
 # A TEST argument selects the tests whose name starts with it. Environment:
 # SDP_TEST_BIG=1 streams 4 GiB (not 1 GiB) each way in the socat-stream test
 # (16 GiB of scratch files); SDP_TEST_KEEP=1 keeps the
@@ -34,19 +33,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, 'peers.py')
 PY = sys.executable or 'python3'
 MIB = 1 << 20
-SAN_STATE = 5	# enum sw_state SW_SAN (switch/sw_internal.h)
-TCP_STATE = 1	# SW_TCP
+# connection states and fallback reasons as sdp-stat --json names them
+# (enum sw_state in switch/stats.h, switch/fallback_names.c)
+SAN_STATE = 'SAN'
+TCP_STATE = 'TCP'
 # the upgrade still pending: HELLO_SENT, UPGRADING, HELLO_PENDING, HELLO_WAIT
-PENDING_STATES = (3, 4, 6, 7)
+PENDING_STATES = ('HELLO_SENT', 'UPGRADING', 'HELLO_PENDING', 'HELLO_WAIT')
 # The program's bytes travel on TCP until the upgrade finishes (the
 # asynchronous upgrade, docs/protocol.md section 2): a connection carried by
 # shm moved at most this much on TCP each way first.
 HEAD_MAX = 16 * MIB
-# enum sdp_fallback_reason (switch/fallback.h)
-FB_NAMES = ['none', 'rule', 'no-provider', 'no-device', 'no-peer-switch',
-	    'no-common-provider', 'version', 'local-setup', 'provider-connect',
-	    'auth', 'timeout', 'registration', 'peer-abandoned', 'bad-hello',
-	    'not-tcp', 'peer-fallback', 'cut', 'ended']
 
 
 class Skip(Exception):
@@ -277,12 +273,15 @@ class Ctx:
 			       for f in os.listdir(self.keepdir))
 		if not files:
 			return []
-		r = subprocess.run([self.opts.statdump] + files,
-				   capture_output=True, text=True, timeout=30)
+		# every slot that held a connection, listeners included
+		r = subprocess.run([self.opts.stat, '--json', '--closed', '-a']
+				   + files, capture_output=True, text=True,
+				   timeout=30)
 		if r.returncode:
-			raise Fail('statdump: %s' % r.stderr.strip())
-		res = [json.loads(line) for line in r.stdout.splitlines()]
+			raise Fail('sdp-stat: %s' % r.stderr.strip())
+		res = json.loads(r.stdout)['processes']
 		for st in res:
+			st['conns'] = [flat_conn(c) for c in st['connections']]
 			# the pid from the file name: the pid field in the file
 			# can be a forked child's (reported to the lead)
 			fpid = int(st['file'].rsplit('.', 1)[1])
@@ -318,6 +317,16 @@ class Ctx:
 
 # ---- stats helpers -------------------------------------------------------
 
+def flat_conn(c):
+	"""A connection of sdp-stat --json with its bytes by path as fields:
+	tx_copy, tx_rdma_read, tx_rdma_write, tx_tcp and the same for rx."""
+	f = dict(c)
+	for d in ('tx', 'rx'):
+		for path, v in c[d].items():
+			f['%s_%s' % (d, path)] = v
+	return f
+
+
 def procs_named(stats, program):
 	return [s for s in stats if s['program'].startswith(program)]
 
@@ -328,7 +337,7 @@ def conns(stats, program=None):
 		if program and not s['program'].startswith(program):
 			continue
 		for c in s['conns']:
-			if c['state'] != 0:	# not a listener
+			if c['state'] != 'LISTENER':
 				c = dict(c)
 				c['program'] = s['program']
 				c['pid'] = s['pid']
@@ -345,11 +354,10 @@ def san_tx(c):
 
 
 def fmt_conn(c):
-	return ('%s[%d] fd %d state %d prov %r peer %s fb %s tx copy/rr/rw/tcp '
+	return ('%s[%d] fd %d state %s prov %r peer %s fb %s tx copy/rr/rw/tcp '
 		'%d/%d/%d/%d rx %d/%d/%d/%d' %
 		(c['program'], c['pid'], c['fd'], c['state'], c['provider'],
-		 c['peer'], FB_NAMES[c['fb_reason']] if c['fb_reason'] <
-		 len(FB_NAMES) else c['fb_reason'], c['tx_copy'],
+		 c['peer'], c['fallback'], c['tx_copy'],
 		 c['tx_rdma_read'], c['tx_rdma_write'], c['tx_tcp'],
 		 c['rx_copy'], c['rx_rdma_read'], c['rx_rdma_write'],
 		 c['rx_tcp']))
@@ -367,8 +375,8 @@ def short_lived(c):
 	TCP, none on the SAN, fallback reason 'ended' (or still pending,
 	when the process exited without closing it)."""
 	return ((c['state'] == TCP_STATE and
-		 c['fb_reason'] == FB_NAMES.index('ended') or
-		 c['state'] in PENDING_STATES and c['fb_reason'] == 0) and
+		 c['fallback'] == 'ended' or
+		 c['state'] in PENDING_STATES and c['fallback'] == 'none') and
 		san_tx(c) == 0 and san_rx(c) == 0)
 
 
@@ -377,7 +385,7 @@ def cut_early(c):
 	connection was up: the upgrade was given up (reason 'cut') and every
 	byte went on TCP, none on the SAN."""
 	return (c['state'] == TCP_STATE and
-		c['fb_reason'] == FB_NAMES.index('cut') and
+		c['fallback'] == 'cut' and
 		san_tx(c) == 0 and san_rx(c) == 0)
 
 
@@ -410,9 +418,8 @@ def check_san_or_forked(cs, what):
 	forked = 0
 	for c in cs:
 		if c['state'] == TCP_STATE and \
-		   c['fb_reason'] in (0, FB_NAMES.index('cut'),
-				      FB_NAMES.index('peer-fallback'),
-				      FB_NAMES.index('bad-hello')):
+		   c['fallback'] in ('none', 'cut', 'peer-fallback',
+				     'bad-hello'):
 			forked += 1
 			continue
 		check(carried(c) or short_lived(c),
@@ -435,7 +442,7 @@ def by_pid(stats, pid):
 	for s in stats:
 		if s['pid'] == pid:
 			cs = [dict(c, program=s['program'], pid=pid)
-			      for c in s['conns'] if c['state'] != 0]
+			      for c in s['conns'] if c['state'] != 'LISTENER']
 			return sorted(cs, key=lambda c: c['slot'])
 	raise Fail('no stats file of pid %d (is the switch preloaded? '
 		   'SDP_STAT_DIR honoured?)' % pid)
@@ -464,12 +471,11 @@ def check_pairs(cs_c, cs_s, what, slack=0):
 
 def check_proc_tcp(st, pid, n, what, reason=None):
 	"""Process counters: n connections stayed on TCP, none on shm, and
-	the fallback reason (a name of FB_NAMES) was counted for each."""
+	the fallback reason (as sdp-stat names it) was counted for each."""
 	p = [x for x in st if x['pid'] == pid]
 	check(p, '%s: no stats file of pid %d' % (what, pid))
 	p = p[0]
-	fb = dict((FB_NAMES[i] if i < len(FB_NAMES) else str(i), v)
-		  for i, v in enumerate(p['fallbacks']) if v)
+	fb = p['fallbacks']
 	check(p['conns_san'] == 0 and p['conns_tcp'] >= n,
 	      '%s: %d connections on shm, %d on TCP (expected %d on TCP); '
 	      'fallbacks %s' % (what, p['conns_san'], p['conns_tcp'], n, fb))
@@ -686,14 +692,12 @@ def t_redis(ctx):
 	# 50 benchmark clients per test stay long enough to be carried; a
 	# redis-cli that makes one request may end before its upgrade
 	# finished (its bytes all on TCP, none lost: checked above)
-	ended = s_srv[0]['fallbacks'][FB_NAMES.index('ended')]
+	ended = s_srv[0]['fallbacks'].get('ended', 0)
 	check(s_srv[0]['conns_san'] >= 50 and
 	      s_srv[0]['conns_tcp'] == ended,
 	      'redis-server: %d connections on shm, %d on TCP (fallbacks %s)'
 	      % (s_srv[0]['conns_san'], s_srv[0]['conns_tcp'],
-		 dict((FB_NAMES[i], n) for i, n in
-		      enumerate(s_srv[0]['fallbacks']) if n and
-		      i < len(FB_NAMES))))
+		 s_srv[0]['fallbacks']))
 	check_all_san(conns(st), 'redis', need=50)
 	# the redis-cli that sent the 1 MiB value and the one that read it:
 	# what each moved, on whichever path, is the value
@@ -796,7 +800,7 @@ def t_nginx(ctx):
 	# client's provider listener is gone and that connection is counted
 	# as TCP (provider-connect, or peer-abandoned when the client's
 	# switch gave the upgrade up first), at most once per wrk run
-	probes = sum(w['fallbacks'][FB_NAMES.index(r)]
+	probes = sum(w['fallbacks'].get(r, 0)
 		     for r in ('provider-connect', 'peer-abandoned',
 			       'no-peer-switch'))
 	check(w['conns_san'] >= 1 + 4 + 8 and w['conns_tcp'] == probes and
@@ -807,7 +811,7 @@ def t_nginx(ctx):
 		cs = by_pid(st, p.pid)
 		# the address probe (above) closes while its upgrade is still
 		# pending (states 2..4), without a byte either way
-		probe = [c for c in cs if c['state'] in (2,) +
+		probe = [c for c in cs if c['state'] in ('CONNECTING',) +
 			 PENDING_STATES and
 			 not (san_tx(c) or san_rx(c) or c['tx_tcp'] or
 			      c['rx_tcp'])]
@@ -932,6 +936,35 @@ def t_socat_big(ctx):
 	return socat_stream(ctx, 64 * MIB, 262144, 20)
 
 
+@test('socat-burst-close')
+def t_socat_burst_close(ctx):
+	"""A client that writes a burst and ends at once (socat -u: its write
+	side, then shutdown of both sides and exit) while the upgrade runs:
+	the server's hello, sent before it learnt of the client's fallback,
+	must not meet a socket that stopped reading (the kernel would answer
+	with a reset, and the server's kernel would drop the unread tail).
+	Twenty rounds; every byte must arrive each time."""
+	need('socat')
+	n = MIB
+	src = ctx.path('burst.bin')
+	make_random_file(src, n)
+	for k in range(20):
+		port = free_port()
+		dst = ctx.path('burst-%d.out' % k)
+		srv = ctx.spawn('socat-server-%d' % k, ['socat', '-u',
+			'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr' % port,
+			'OPEN:%s,creat,trunc' % dst])
+		ctx.wait_listen(port, srv)
+		ctx.run('socat-client-%d' % k, ['socat', '-u', 'OPEN:%s' % src,
+			'TCP:127.0.0.1:%d' % port], 30)
+		srv.wait(30)
+		got = os.path.getsize(dst)
+		check(got == n and sha_file(dst) == sha_file(src),
+		      'round %d: %d of %d bytes arrived' % (k, got, n))
+		os.unlink(dst)
+	return '20 rounds of 1 MiB, each complete'
+
+
 @test('socat-exec')
 def t_socat_exec(ctx):
 	"""socat EXEC forks a child that holds the connection and execs a
@@ -979,7 +1012,7 @@ def t_socat_exec(ctx):
 	# SAN before and on TCP after adds up to the stream, each way
 	for c in cs:
 		check(c['state'] == TCP_STATE and
-		      c['fb_reason'] in (0, FB_NAMES.index('cut')) and
+		      c['fallback'] in ('none', 'cut') and
 		      san_tx(c) + c['tx_tcp'] == n and
 		      san_rx(c) + c['rx_tcp'] == n,
 		      'socat exec: connection not returned to TCP with the '
@@ -1056,7 +1089,7 @@ def t_prefork(ctx):
 			    cut_ok=True)
 	kids = set(r['pid'] for r in served)
 	kid_cs = [c for s in st if s['pid'] in kids for c in s['conns']
-		  if c['state'] != 0]
+		  if c['state'] != 'LISTENER']
 	check(kid_cs, 'no stats of the children that accepted')
 	return '8 x 4 MiB echoed by %d children, %d carried by shm' % (
 		len(kids), len(san))
@@ -1163,14 +1196,14 @@ def main():
 	ap = argparse.ArgumentParser(description='program tests of sdp-switch')
 	ap.add_argument('--lib', required=True,
 			help='libsdp_switch.so to preload')
-	ap.add_argument('--statdump', required=True,
-			help='the statdump helper (tests/programs/statdump.c)')
+	ap.add_argument('--stat', required=True,
+			help='sdp-stat, to read the statistics files (--json)')
 	ap.add_argument('tests', nargs='*',
 			help='run only tests whose name starts with one of these')
 	opts = ap.parse_args()
 	opts.lib = os.path.abspath(opts.lib)
-	opts.statdump = os.path.abspath(opts.statdump)
-	for f in (opts.lib, opts.statdump):
+	opts.stat = os.path.abspath(opts.stat)
+	for f in (opts.lib, opts.stat):
 		if not os.path.isfile(f):
 			print('run.py: %s not found; build it first (make '
 			      'check-programs does)' % f, file=sys.stderr)

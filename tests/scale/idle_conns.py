@@ -128,12 +128,12 @@ def proc_info(pid):
 
 
 def stat_of(statbin, pid):
-    """What `sdp-stat --json` says of pid: its process record and the list
-    of its connections (provider, state, registered bytes, ...)."""
+    """The process's counters and its open connections, as sdp-stat
+    --json gives them (the one schema every reader uses)."""
     if os.environ.get("SDP_STAT_OFF"):
         return {"conns_san": None, "conns_tcp": None}, []
     try:
-        procs = sdp_stat_json(statbin, ["-p", str(pid)])["processes"]
+        procs = sdp_stat_json(statbin, ["-p", str(pid), "-a"])["processes"]
     except RuntimeError as e:
         sys.exit(str(e))
     if len(procs) != 1:

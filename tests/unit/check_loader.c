@@ -333,8 +333,18 @@ START_TEST(load_short_ops_table)
 }
 END_TEST
 
-/* The module's messages reach stderr through args->log, filtered by
- * $SDP_LOG_LEVEL (the test module logs its start at level 7). */
+/* Without the switch's sink, the module's messages reach stderr through
+ * args->log, filtered by $SDP_LOG (the test module logs its start at
+ * level 7); with a sink set, every line goes to the sink instead. */
+static char sink_got[256];
+static int sink_level;
+
+static void test_sink(int level, const char *line)
+{
+	sink_level = level;
+	snprintf(sink_got, sizeof(sink_got), "%s", line);
+}
+
 START_TEST(load_log_sink)
 {
 	const char *f = tmpfile_with("");
@@ -343,20 +353,43 @@ START_TEST(load_log_sink)
 	int rc;
 
 	ck_assert_ptr_nonnull(freopen(f, "w", stderr));
-	setenv("SDP_LOG_LEVEL", "6", 1);
+	setenv("SDP_LOG", "info", 1);
 	rc = sdp_module_load("good", mod("good"), NULL, &m, errbuf,
 			     sizeof(errbuf));
 	ck_assert_int_eq(rc, 0);
 	sdp_module_unload(&m);
-	setenv("SDP_LOG_LEVEL", "7", 1);
+	setenv("SDP_LOG", "7", 1);
 	rc = sdp_module_load("good", mod("good"), NULL, &m, errbuf,
 			     sizeof(errbuf));
+	ck_assert_int_eq(rc, 0);
+	sdp_module_unload(&m);
+	sdp_loader_set_log(test_sink);
+	rc = sdp_module_load("good", mod("good"), NULL, &m, errbuf,
+			     sizeof(errbuf));
+	sdp_loader_set_log(NULL);
+	unsetenv("SDP_LOG");
 	ck_assert_int_eq(rc, 0);
 	sdp_module_unload(&m);
 	fflush(stderr);
 	read_file(f, got, sizeof(got));
 	ck_assert_str_eq(got, "sdp-switch: provider: tp: started, SPI 1.0\n");
+	ck_assert_str_eq(sink_got, "tp: started, SPI 1.0");
+	ck_assert_int_eq(sink_level, 7);
 	unlink(f);
+}
+END_TEST
+
+/* SDP_LOG's words and digits, as the switch and the loader read them. */
+START_TEST(log_level_words)
+{
+	ck_assert_int_eq(sdp_log_level_parse("off"), 0);
+	ck_assert_int_eq(sdp_log_level_parse("error"), 3);
+	ck_assert_int_eq(sdp_log_level_parse("WARN"), 4);
+	ck_assert_int_eq(sdp_log_level_parse("debug"), 7);
+	ck_assert_int_eq(sdp_log_level_parse("5"), 5);
+	ck_assert_int_eq(sdp_log_level_parse("9"), -1);
+	ck_assert_int_eq(sdp_log_level_parse("verbose"), -1);
+	ck_assert_int_eq(sdp_log_level_parse(""), -1);
 }
 END_TEST
 
@@ -660,6 +693,7 @@ Suite *loader_suite(void)
 	tcase_add_test(tc, load_good_module);
 	tcase_add_test(tc, load_short_ops_table);
 	tcase_add_test(tc, load_log_sink);
+	tcase_add_test(tc, log_level_words);
 	tcase_add_test(tc, load_no_device);
 	tcase_add_test(tc, load_from_provider_dir);
 	tcase_add_test(tc, provider_dir_beside_program);

@@ -145,20 +145,54 @@ START_TEST(parse_bad_lines)
 	parse_bad("tcp both * * *", "unknown role 'both'");
 	parse_bad("tcp * * 10.0.0.300 *", "bad address '10.0.0.300'");
 	parse_bad("tcp * * host.example *", "bad address 'host.example'");
-	parse_bad("tcp * * 10.0.0.0/33 *", "bad prefix length '/33' (0..32)");
-	parse_bad("tcp * * ::/129 *", "(0..128)");
+	parse_bad("tcp * * 10.0.0.0/33 *",
+		  "bad prefix length in '10.0.0.0/33' (expected /0../32)");
+	parse_bad("tcp * * ::/129 *", "(expected /0../128)");
 	parse_bad("tcp * * 10.0.0.0/ *", "bad prefix length");
 	parse_bad("tcp * * 10.0.0.0/8x *", "bad prefix length");
-	parse_bad("tcp * * * 65536", "bad port range");
-	parse_bad("tcp * * * 90-80", "bad port range");
-	parse_bad("tcp * * * -1", "bad port range");
-	parse_bad("tcp * * * 80-", "bad port range");
-	parse_bad("tcp * * * http", "bad port range");
+	parse_bad("tcp * * * 65536", "bad ports '65536'");
+	parse_bad("tcp * * * 90-80", "bad ports '90-80'");
+	parse_bad("tcp * * * -1", "bad ports '-1'");
+	parse_bad("tcp * * * 80-", "bad ports '80-'");
+	parse_bad("tcp * * * http", "bad ports 'http'");
 	parse_bad("tcp * "
 		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		  " * *", "program pattern longer than 63 bytes");
+		  " * *", "is longer than 63 bytes");
 	/* a good rule before a bad one does not hide the error */
 	parse_bad("tcp * * * *;san * * * 1;oops", "T:3:");
+}
+END_TEST
+
+/* Patterns fnmatch would take but that can never mean what was meant are
+ * refused, the pattern quoted: an unclosed '[', a regular expression (a
+ * '/'), a trailing backslash; classes and escaped brackets are fine. */
+START_TEST(parse_bad_patterns)
+{
+	parse_bad("tcp * [abc * 22",
+		  "T:1: program pattern '[abc' has a '[' without its ']'");
+	parse_bad("tcp * ~/^redis/ * *",
+		  "program pattern '~/^redis/' has a '/'");
+	parse_bad("tcp * redis\\ * *", "ends with a lone");
+	parse_bad("tcp * [!] * *", "without its ']'");
+	ck_assert_int_eq(parse("tcp * [[:digit:]]x * *;tcp * \\[x * *;"
+			       "tcp * []a]* * *;tcp * [!x]y * *"), 4);
+	ck_assert(sdp_rule_match(&r[0], "7x", 'c',
+				 (void *)&(struct sockaddr_storage){
+					 .ss_family = AF_INET }));
+}
+END_TEST
+
+/* Every bad line is reported, one line of the error each, and a file with
+ * errors gives no rules at all. */
+START_TEST(parse_reports_every_error)
+{
+	const char *e2, *e3;
+
+	parse_bad("tcp * [abc * 22\nsan connect ~/^redis/ 10.0.0.0/8 6379\n"
+		  "both * * * 70000\ntcp * ssh* * 22", "T:1: program pattern");
+	e2 = strstr(err, "\nT:2: program pattern '~/^redis/'");
+	e3 = strstr(err, "\nT:3: bad ports '70000'");
+	ck_assert_msg(e2 && e3 && e2 < e3 && !strstr(err, "T:4"), "%s", err);
 }
 END_TEST
 
@@ -212,7 +246,8 @@ START_TEST(parse_file)
 	{
 		char want[128];
 
-		snprintf(want, sizeof(want), "%s:5: bad prefix length", path);
+		snprintf(want, sizeof(want), "%s:5: bad prefix length in '1.2.3.4/40'",
+			 path);
 		ck_assert_msg(!strncmp(err, want, strlen(want)),
 			      "error '%s', expected '%s...'", err, want);
 	}
@@ -400,6 +435,8 @@ Suite *rules_suite(void)
 	tcase_add_test(tc, parse_wildcards_synonyms);
 	tcase_add_test(tc, parse_comments_blank);
 	tcase_add_test(tc, parse_bad_lines);
+	tcase_add_test(tc, parse_bad_patterns);
+	tcase_add_test(tc, parse_reports_every_error);
 	tcase_add_test(tc, parse_too_many);
 	tcase_add_test(tc, parse_file);
 	tcase_add_test(tc, action_words);

@@ -12,16 +12,15 @@
 #include "stats.h"
 #include "tprog.h"
 
-#define TP_STATE_SAN 5	/* enum sw_state: SW_SAN */
+#define TP_STATE_SAN SW_SAN
 
 /* This process's statistics record of the connection on fd (the switch
- * publishes it in $SDP_STAT_DIR or /dev/shm); NULL when not found. */
+ * publishes it where sw_stats_path says); NULL when not found. */
 static inline const struct sw_conn_stats *tp_conn_stats(int fd)
 {
 	static const struct sw_proc_stats *ps;
 	static pid_t ps_pid;
-	const char *dir = getenv("SDP_STAT_DIR");
-	char path[256];
+	char path[512];
 	unsigned int i;
 	int f;
 
@@ -32,8 +31,7 @@ static inline const struct sw_conn_stats *tp_conn_stats(int fd)
 	}
 	if (!ps) {
 		ps_pid = getpid();
-		snprintf(path, sizeof(path), "%s/sdp-stat.%d",
-			 dir && *dir ? dir : "/dev/shm", (int)getpid());
+		sw_stats_path(path, sizeof(path), (int)getpid());
 		f = open(path, O_RDONLY);
 		if (f < 0)
 			return NULL;
