@@ -10,7 +10,7 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 outdir=${1:-}
-. "$top/tests/lib.sh"
+. "$top/tests/lib/lib.sh"
 . "$top/tests/install/transfer.sh"
 fail=0
 pass() { echo "PASS $*"; }

@@ -10,7 +10,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/tests/lib.sh"
+. "$top/tests/lib/lib.sh"
 . "$top/tests/install/transfer.sh"
 sdp_workdir sdp-check-install
 dest=$work/root

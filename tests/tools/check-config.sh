@@ -14,7 +14,7 @@ provdir=$3
 top=$(cd "$(dirname "$0")/../.." && pwd)
 case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
 case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
-. "$top/tests/lib.sh"
+. "$top/tests/lib/lib.sh"
 sdp_workdir sdp-check-config
 fail=0
 pass() { echo "PASS $*"; }

@@ -16,7 +16,7 @@ case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
 case $stat_bin in /*) ;; *) stat_bin=$PWD/$stat_bin ;; esac
 case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
 top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/tests/lib.sh"
+. "$top/tests/lib/lib.sh"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 sdp_preload "$lib"
 sdp_workdir sdp-check-stat-ops
@@ -24,10 +24,6 @@ fail=0
 pass() { echo "PASS $*"; }
 failed() { echo "FAIL $*"; fail=1; }
 export SDP_STAT_DIR=$work SDP_PROVIDERS=shm SDP_PROVIDER_DIR=$provdir
-
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # sink PORT [READY-FILE]: accepts one connection, reads it to its end
 cat >"$work/sink.py" <<'PY'
@@ -57,9 +53,9 @@ open(os.path.join(work, "closed2"), "w").close()
 while time.time() < end and not os.path.exists(os.path.join(work, "done")):
     time.sleep(0.05)
 PY
-p_san=$(free_port)
-p_plain=$(free_port)
-p_rule=$(free_port)
+p_san=$(sdp_free_port)
+p_plain=$(sdp_free_port)
+p_rule=$(sdp_free_port)
 LD_PRELOAD=$preload python3 "$work/sink.py" $p_san &
 pids+=($!)
 python3 "$work/sink.py" $p_plain &

@@ -12,7 +12,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/tests/lib.sh"
+. "$top/tests/lib/lib.sh"
 fail=0
 pass() { echo "PASS $*"; }
 failed() { echo "FAIL $*"; fail=1; }
@@ -71,10 +71,6 @@ as() {
 		SDP_PROVIDER_DIR="$work/bin/sdp" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} "$@"
 }
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # transfer TAG USER [VAR=VALUE...]: 4 MiB from a preloaded socat client to a
 # preloaded socat server, both USER's; the client holds the connection 2 s
 # after sending, while $on_live runs (if set). Sets $srv, $cli (pids). The
@@ -86,7 +82,7 @@ transfer() {
 	chmod 644 "$work/$tag.in"
 	rm -f "$work/$tag.out"
 	install -m 666 /dev/null "$work/$tag.out"
-	port=$(free_port)
+	port=$(sdp_free_port)
 	as "$u" "$@" LD_PRELOAD="$preload" socat -u \
 		TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr \
 		OPEN:"$work/$tag.out",trunc 2>"$work/$tag.srv.log" &
@@ -218,7 +214,7 @@ chmod 600 "$work/victim"
 # $plant does; then the server starts. Sets $ssrv, $port.
 start_planted() {
 	local u=$1 tag=$2
-	port=$(free_port)
+	port=$(sdp_free_port)
 	rm -f "$ctl/go" "$ctl/pid"
 	install -m 666 /dev/null "$work/$tag.out"
 	as "$u" SDP_STAT_DIR="$shared" sh -c 'echo $$ >"$5/pid"
