@@ -371,6 +371,21 @@ void shm_ncq_add(struct shm_provider *p, struct shm_cq *cq);
 void shm_ncq_del(struct shm_provider *p, struct shm_cq *cq);
 void shm_peers_free(struct shm_provider *p);
 
+/* shm_guard.c */
+struct shm_tcp_peer {
+	uint32_t uid;		/* owner of the socket at the other end */
+	uint64_t ino;		/* its inode in this network namespace */
+};
+int shm_fd_keep(int fd);
+bool shm_fd_spare(int fd);
+bool shm_commit_all(void);
+int shm_region_seal(int fd);
+int shm_region_trust(int fd, const char **why);
+int shm_tcp_ends(int fd, struct sockaddr_storage *local,
+		 struct sockaddr_storage *peer);
+int shm_tcp_peer(int fd, struct shm_tcp_peer *out);
+int shm_tcp_proof(int got, int fd, const struct shm_tcp_peer *want);
+
 /* shm_fault.c */
 bool shm_fault_reg(struct shm_provider *p);
 bool shm_fault_rdma(struct shm_provider *p);

@@ -214,11 +214,19 @@ int shm_region_map_peer(struct shm_ep *ep, int memfd)
 	struct shm_pooled e = { .memfd = -1 };
 	struct shm_geom g;
 	struct stat st;
+	const char *why;
 	bool found = false;
 	uint32_t i;
 
 	if (fstat(memfd, &st))
 		return -errno;
+	/* a kept mapping stays safe only while its file cannot shrink:
+	 * checked on every file the peer sends, kept or not */
+	if (shm_region_trust(memfd, &why)) {
+		shm_log(p, 3, "peer %d's shared region is %s: refused",
+			(int)(ep->pe ? ep->pe->pid : 0), why);
+		return -EPERM;
+	}
 	ep->peer_dev = st.st_dev;
 	ep->peer_ino = st.st_ino;
 	pthread_mutex_lock(&p->pool_lock);
