@@ -126,6 +126,24 @@ static int stub_ioctl(struct sdp_provider *p, uint32_t code, const void *in,
 	return -EOPNOTSUPP;
 }
 
+static int stub_listen_bound(struct sdp_provider *p, int tcp_fd, int backlog,
+			     struct sdp_listener **l)
+{
+	return -EOPNOTSUPP;
+}
+
+static int stub_connect_bound(struct sdp_provider *p, struct sdp_cq *cq,
+			      int tcp_fd, const void *priv, size_t privlen,
+			      void *ep_context, struct sdp_ep **ep)
+{
+	return -EOPNOTSUPP;
+}
+
+static int stub_probe_bound(struct sdp_provider *p, int tcp_fd)
+{
+	return -EOPNOTSUPP;
+}
+
 static const struct sdp_provider_ops stub_ops = {
 	.size = sizeof(struct sdp_provider_ops),
 	.query_address_list = stub_query_address_list,
@@ -149,6 +167,9 @@ static const struct sdp_provider_ops stub_ops = {
 	.post_send = stub_post_send,
 	.post_recv = stub_post_recv,
 	.ioctl = stub_ioctl,
+	.listen_bound = stub_listen_bound,
+	.connect_bound = stub_connect_bound,
+	.probe_bound = stub_probe_bound,
 };
 
 /* Takes op from the module's table when it lies within size and is set. */
@@ -198,6 +219,9 @@ static void widen_ops(struct sdp_provider_ops *dst,
 	WIDEN(dst, &src, n, post_send);
 	WIDEN(dst, &src, n, post_recv);
 	WIDEN(dst, &src, n, ioctl);
+	WIDEN(dst, &src, n, listen_bound);
+	WIDEN(dst, &src, n, connect_bound);
+	WIDEN(dst, &src, n, probe_bound);
 }
 
 /* ---- extension functions ------------------------------------------------- */
@@ -328,6 +352,13 @@ static int log_threshold(void)
 static __thread char *startup_note;
 static __thread size_t startup_note_len;
 
+static sdp_loader_log_fn log_sink;
+
+void sdp_loader_set_log(sdp_loader_log_fn fn)
+{
+	log_sink = fn;
+}
+
 static void __attribute__((format(printf, 2, 3)))
 provider_log(int level, const char *fmt, ...)
 {
@@ -339,7 +370,9 @@ provider_log(int level, const char *fmt, ...)
 	va_end(ap);
 	if (startup_note && level <= NOTE_LEVEL)
 		snprintf(startup_note, startup_note_len, "%s", line);
-	if (level <= log_threshold())
+	if (log_sink)
+		log_sink(level, line);
+	else if (level <= log_threshold())
 		fprintf(stderr, "sdp-switch: provider: %s\n", line);
 }
 

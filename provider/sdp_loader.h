@@ -49,6 +49,13 @@ struct sdp_catalog_entry {
 
 #define SDP_CATALOG_MAX 16
 
+/* Where the modules' log lines go (level as syslog, one line without its
+ * newline): the caller's own log, so that a provider's reasons land where
+ * the caller's do (SDP_LOG_FILE). Before it is set, and for NULL: stderr,
+ * filtered by SDP_LOG_LEVEL. Set it before loading modules. */
+typedef void (*sdp_loader_log_fn)(int level, const char *line);
+void sdp_loader_set_log(sdp_loader_log_fn fn);
+
 /*
  * Loads the module at path (a file name without '/' is looked up in the
  * provider directory, see sdp_provider_dir()), negotiates the SPI version

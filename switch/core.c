@@ -25,17 +25,9 @@ static pthread_once_t sw_once = PTHREAD_ONCE_INIT;
 
 void sw_log_open(void);
 
-static void provider_log(int level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void provider_log(int level, const char *fmt, ...)
+static void provider_log(int level, const char *line)
 {
-	char buf[768];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	sw_log(level, "provider: %s", buf);
+	sw_log(level, "provider: %s", line);
 }
 
 static void load_providers(void)
@@ -46,6 +38,7 @@ static void load_providers(void)
 	int n, i;
 	size_t used = 0;
 
+	sdp_loader_set_log(provider_log);
 	n = sdp_catalog_read(ents, SDP_CATALOG_MAX, err, sizeof(err));
 	if (n < 0) {
 		SW_ERR("provider catalog: %s; the switch stays off (all TCP)",
@@ -77,7 +70,6 @@ static void load_providers(void)
 					 p->mod.name,
 					 p->usable ? "" : "(no device)");
 	}
-	(void)provider_log;
 }
 
 static void sw_init_once(void)

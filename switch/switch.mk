@@ -7,6 +7,7 @@ SWITCH_SRCS := switch/sys.c switch/log.c switch/config.c switch/rules.c \
 	switch/session_rx.c switch/downgrade.c switch/api.c switch/flusher.c switch/spin.c
 # readiness.c (poll/select/epoll emulation) is added by whoever owns it
 SWITCH_SRCS += $(wildcard switch/readiness.c)
+SWITCH_SRCS += switch/bind.c
 SWITCH_OBJS := $(SWITCH_SRCS:%.c=$(O)/obj/%.o)
 
 .PHONY: switch-objs

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "rules.h"
 #include "session.h"
 #include "sw_internal.h"
@@ -85,9 +86,8 @@ static int unless_ended(struct sw_sock *s, int reason)
 static bool client_listens(struct sw_sock *s)
 {
 	return sw_peer_known(s) &&
-	       !s->up_prov->mod.ops.probe(s->up_prov->mod.prov,
-					  (struct sockaddr *)&s->peer,
-					  s->peerlen);
+	       !sw_bind_probe(s->up_prov, s->fd, (struct sockaddr *)&s->peer,
+			      s->peerlen);
 }
 
 /* ---- listen / accept (server) --------------------------------------------- */
@@ -453,9 +453,9 @@ static void server_connect(struct sw_sock *s)
 	memcpy(cp.magic, "SDPc", 4);
 	cp.version = SDP_PROTO_VERSION;
 	memcpy(cp.key, s->key, sizeof(cp.key));
-	r = chosen->mod.ops.connect(chosen->mod.prov, s->ss.cq,
-				    (struct sockaddr *)&s->peer, s->peerlen,
-				    &cp, sizeof(cp), s, &s->ss.ep);
+	r = sw_bind_connect(chosen, s->fd, s->ss.cq,
+			    (struct sockaddr *)&s->peer, s->peerlen, &cp,
+			    sizeof(cp), s, &s->ss.ep);
 	if (r >= 0) {
 		/* receives go up at once: the client may send as soon as it
 		 * takes the connection, before this side sees it complete */
@@ -872,9 +872,9 @@ static bool client_listen(struct sw_sock *s)
 	for (i = 0; i < sw_nproviders; i++) {
 		if (!(s->cand_provs & (1u << i)) || s->plisten[i])
 			continue;
-		r = sw_providers[i].mod.ops.listen(sw_providers[i].mod.prov,
-						   (struct sockaddr *)&local,
-						   llen, 4, &s->plisten[i]);
+		r = sw_bind_listen(&sw_providers[i], s->fd,
+				   (struct sockaddr *)&local, llen, 4,
+				   &s->plisten[i]);
 		if (r) {
 			s->plisten[i] = NULL;
 			SW_INFO("fd %d: provider %s: cannot listen on port %u: %s",

@@ -62,6 +62,11 @@ int shm_fd_keep(int fd)
 	return -EMFILE;
 }
 
+bool shm_fd_ok(int fd)
+{
+	return fd >= 0 && fd_below(fd, false);
+}
+
 bool shm_fd_spare(int fd)
 {
 	return fd >= 0 && fd_below(fd, true);
@@ -280,9 +285,11 @@ int shm_tcp_peer(int fd, struct shm_tcp_peer *out)
 		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
 			continue;
 		m = NLMSG_DATA(h);
+		/* inode 0: the peer has not accepted the connection yet
+		 * (a socket gets its inode at accept); its owner is known */
 		out->uid = m->idiag_uid;
 		out->ino = m->idiag_inode;
-		ret = out->ino ? 0 : -ENOENT;
+		ret = 0;
 		break;
 	}
 out:
@@ -294,13 +301,20 @@ out:
  * Is got (a descriptor a process sent us) the socket at the other end of
  * our TCP connection fd? A TCP socket whose local address is our peer's
  * and whose peer is us, and whose inode is the one this namespace's kernel
- * gives for that socket (want, from shm_tcp_peer): a socket made in
- * another network namespace with the same addresses is not it.
+ * gives for that socket (want, from shm_tcp_peer, asked again if the peer
+ * had not accepted then): a socket made in another network namespace with
+ * the same addresses is not it.
  */
-int shm_tcp_proof(int got, int fd, const struct shm_tcp_peer *want)
+int shm_tcp_proof(int got, int fd, struct shm_tcp_peer *want)
 {
 	struct sockaddr_storage ml, mp, gl, gp;
 	struct stat st;
+
+	/* learnt before the peer accepted: it holds a socket by now */
+	if (!want->ino && shm_tcp_peer(fd, want))
+		return -EPERM;
+	if (!want->ino)
+		return -EPERM;
 
 	if (shm_tcp_ends(fd, &ml, &mp) || shm_tcp_ends(got, &gl, &gp))
 		return -EPERM;

@@ -5,9 +5,11 @@
 
 HOSTILE_DIR  := $(O)/tests/hostile
 HOSTILE_BINS := $(HOSTILE_DIR)/echo_server $(HOSTILE_DIR)/honest_client \
-	$(HOSTILE_DIR)/hostile_peer
+	$(HOSTILE_DIR)/hostile_peer $(HOSTILE_DIR)/mallory \
+	$(HOSTILE_DIR)/many_client
 
-$(HOSTILE_DIR)/echo_server $(HOSTILE_DIR)/honest_client: \
+$(HOSTILE_DIR)/echo_server $(HOSTILE_DIR)/honest_client \
+$(HOSTILE_DIR)/mallory $(HOSTILE_DIR)/many_client: \
 		$(HOSTILE_DIR)/%: $(O)/obj/tests/hostile/%.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -lpthread
@@ -27,4 +29,5 @@ CHECK_TARGETS += check-hostile
 
 .SECONDARY: $(O)/obj/tests/hostile/echo_server.o \
 	$(O)/obj/tests/hostile/honest_client.o \
-	$(O)/obj/tests/hostile/hostile_peer.o
+	$(O)/obj/tests/hostile/hostile_peer.o \
+	$(O)/obj/tests/hostile/mallory.o $(O)/obj/tests/hostile/many_client.o
