@@ -126,8 +126,12 @@ struct sdp_ep_attr {
 	uint64_t max_rdma_size;	 /* largest single RDMA transfer */
 	uint8_t peer_priv[64];	 /* private data the peer sent at connect/accept */
 	uint32_t peer_priv_len;
-	uint32_t reserved;
+	uint32_t flags;		 /* SDP_EP_F_* (SPI 1.1; zero before) */
 };
+
+/* RdmaRead answers -EOPNOTSUPP on this endpoint although the provider has
+ * it (shm between two users: each end stages what it is sent). */
+#define SDP_EP_F_NO_RDMA_READ 1u
 
 /* Private data carried by connect and accept. 48 bytes: what an
  * InfiniBand/RoCE connect request holds (56) less a provider's own header. */

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include "bind.h"
 #include "msg_decode.h"
 #include "session.h"
 #include "sw_internal.h"
@@ -224,6 +225,7 @@ int sw_session_send_setup(struct sw_sock *s)
 	struct sdp_msg_setup setup;
 	int r;
 
+	sw_bind_ep_caps(s);
 	xslot_attach(s);
 	memset(&setup, 0, sizeof(setup));
 	setup.msg_size = ss->msg_size;

@@ -351,6 +351,7 @@ struct shm_conn_req {
 	int bell;			/* the client's process bell */
 	uint64_t bell_id;
 	pid_t pid;
+	uid_t uid;			/* the client's user (SO_PEERCRED) */
 	uint32_t flags;
 	uint8_t priv[SDP_MAX_PRIVATE_DATA];
 	uint32_t priv_len;

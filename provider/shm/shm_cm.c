@@ -234,7 +234,11 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 			(int)req->pid, strerror(-ret));
 		goto close_memfd;
 	}
-	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma;
+	/* CMA only between processes of one user: across users the kernel
+	 * lets at most one of them in (root into anyone), and they must not
+	 * trust each other's checks anyway: both stage (provider-shm.md) */
+	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma &&
+		  req->uid == geteuid();
 	fds[0] = memfd;
 	fds[1] = shm_bell_get(req->prov, &bell_id);
 	if (fds[1] < 0) {
@@ -514,8 +518,8 @@ static void connect_answer(struct shm_ep *ep)
 		}
 		if (ret != -ESRCH && ret != -EPERM)
 			shm_log(ep->prov, 3,
-				"connect: server %d sent an invalid shared region",
-				(int)pid);
+				"connect: server %d sent an invalid shared region (%s)",
+				(int)pid, strerror(-ret));
 	} else if (!ret) {
 		close_fds(fds);
 	}
@@ -582,6 +586,8 @@ int shm_ep_query(struct sdp_ep *e, struct sdp_ep_attr *attr)
 	a.max_rdma_size = SHM_MAX_RDMA;
 	a.peer_priv_len = ep->peer_priv_len;
 	memcpy(a.peer_priv, ep->peer_priv, ep->peer_priv_len);
+	if (ep->state == SHM_EP_CONNECTED && !ep->cma && !ep->same_pid)
+		a.flags |= SDP_EP_F_NO_RDMA_READ;
 	pthread_mutex_unlock(&ep->lock);
 	memcpy(attr, &a, size);
 	return 0;

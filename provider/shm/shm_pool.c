@@ -188,7 +188,7 @@ int shm_region_get(struct shm_provider *p, struct shm_ep *ep,
 	/* only so many live endpoints keep an fd for reuse: 10,000 idle
 	 * connections must not cost 10,000 fds */
 	pthread_mutex_lock(&p->pool_lock);
-	if (p->memfds_kept < SHM_MEMFD_KEEP) {
+	if (p->memfds_kept < SHM_MEMFD_KEEP && shm_fd_spare(*memfd)) {
 		ep->memfd = *memfd;
 		p->memfds_kept++;
 	}

@@ -636,6 +636,7 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 	req->bell = fds[1];
 	req->bell_id = hs.bell_id;
 	req->pid = cr.pid;
+	req->uid = cr.uid;
 	req->flags = hs.flags;
 	req->priv_len = hs.priv_len;
 	memcpy(req->priv, hs.priv, hs.priv_len);

@@ -420,7 +420,7 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 	struct pollfd pf;
 	uint8_t *smap = MAP_FAILED, *omap = NULL;
 	int tcp, lfd = -1, c = -1, fds[4] = { -1, -1, -1, -1 }, n, i;
-	int own = -1, bell = -1;
+	int own = -1, bell = -1, burst;
 	uint64_t stop;
 
 	fs->rounds++;
@@ -482,8 +482,19 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 	 * write-sealed, so a hostile peer can do this */
 	smap = mmap(NULL, sg.size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0],
 		    0);
+	/* the server maps our region and checks its geometry first: the
+	 * chaos starts once it is in (its SETUP lands in our ring) */
+	stop = now_ms() + 500;
+	while (now_ms() < stop &&
+	       !atomic_load(&((struct shm_hdr *)omap)->ring_prod))
+		usleep(200);
 	/* an unsealed region is refused at once: a short round */
-	stop = unsealed && now_ms() + 1000 < end ? now_ms() + 1000 : end;
+	/* rounds of 0.5 to 1.5 s, each with its own intensity: a few subtle
+	 * values get further than a storm of them */
+	stop = now_ms() + (unsealed ? 1000 : 500 + rnd() % 1000);
+	if (stop > end)
+		stop = end;
+	burst = 1 + rnd() % 64;
 	while (now_ms() < stop) {
 		char b[256];
 		ssize_t k;
@@ -501,7 +512,7 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 			fs->fail = "cannot resize our unsealed region";
 		fallocate(fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			  rnd() % sg.size & ~4095ull, 4096);
-		for (i = 0; i < 64; i++) {
+		for (i = 0; i < burst; i++) {
 			if (smap != MAP_FAILED && rnd() % 2)
 				fuzz_write(smap, &sg, sg.size);
 			else if (!unsealed)
@@ -523,7 +534,7 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 		k = recv(tcp, b, sizeof(b), MSG_DONTWAIT);
 		if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
 			break;
-		usleep(200);
+		usleep(100 + rnd() % 2000);
 	}
 	if (unsealed)
 		fs->refused_unsealed++;
