@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # tests/hostile/: a hostile session peer, a forger and a squatter against a
-# preloaded echo server, with an honest preloaded client beside them.
+# preloaded echo server, with an honest preloaded client beside them; then
+# (run-trust.sh) a third user's attacks on the local trust boundary.
 #   make check-hostile
 
 HOSTILE_DIR  := $(O)/tests/hostile
@@ -24,6 +25,7 @@ hostile-progs: $(HOSTILE_BINS)
 
 check-hostile: $(HOSTILE_BINS) $(SHIM_LIB) $(PROVIDER_OUT)/libsdp-shm.so
 	SANITIZE=$(SANITIZE) tests/hostile/run-hostile.sh $(O)
+	SANITIZE=$(SANITIZE) tests/hostile/run-trust.sh $(O)
 
 CHECK_TARGETS += check-hostile
 

@@ -158,6 +158,15 @@ static void squat_conn(int c, int bait, struct stolen *st, unsigned port)
 	struct sockaddr_un sun;
 	socklen_t len;
 
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+
+	/* her own knocks (below) do not count */
+	if (!getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &crl) &&
+	    cr.pid == getpid()) {
+		close(c);
+		return;
+	}
 	st->conns++;
 	hs_send(c, SHM_PROVE, NULL, 0, &bait, 1);
 	while ((n = hs_recv(c, &hs, fds, 200)) >= 0) {
