@@ -517,7 +517,12 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 		if (!unsealed && !ftruncate(own, 0)) {
 			fs->fail = "our sealed region could be truncated";
 		}
-		if (unsealed && ftruncate(own, sg.size))
+		if (!ftruncate(fds[0], sg.size * 2)) {
+			fs->trunc_done++;
+			fs->fail = "the server's region could be grown";
+		}
+		/* ours, unsealed: shrunk and grown back at will */
+		if (unsealed && (ftruncate(own, 0) || ftruncate(own, sg.size)))
 			fs->fail = "cannot resize our unsealed region";
 		fallocate(fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			  rnd() % sg.size & ~4095ull, 4096);
