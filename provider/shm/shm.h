@@ -361,7 +361,8 @@ struct shm_conn_req {
 
 enum shm_msg_type { SHM_HELLO = 1, SHM_ACCEPT, SHM_REJECT, SHM_WATCH,
 		    SHM_PROVE };
-#define SHM_HS_FDS 3			/* most fds a handshake message carries */
+/* the most fds a handshake message carries */
+#define SHM_HS_FDS 3
 #define SHM_F_CMA 1u
 
 struct shm_hs {

@@ -607,7 +607,8 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 		if (!shm_fd_ok(fd) ||
 		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) ||
 		    (l->bound && !bound_admit(l, fd, &cr))) {
-			close(fd);	/* over the reserve, or not admitted */
+			/* over the reserve, or not admitted */
+			close(fd);
 			r = 0;
 			continue;
 		}

@@ -1136,7 +1136,7 @@ static int test_ipv6(int port)
 	return 0;
 }
 
-/* ---- connections bound to a TCP connection (SPI 1.1) ---------------------- */
+/* ---- connections bound to a TCP connection (SPI 1.1) ------------------ */
 
 /* A connected TCP pair on 127.0.0.1: *cl the client's end, *sv the
  * server's accepted one. */
@@ -1191,8 +1191,8 @@ static int test_bound(int port)
 	CHECK(c.o->probe_bound(c.p, sv) == -ECONNREFUSED,
 	      "probe_bound took a wildcard name");
 	ret = c.o->connect_bound(c.p, scq, sv, "k", 1, NULL, &rogue);
-	CHECK(ret == -ECONNREFUSED, "connect_bound fell through to a wildcard name: %d",
-	      ret);
+	CHECK(ret == -ECONNREFUSED,
+	      "connect_bound fell through to a wildcard name: %d", ret);
 	CHECK(c.o->get_request(wild, &req, priv, &plen) == -EAGAIN,
 	      "the wildcard listener got a request");
 	c.o->listener_close(wild);
