@@ -16,6 +16,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -202,6 +203,75 @@ int shm_tcp_ends(int fd, struct sockaddr_storage *local,
 	return 0;
 }
 
+/* An address as /proc/net/tcp{,6} prints it: each 32-bit word of the
+ * address as the machine holds it, in hex, then the port. mapped: an IPv4
+ * address as a dual-stack IPv6 socket holds it (tcp6). */
+static void proc_addr(const struct sockaddr_storage *ss, bool mapped,
+		      char *out, size_t len)
+{
+	uint32_t w[4];
+
+	if (ss->ss_family == AF_INET && !mapped) {
+		const struct sockaddr_in *a = (const void *)ss;
+
+		memcpy(w, &a->sin_addr, 4);
+		snprintf(out, len, "%08X:%04X", w[0], ntohs(a->sin_port));
+		return;
+	}
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+		uint8_t b[16] = { [10] = 0xff, [11] = 0xff };
+
+		memcpy(b + 12, &a->sin_addr, 4);
+		memcpy(w, b, 16);
+		snprintf(out, len, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2],
+			 w[3], ntohs(a->sin_port));
+		return;
+	}
+	memcpy(w, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	snprintf(out, len, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2], w[3],
+		 ntohs(((const struct sockaddr_in6 *)ss)->sin6_port));
+}
+
+/* The same answer from /proc/net/tcp{,6}, where sock_diag is not to be had
+ * (a kernel without inet_diag, a filter on netlink): a read of the whole
+ * table, so only then. */
+static int tcp_peer_proc(const struct sockaddr_storage *local,
+			 const struct sockaddr_storage *peer,
+			 struct shm_tcp_peer *out)
+{
+	static const char *const files[2] = { "/proc/net/tcp",
+					       "/proc/net/tcp6" };
+	char want_l[64], want_r[64], line[512], l[64], r[64];
+	unsigned long uid, ino;
+	int f;
+
+	for (f = 0; f < 2; f++) {
+		FILE *fp;
+
+		if (f == 0 && peer->ss_family != AF_INET)
+			continue;
+		/* the other end's socket: its local address is our peer */
+		proc_addr(peer, f == 1, want_l, sizeof(want_l));
+		proc_addr(local, f == 1, want_r, sizeof(want_r));
+		fp = fopen(files[f], "re");
+		if (!fp)
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			if (sscanf(line, "%*s %63s %63s %*s %*s %*s %*s %lu %*s %lu",
+				   l, r, &uid, &ino) != 4 ||
+			    strcmp(l, want_l) || strcmp(r, want_r))
+				continue;
+			fclose(fp);
+			out->uid = (uint32_t)uid;
+			out->ino = ino;
+			return 0;
+		}
+		fclose(fp);
+	}
+	return -ENOENT;
+}
+
 /*
  * The socket at the other end of TCP connection fd, as this network
  * namespace's kernel knows it (NETLINK_SOCK_DIAG, an exact lookup by the
@@ -259,8 +329,10 @@ int shm_tcp_peer(int fd, struct shm_tcp_peer *out)
 	}
 	s = shm_fd_keep(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
 			       NETLINK_SOCK_DIAG));
-	if (s < 0)
+	if (s == -EMFILE)
 		return s;
+	if (s < 0)
+		return tcp_peer_proc(&local, &peer, out);
 	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&nl,
 		   sizeof(nl)) != sizeof(req)) {
 		ret = -errno;
@@ -294,6 +366,9 @@ int shm_tcp_peer(int fd, struct shm_tcp_peer *out)
 	}
 out:
 	close(s);
+	/* no answer at all, or no inet_diag handler here: the slow way */
+	if (ret && ret != -EMFILE)
+		ret = tcp_peer_proc(&local, &peer, out);
 	return ret;
 }
 
