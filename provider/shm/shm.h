@@ -286,11 +286,14 @@ struct shm_ep {
 	uint32_t peer_priv_len;
 
 	/* connect_bound: waiting for the listener's proof (PROVE) before
-	 * the HELLO, with what the HELLO will carry */
+	 * the HELLO, with what the HELLO will carry (taken at connect: the
+	 * bell's lock comes before cq->lock, held when the proof comes) */
 	bool proving;
 	int tcp_fd;
 	struct shm_tcp_peer tp;
-	pid_t lsn_pid;			/* the listener's creator */
+	int hello_memfd;		/* -1 once sent */
+	int hello_bell;			/* the process bell (not ours to close) */
+	uint64_t hello_bell_id;
 	uint8_t hello_priv[SDP_MAX_PRIVATE_DATA];
 	uint32_t hello_priv_len;
 

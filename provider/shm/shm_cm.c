@@ -168,6 +168,7 @@ static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
 	ep->ep_context = ep_context;
 	ep->sock = -1;
 	ep->tcp_fd = -1;
+	ep->hello_memfd = -1;
 	ep->memfd = -1;
 	ep->owner_pid = getpid();
 	pthread_mutex_init(&ep->lock, NULL);
@@ -176,6 +177,8 @@ static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
 
 static void ep_free(struct shm_ep *ep)
 {
+	if (ep->hello_memfd >= 0)
+		shm_region_sent(ep, ep->hello_memfd);
 	shm_region_release(ep);
 	shm_rmr_free_all(ep);
 	if (ep->sock >= 0)
@@ -287,30 +290,38 @@ int shm_reject(struct sdp_conn_req *r)
 	return 0;
 }
 
-/* The HELLO on ep->sock: our region, our bell and, for a bound connect,
- * our TCP socket as proof (shm_tcp_proof at the listener). lsn_pid: the
- * listener's creator, for whom a pooled region may serve again. */
-static int send_hello(struct shm_ep *ep, pid_t lsn_pid, const void *priv,
-		      size_t privlen)
+/* The HELLO's region and bell: lsn_pid is the listener's creator, for
+ * whom a pooled region may serve again. No lock held (the bell's lock
+ * comes before any cq->lock). */
+static int hello_prepare(struct shm_ep *ep, pid_t lsn_pid)
 {
 	struct shm_provider *sp = ep->prov;
-	int memfd, fds[SHM_HS_FDS], n = 2, ret;
-	uint64_t bell_id;
+	int ret;
 
-	ret = shm_region_get(sp, ep, NULL, lsn_pid, &memfd);
-	if (ret)
+	ret = shm_region_get(sp, ep, NULL, lsn_pid, &ep->hello_memfd);
+	if (ret) {
+		ep->hello_memfd = -1;
 		return ret;
-	fds[0] = memfd;
-	fds[1] = shm_bell_get(sp, &bell_id);
-	if (fds[1] < 0) {
-		shm_region_sent(ep, memfd);
-		return fds[1];
 	}
+	ep->hello_bell = shm_bell_get(sp, &ep->hello_bell_id);
+	return ep->hello_bell < 0 ? ep->hello_bell : 0;
+}
+
+/* The HELLO on ep->sock: our region, our bell and, for a bound connect,
+ * our TCP socket as proof (shm_tcp_proof at the listener). */
+static int send_hello(struct shm_ep *ep, const void *priv, size_t privlen)
+{
+	struct shm_provider *sp = ep->prov;
+	int fds[SHM_HS_FDS], n = 2, ret;
+
+	fds[0] = ep->hello_memfd;
+	fds[1] = ep->hello_bell;
 	if (ep->tcp_fd >= 0)
 		fds[n++] = ep->tcp_fd;
 	ret = shm_hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
-			  privlen, fds, n, bell_id);
-	shm_region_sent(ep, memfd);
+			  privlen, fds, n, ep->hello_bell_id);
+	shm_region_sent(ep, ep->hello_memfd);
+	ep->hello_memfd = -1;
 	return ret;
 }
 
@@ -349,7 +360,9 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	 * if the ACCEPT comes from that same process (connect_answer) */
 	if (getsockopt(ep->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen))
 		cr.pid = 0;
-	ret = send_hello(ep, cr.pid, priv, privlen);
+	ret = hello_prepare(ep, cr.pid);
+	if (!ret)
+		ret = send_hello(ep, priv, privlen);
 	if (ret)
 		goto free_ep;
 	shm_region_spare_fill(sp);
@@ -414,8 +427,10 @@ int shm_connect_bound(struct sdp_provider *p, struct sdp_cq *c, int tcp_fd,
 		ret = -ECONNREFUSED;
 		goto free_ep;
 	}
+	ret = hello_prepare(ep, cr.pid);
+	if (ret)
+		goto free_ep;
 	ep->tcp_fd = tcp_fd;
-	ep->lsn_pid = cr.pid;
 	ep->proving = true;
 	ep->hello_priv_len = (uint32_t)privlen;
 	if (privlen)
@@ -458,12 +473,11 @@ static int connect_proof(struct shm_ep *ep)
 	ret = shm_tcp_proof(fds[0], ep->tcp_fd, &ep->tp);
 	close_fds(fds);
 	if (ret) {
-		shm_log(ep->prov, 4, "connect: the process that answered (pid %d) does not hold the other end of this TCP connection: refused",
-			(int)ep->lsn_pid);
+		shm_log(ep->prov, 4, "connect: the process that answered does not hold the other end of this TCP connection: refused");
 		return ret;
 	}
 	ep->proving = false;
-	ret = send_hello(ep, ep->lsn_pid, ep->hello_priv, ep->hello_priv_len);
+	ret = send_hello(ep, ep->hello_priv, ep->hello_priv_len);
 	ep->tcp_fd = -1;	/* the caller's; not needed any more */
 	return ret;
 }

@@ -18,7 +18,34 @@ unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
 . "$top/tests/lib.sh"
 sdp_preload "$lib"
 sdp_workdir sdp-trust
-port=$((21000 + ($$ * 13) % 30000))
+# below the ephemeral range, so that no other connection takes them
+port=$((10000 + ($$ * 13) % 20000))
+
+# free_range N: the first of N consecutive ports, from $1 on, that no
+# socket holds now (bob binds his clients to them)
+free_range() {
+	/usr/bin/python3 - "$1" "$2" <<'PY'
+import socket, sys
+start, n = int(sys.argv[1]), int(sys.argv[2])
+p = start
+while p + n < 32768:
+    ok = True
+    for q in range(p, p + n):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", q))
+        except OSError:
+            ok = False
+        s.close()
+        if not ok:
+            p = q + 1
+            break
+    if ok:
+        print(p)
+        sys.exit(0)
+sys.exit(1)
+PY
+}
 pass=0 failn=0 skip=0
 FUZZ_SECS=${SDP_TRUST_FUZZ_SECS:-20}
 
@@ -121,7 +148,7 @@ wait_for() {	# FILE TEXT
 }
 
 echo "== a relay on wildcard names: mallory takes sdp-shm/*:P for bob's ports"
-sport=$port lo=$((port + 100)) hi=$((port + 107))
+sport=$port lo=$(free_range $((port + 100)) 8) hi=$((lo + 7))
 start_server relay $sport || exit 1
 relaypid=$srv
 as sdpmallory "$bin/mallory" squat $sport $lo $hi 12 >"$work/m-relay.out" \
@@ -138,7 +165,7 @@ alive relay_server_lives $relaypid
 no_stray relay_no_stray relay
 
 echo "== a squatter on bob's exact names too: his listener cannot open"
-lo=$((port + 110)) hi=$((port + 113))
+lo=$(free_range $((hi + 1)) 4) hi=$((lo + 3))
 as sdpmallory "$bin/mallory" squat $sport $lo $hi 8 exact \
 	>"$work/m-exact.out" 2>&1 &
 m=$!
@@ -159,7 +186,7 @@ alive exact_server_lives $relaypid
 kill $relaypid 2>/dev/null
 
 echo "== a squatter in front of a client without the switch (the server speaks first)"
-bport=$((port + 1)) lo=$((port + 120)) hi=$((port + 123))
+bport=$((port + 1)) lo=$(free_range $((hi + 1)) 4) hi=$((lo + 3))
 HOSTILE_BANNER=1 start_server banner $bport "" HOSTILE_BANNER=1 || exit 1
 bannerpid=$srv
 as sdpmallory "$bin/mallory" squat $bport $lo $hi 6 exact \
