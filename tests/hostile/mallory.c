@@ -9,7 +9,7 @@
  * checks it obtained nothing and harmed nobody.
  *   mallory squat SERVER_PORT PORT_LO PORT_HI SECONDS [exact]
  *   mallory watch PORT COUNT SECONDS
- *   mallory peer SERVER_PORT SECONDS [unsealed]
+ *   mallory peer SERVER_PORT SECONDS [unsealed]   (MALLORY_SEED=hex: replay)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -576,7 +576,10 @@ static int run_peer(int argc, char **argv)
 	struct fuzz_stats fs = { 0 };
 
 	/* a run is reproducible from the seed it prints */
-	getrandom(&rnd_state, sizeof(rnd_state), 0);
+	if (getenv("MALLORY_SEED"))
+		rnd_state = strtoull(getenv("MALLORY_SEED"), NULL, 16);
+	else
+		getrandom(&rnd_state, sizeof(rnd_state), 0);
 	rnd_state |= 1;
 	printf("peer: seed %llx\n", (unsigned long long)rnd_state);
 	while (now_ms() < end && !fs.fail)

@@ -225,7 +225,8 @@ echo "== a hostile peer: truncation of both memfds, then arbitrary values in eve
 fport=$((port + 2))
 start_server fuzz $fport || exit 1
 fuzzpid=$srv
-as sdpbob env SDP_LOG_FILE="$work/bob-fuzz.log" LD_PRELOAD="$preload" \
+as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-fuzz.log" \
+	LD_PRELOAD="$preload" \
 	timeout $((FUZZ_SECS + 30)) "$bin/honest_client" $fport $FUZZ_SECS san \
 	>"$work/fuzz-bob.out" 2>&1 &
 b=$!
