@@ -16,7 +16,7 @@ unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
 . "$top/tests/lib.sh"
 sdp_preload "$lib"
 sdp_workdir sdp-hostile
-# below the ephemeral range (32768 on), which other connections take from
+# below the ephemeral range (32768 on): no other connection takes them
 port=$((10000 + ($$ * 7) % 20000))
 pass=0 failn=0 skip=0
 
