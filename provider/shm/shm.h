@@ -383,6 +383,17 @@ struct shm_hs {
 #define shm_log(p, lvl, ...) \
 	do { if ((p)->log) (p)->log(lvl, "shm: " __VA_ARGS__); } while (0)
 
+/* A line another user can provoke at will (a refusal of a squatter, of a
+ * bad proof or region): at most once a second from each place, so that
+ * nobody floods the program's log with it. */
+bool shm_log_due(_Atomic uint64_t *last);
+#define shm_log_limited(p, lvl, ...) \
+	do { \
+		static _Atomic uint64_t last_; \
+		if (shm_log_due(&last_)) \
+			shm_log(p, lvl, __VA_ARGS__); \
+	} while (0)
+
 static inline struct shm_provider *shm_prov(struct sdp_provider *p)
 {
 	return (struct shm_provider *)p;

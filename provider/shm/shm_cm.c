@@ -421,7 +421,7 @@ int shm_connect_bound(struct sdp_provider *p, struct sdp_cq *c, int tcp_fd,
 		goto free_ep;
 	}
 	if (cr.uid != ep->tp.uid) {
-		shm_log(sp, 4, "connect: the provider name of port %u belongs to uid %u (pid %d), not to the owner (uid %u) of the other end of the TCP connection: refused",
+		shm_log_limited(sp, 4, "connect: the provider name of port %u belongs to uid %u (pid %d), not to the owner (uid %u) of the other end of the TCP connection: refused",
 			ntohs(((struct sockaddr_in *)&peer)->sin_port),
 			(unsigned)cr.uid, (int)cr.pid, (unsigned)ep->tp.uid);
 		ret = -ECONNREFUSED;
@@ -473,7 +473,7 @@ static int connect_proof(struct shm_ep *ep)
 	ret = shm_tcp_proof(fds[0], ep->tcp_fd, &ep->tp);
 	close_fds(fds);
 	if (ret) {
-		shm_log(ep->prov, 4, "connect: the process that answered does not hold the other end of this TCP connection: refused");
+		shm_log_limited(ep->prov, 4, "connect: the process that answered does not hold the other end of this TCP connection: refused");
 		return ret;
 	}
 	ep->proving = false;

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -71,6 +72,19 @@ bool shm_fd_ok(int fd)
 bool shm_fd_spare(int fd)
 {
 	return fd >= 0 && fd_below(fd, true);
+}
+
+bool shm_log_due(_Atomic uint64_t *last)
+{
+	struct timespec ts;
+	uint64_t now, prev;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + 1;
+	prev = atomic_load_explicit(last, memory_order_relaxed);
+	if (prev && now - prev < 1000000000ull)
+		return false;
+	return atomic_compare_exchange_strong(last, &prev, now);
 }
 
 /* ---- shared regions ------------------------------------------------------ */

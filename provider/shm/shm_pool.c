@@ -223,7 +223,7 @@ int shm_region_map_peer(struct shm_ep *ep, int memfd)
 	/* a kept mapping stays safe only while its file cannot shrink:
 	 * checked on every file the peer sends, kept or not */
 	if (shm_region_trust(memfd, &why)) {
-		shm_log(p, 3, "peer %d's shared region is %s: refused",
+		shm_log_limited(p, 3, "peer %d's shared region is %s: refused",
 			(int)(ep->pe ? ep->pe->pid : 0), why);
 		return -EPERM;
 	}

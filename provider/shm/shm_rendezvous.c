@@ -185,7 +185,7 @@ int shm_probe_bound(struct sdp_provider *p, int tcp_fd)
 	if (ret)
 		return ret;
 	if (cr.uid != tp.uid) {
-		shm_log(shm_prov(p), 4, "probe: the provider name of port %u belongs to uid %u (pid %d), not to the owner (uid %u) of the other end of the TCP connection: no switch there",
+		shm_log_limited(shm_prov(p), 4, "probe: the provider name of port %u belongs to uid %u (pid %d), not to the owner (uid %u) of the other end of the TCP connection: no switch there",
 			ntohs(((struct sockaddr_in *)&peer)->sin_port),
 			(unsigned)cr.uid, (int)cr.pid, (unsigned)tp.uid);
 		return -ECONNREFUSED;
@@ -535,7 +535,7 @@ static int first_message(struct shm_listener *l, int fd, uint32_t uid,
 	if (!r && hs->type == SHM_HELLO && l->bound) {
 		if (hello_proven(l, fds))
 			return 1;
-		shm_log(l->prov, 4, "listener: a provider connection without proof that it holds the other end of this TCP connection: dropped");
+		shm_log_limited(l->prov, 4, "listener: a provider connection without proof that it holds the other end of this TCP connection: dropped");
 	}
 	if (!r)
 		for (i = 0; i < SHM_HS_FDS; i++)
@@ -554,7 +554,7 @@ static int first_message(struct shm_listener *l, int fd, uint32_t uid,
 static bool bound_admit(struct shm_listener *l, int fd, const struct ucred *cr)
 {
 	if (cr->uid != l->tp.uid) {
-		shm_log(l->prov, 4, "listener: a provider connection from uid %u (pid %d), not from the owner (uid %u) of the other end of this TCP connection: dropped",
+		shm_log_limited(l->prov, 4, "listener: a provider connection from uid %u (pid %d), not from the owner (uid %u) of the other end of this TCP connection: dropped",
 			(unsigned)cr->uid, (int)cr->pid, (unsigned)l->tp.uid);
 		return false;
 	}

@@ -141,7 +141,7 @@ int shm_region_map(struct shm_ep *ep, int memfd)
 	if (fstat(memfd, &st))
 		return -errno;
 	if (shm_region_trust(memfd, &why)) {
-		shm_log(ep->prov, 3, "peer %d's shared region is %s: refused",
+		shm_log_limited(ep->prov, 3, "peer %d's shared region is %s: refused",
 			(int)ep->peer_pid, why);
 		return -EPERM;
 	}
