@@ -127,6 +127,24 @@ static int stub_ioctl(struct sdp_provider *p, uint32_t code, const void *in,
 	return -EOPNOTSUPP;
 }
 
+static int stub_listen_bound(struct sdp_provider *p, int tcp_fd, int backlog,
+			     struct sdp_listener **l)
+{
+	return -EOPNOTSUPP;
+}
+
+static int stub_connect_bound(struct sdp_provider *p, struct sdp_cq *cq,
+			      int tcp_fd, const void *priv, size_t privlen,
+			      void *ep_context, struct sdp_ep **ep)
+{
+	return -EOPNOTSUPP;
+}
+
+static int stub_probe_bound(struct sdp_provider *p, int tcp_fd)
+{
+	return -EOPNOTSUPP;
+}
+
 static const struct sdp_provider_ops stub_ops = {
 	.size = sizeof(struct sdp_provider_ops),
 	.query_address_list = stub_query_address_list,
@@ -150,6 +168,9 @@ static const struct sdp_provider_ops stub_ops = {
 	.post_send = stub_post_send,
 	.post_recv = stub_post_recv,
 	.ioctl = stub_ioctl,
+	.listen_bound = stub_listen_bound,
+	.connect_bound = stub_connect_bound,
+	.probe_bound = stub_probe_bound,
 };
 
 /* Takes op from the module's table when it lies within size and is set. */
@@ -199,6 +220,9 @@ static void widen_ops(struct sdp_provider_ops *dst,
 	WIDEN(dst, &src, n, post_send);
 	WIDEN(dst, &src, n, post_recv);
 	WIDEN(dst, &src, n, ioctl);
+	WIDEN(dst, &src, n, listen_bound);
+	WIDEN(dst, &src, n, connect_bound);
+	WIDEN(dst, &src, n, probe_bound);
 }
 
 /* ---- extension functions ------------------------------------------------- */

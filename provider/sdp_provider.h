@@ -22,7 +22,7 @@ extern "C" {
 #define SDP_SPI_MAJOR(v) ((uint32_t)(v) >> 16)
 #define SDP_SPI_MINOR(v) ((uint32_t)(v) & 0xffff)
 /* The SPI version this header describes. Minor versions only append. */
-#define SDP_SPI_VERSION SDP_SPI_MKVER(1, 0)
+#define SDP_SPI_VERSION SDP_SPI_MKVER(1, 1)
 
 /* ---- status codes ----------------------------------------------------- */
 
@@ -126,8 +126,12 @@ struct sdp_ep_attr {
 	uint64_t max_rdma_size;	 /* largest single RDMA transfer */
 	uint8_t peer_priv[64];	 /* private data the peer sent at connect/accept */
 	uint32_t peer_priv_len;
-	uint32_t reserved;
+	uint32_t flags;		 /* SDP_EP_F_* (SPI 1.1; zero before) */
 };
+
+/* RdmaRead answers -EOPNOTSUPP on this endpoint although the provider has
+ * it (shm between two users: each end stages what it is sent). */
+#define SDP_EP_F_NO_RDMA_READ 1u
 
 /* Private data carried by connect and accept. 48 bytes: what an
  * InfiniBand/RoCE connect request holds (56) less a provider's own header. */
@@ -224,6 +228,29 @@ struct sdp_provider_ops {
 	int (*post_recv)(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 			 uint64_t context);
 
+	/* ---- SPI 1.1: connections bound to their TCP connection ---------
+	 * Providers with SDP_CAP_TCP_BOUND (same host). tcp_fd is the
+	 * connected TCP socket the provider connection is for; the provider
+	 * takes its addresses from it, and before any key, memory or
+	 * doorbell changes hands each end proves from kernel facts that it
+	 * holds its end of that very TCP connection and checks the other's
+	 * proof (docs/security.md, "Binding"). tcp_fd stays the caller's:
+	 * it must stay open while the listener lives, until the connect
+	 * completes, and during probe_bound. */
+	/* A listener on tcp_fd's local address that takes only a connection
+	 * from the holder of tcp_fd's other end. */
+	int (*listen_bound)(struct sdp_provider *p, int tcp_fd, int backlog,
+			    struct sdp_listener **l);
+	/* connect to the listener the holder of tcp_fd's other end made with
+	 * listen_bound; -ECONNREFUSED when none listens there (yet) or it is
+	 * not that process's. */
+	int (*connect_bound)(struct sdp_provider *p, struct sdp_cq *cq,
+			     int tcp_fd, const void *priv, size_t privlen,
+			     void *ep_context, struct sdp_ep **ep);
+	/* 0 when a listener made with listen_bound by the other end's owner
+	 * stands at tcp_fd's peer address; -ECONNREFUSED otherwise (nobody,
+	 * or somebody else). */
+	int (*probe_bound)(struct sdp_provider *p, int tcp_fd);
 };
 
 /* Every provider object starts with this. */
@@ -349,6 +376,9 @@ struct sdp_provider_info {
 #define SDP_CAP_RDMA_ERR_FATAL (1ull << 2)
 /* post_send takes SDP_SEND_INLINE. */
 #define SDP_CAP_SEND_INLINE (1ull << 3)
+/* listen_bound, connect_bound and probe_bound are offered; a same-host
+ * caller must use them (SPI 1.1). */
+#define SDP_CAP_TCP_BOUND (1ull << 4)
 
 /* post_send flags */
 #define SDP_SEND_INLINE 1u

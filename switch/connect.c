@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "config.h"
 #include "connect.h"
 #include "discovery.h"
@@ -51,9 +52,9 @@ static bool client_listen(struct sw_sock *s)
 	for (i = 0; i < sw_nproviders; i++) {
 		if (!(s->cand_provs & (1u << i)) || s->plisten[i])
 			continue;
-		r = sw_providers[i].mod.ops.listen(sw_providers[i].mod.prov,
-						   (struct sockaddr *)&local,
-						   llen, 4, &s->plisten[i]);
+		r = sw_bind_listen(&sw_providers[i], s->fd,
+				   (struct sockaddr *)&local, llen, 4,
+				   &s->plisten[i]);
 		if (r) {
 			s->plisten[i] = NULL;
 			SW_INFO("fd %d: provider %s: cannot listen on port %u: %s",

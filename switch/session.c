@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include "bind.h"
 #include "buffers.h"
 #include "config.h"
 #include "credits.h"
@@ -132,6 +133,7 @@ int sw_session_send_setup(struct sw_sock *s)
 	struct sdp_msg_setup setup;
 	int r;
 
+	sw_bind_ep_caps(s);
 	sw_xslot_attach(s);
 	memset(&setup, 0, sizeof(setup));
 	setup.msg_size = ss->msg_size;

@@ -20,6 +20,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "buffers.h"
 #include "config.h"
 #include "connect.h"
@@ -57,9 +58,8 @@ static int unless_ended(struct sw_sock *s, int reason)
 static bool client_listens(struct sw_sock *s)
 {
 	return sw_peer_known(s) &&
-	       !s->up_prov->mod.ops.probe(s->up_prov->mod.prov,
-					  (struct sockaddr *)&s->peer,
-					  s->peerlen);
+	       !sw_bind_probe(s->up_prov, s->fd, (struct sockaddr *)&s->peer,
+			      s->peerlen);
 }
 
 /* A refusal: said in our hello when it has not gone yet (the client then
@@ -222,9 +222,9 @@ static void server_connect(struct sw_sock *s)
 	memcpy(cp.magic, "SDPc", 4);
 	cp.version = SDP_PROTO_VERSION;
 	memcpy(cp.key, s->key, sizeof(cp.key));
-	r = chosen->mod.ops.connect(chosen->mod.prov, s->ss.cq,
-				    (struct sockaddr *)&s->peer, s->peerlen,
-				    &cp, sizeof(cp), s, &s->ss.ep);
+	r = sw_bind_connect(chosen, s->fd, s->ss.cq,
+			    (struct sockaddr *)&s->peer, s->peerlen, &cp,
+			    sizeof(cp), s, &s->ss.ep);
 	if (r >= 0) {
 		/* receives go up at once: the client may send as soon as it
 		 * takes the connection, before this side sees it complete */

@@ -31,6 +31,8 @@
 #define SHM_POOL_TTL_NS 5000000000ull	/* a pooled region's lifetime */
 #define SHM_OWNER_CACHE 16		/* watched destinations per process */
 #define SHM_MAX_WATCH 256		/* watches a listener keeps */
+#define SHM_WATCH_PER_UID 32		/* of them, from one user */
+#define SHM_PEND_PER_UID 8		/* silent connections, one user */
 #define SHM_MAX_PENDING 32		/* accepted, first message not come */
 #define SHM_WATCH_BACKOFF_NS 1000000000ull
 
@@ -118,6 +120,12 @@ struct shm_ent {		/* registration table entry (32 bytes) */
 };
 
 /* ---- objects ------------------------------------------------------------ */
+
+/* The socket at the other end of a TCP connection (shm_guard.c). */
+struct shm_tcp_peer {
+	uint32_t uid;		/* owner of the socket at the other end */
+	uint64_t ino;		/* its inode in this network namespace */
+};
 
 /* Another process we have endpoints with, shared by all of them: its bell
  * (the eventfd it sent) and a pidfd that becomes readable when it exits.
@@ -277,6 +285,18 @@ struct shm_ep {
 	uint8_t peer_priv[SDP_MAX_PRIVATE_DATA];
 	uint32_t peer_priv_len;
 
+	/* connect_bound: waiting for the listener's proof (PROVE) before
+	 * the HELLO, with what the HELLO will carry (taken at connect: the
+	 * bell's lock comes before cq->lock, held when the proof comes) */
+	bool proving;
+	int tcp_fd;
+	struct shm_tcp_peer tp;
+	int hello_memfd;		/* -1 once sent */
+	int hello_bell;			/* the process bell (not ours to close) */
+	uint64_t hello_bell_id;
+	uint8_t hello_priv[SDP_MAX_PRIVATE_DATA];
+	uint32_t hello_priv_len;
+
 	/* The queues, last: an entry is written before it is read, so they
 	 * are not cleared at allocation (ep_alloc), and their pages are
 	 * first touched as they are used. */
@@ -306,14 +326,24 @@ struct shm_cq {
 struct shm_listener {
 	struct shm_provider *prov;
 	int fd;
+	/* bound (listen_bound): the TCP connection it serves (the caller's
+	 * fd) and the socket at its other end, whose holder alone may
+	 * connect */
+	bool bound;
+	int tcp_fd;
+	struct shm_tcp_peer tp;
 	/* accepted connections whose first message has not come yet */
 	struct {
 		int fd;
+		uint32_t uid;
 		uint64_t since_ns;
 	} pend[SHM_MAX_PENDING];
 	uint32_t npend;
 	/* clients' watches (their owner queries), kept until the close */
-	int *watch;
+	struct shm_watch {
+		int fd;
+		uint32_t uid;
+	} *watch;
 	uint32_t nwatch, cap_watch;
 };
 
@@ -324,6 +354,7 @@ struct shm_conn_req {
 	int bell;			/* the client's process bell */
 	uint64_t bell_id;
 	pid_t pid;
+	uid_t uid;			/* the client's user (SO_PEERCRED) */
 	uint32_t flags;
 	uint8_t priv[SDP_MAX_PRIVATE_DATA];
 	uint32_t priv_len;
@@ -331,7 +362,10 @@ struct shm_conn_req {
 
 /* ---- handshake messages over the rendezvous socket ----------------------- */
 
-enum shm_msg_type { SHM_HELLO = 1, SHM_ACCEPT, SHM_REJECT, SHM_WATCH };
+enum shm_msg_type { SHM_HELLO = 1, SHM_ACCEPT, SHM_REJECT, SHM_WATCH,
+		    SHM_PROVE };
+/* the most fds a handshake message carries */
+#define SHM_HS_FDS 3
 #define SHM_F_CMA 1u
 
 struct shm_hs {
@@ -348,6 +382,17 @@ struct shm_hs {
 
 #define shm_log(p, lvl, ...) \
 	do { if ((p)->log) (p)->log(lvl, "shm: " __VA_ARGS__); } while (0)
+
+/* A line another user can provoke at will (a refusal of a squatter, of a
+ * bad proof or region): at most once a second from each place, so that
+ * nobody floods the program's log with it. */
+bool shm_log_due(_Atomic uint64_t *last);
+#define shm_log_limited(p, lvl, ...) \
+	do { \
+		static _Atomic uint64_t last_; \
+		if (shm_log_due(&last_)) \
+			shm_log(p, lvl, __VA_ARGS__); \
+	} while (0)
 
 static inline struct shm_provider *shm_prov(struct sdp_provider *p)
 {
@@ -370,6 +415,18 @@ bool shm_peer_gone(struct shm_peer *pe);
 void shm_ncq_add(struct shm_provider *p, struct shm_cq *cq);
 void shm_ncq_del(struct shm_provider *p, struct shm_cq *cq);
 void shm_peers_free(struct shm_provider *p);
+
+/* shm_guard.c */
+int shm_fd_keep(int fd);
+bool shm_fd_ok(int fd);
+bool shm_fd_spare(int fd);
+bool shm_commit_all(void);
+int shm_region_seal(int fd);
+int shm_region_trust(int fd, const char **why);
+int shm_tcp_ends(int fd, struct sockaddr_storage *local,
+		 struct sockaddr_storage *peer);
+int shm_tcp_peer(int fd, struct shm_tcp_peer *out);
+int shm_tcp_proof(int got, int fd, struct shm_tcp_peer *want);
 
 /* shm_fault.c */
 bool shm_fault_reg(struct shm_provider *p);
@@ -416,7 +473,10 @@ int shm_cq_ack(struct sdp_cq *cq);
 
 /* shm_rendezvous.c */
 int shm_rendezvous(const struct sockaddr *a, socklen_t alen, bool creds,
-		   int *out);
+		   bool exact, int *out);
+int shm_probe_bound(struct sdp_provider *p, int tcp_fd);
+int shm_listen_bound(struct sdp_provider *p, int tcp_fd, int backlog,
+		     struct sdp_listener **l);
 int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
 	      socklen_t addrlen);
 int shm_listener_owner(struct shm_provider *p, const struct sockaddr *addr,
@@ -432,10 +492,13 @@ int shm_listener_close(struct sdp_listener *l);
 /* shm_cm.c */
 int shm_hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 		size_t privlen, const int *fds, int nfds, uint64_t bell_id);
-int shm_hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid);
+int shm_hs_recv(int fd, struct shm_hs *hs, int fds[SHM_HS_FDS], pid_t *pid);
 int shm_accept(struct sdp_conn_req *req, struct sdp_cq *cq, const void *priv,
 	       size_t privlen, void *ep_context, struct sdp_ep **ep);
 int shm_reject(struct sdp_conn_req *req);
+int shm_connect_bound(struct sdp_provider *p, struct sdp_cq *cq, int tcp_fd,
+		      const void *priv, size_t privlen, void *ep_context,
+		      struct sdp_ep **ep);
 int shm_connect(struct sdp_provider *p, struct sdp_cq *cq,
 		const struct sockaddr *dst, socklen_t dstlen, const void *priv,
 		size_t privlen, void *ep_context, struct sdp_ep **ep);

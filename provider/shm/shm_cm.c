@@ -6,6 +6,7 @@
  * is closed once connected: the peer process's pidfd (shm_peer.c) and the
  * region's closed flag tell of its end.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stddef.h>
@@ -21,7 +22,7 @@ int shm_hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 		size_t privlen, const int *fds, int nfds, uint64_t bell_id)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		char buf[CMSG_SPACE(sizeof(int) * SHM_HS_FDS)];
 		struct cmsghdr align;
 	} u;
 	struct shm_hs hs = { .magic = SHM_MAGIC,
@@ -64,9 +65,29 @@ int shm_hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 	}
 }
 
-/* Receives one handshake message with two fds. Returns 0, -EAGAIN, or
- * -EPROTO / -ECONNRESET (the peer closed or sent garbage). */
-int shm_hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
+/* The fds each message type carries: HELLO 2 (memfd, bell), or 3 with the
+ * sender's TCP socket (connect_bound); ACCEPT 2; PROVE 1 (the listener's
+ * TCP socket); REJECT and WATCH none. */
+static bool fds_fit(uint16_t type, int nfds)
+{
+	switch (type) {
+	case SHM_HELLO:
+		return nfds == 2 || nfds == 3;
+	case SHM_ACCEPT:
+		return nfds == 2;
+	case SHM_PROVE:
+		return nfds == 1;
+	case SHM_REJECT:
+	case SHM_WATCH:
+		return nfds == 0;
+	}
+	return false;
+}
+
+/* Receives one handshake message with its fds (unused slots -1). Returns
+ * 0, -EAGAIN, or -EPROTO / -ECONNRESET (the peer closed or sent garbage);
+ * -EMFILE when the fds it carried would eat into the program's reserve. */
+int shm_hs_recv(int fd, struct shm_hs *hs, int fds[SHM_HS_FDS], pid_t *pid)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 4) +
@@ -79,9 +100,10 @@ int shm_hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
 			    .msg_controllen = sizeof(u.buf) };
 	struct cmsghdr *c;
 	ssize_t n;
-	int nfds = 0, i;
+	int nfds = 0, i, ret = -EPROTO;
 
-	fds[0] = fds[1] = -1;
+	for (i = 0; i < SHM_HS_FDS; i++)
+		fds[i] = -1;
 	n = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN ? -EAGAIN : -ECONNRESET;
@@ -96,10 +118,12 @@ int shm_hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
 				k = 4;
 			memcpy(got, CMSG_DATA(c), sizeof(int) * k);
 			for (i = 0; i < k; i++) {
-				if (nfds < 2)
+				if (nfds < SHM_HS_FDS) {
 					fds[nfds++] = got[i];
-				else
+				} else {
 					close(got[i]);
+					nfds = SHM_HS_FDS + 1;
+				}
 			}
 		} else if (c->cmsg_type == SCM_CREDENTIALS && pid) {
 			struct ucred cr;
@@ -112,18 +136,23 @@ int shm_hs_recv(int fd, struct shm_hs *hs, int fds[2], pid_t *pid)
 		goto bad;
 	if (n != sizeof(*hs) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    hs->magic != SHM_MAGIC || hs->version != SHM_LAYOUT_VERSION ||
-	    hs->priv_len > SDP_MAX_PRIVATE_DATA)
+	    hs->priv_len > SDP_MAX_PRIVATE_DATA || !fds_fit(hs->type, nfds))
 		goto bad;
-	if ((hs->type == SHM_REJECT || hs->type == SHM_WATCH) != (nfds == 0) ||
-	    (nfds && nfds != 2))
-		goto bad;
+	/* what a peer sends us takes descriptors too: never the last ones */
+	for (i = 0; i < nfds; i++)
+		if (!shm_fd_ok(fds[i])) {
+			ret = -EMFILE;
+			goto bad;
+		}
 	return 0;
 
 bad:
-	for (i = 0; i < nfds; i++)
-		close(fds[i]);
-	fds[0] = fds[1] = -1;
-	return n == 0 ? -ECONNRESET : -EPROTO;
+	for (i = 0; i < nfds && i < SHM_HS_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	for (i = 0; i < SHM_HS_FDS; i++)
+		fds[i] = -1;
+	return n == 0 ? -ECONNRESET : ret;
 }
 
 static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
@@ -138,6 +167,8 @@ static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
 	ep->prov = p;
 	ep->ep_context = ep_context;
 	ep->sock = -1;
+	ep->tcp_fd = -1;
+	ep->hello_memfd = -1;
 	ep->memfd = -1;
 	ep->owner_pid = getpid();
 	pthread_mutex_init(&ep->lock, NULL);
@@ -146,6 +177,8 @@ static struct shm_ep *ep_alloc(struct shm_provider *p, void *ep_context)
 
 static void ep_free(struct shm_ep *ep)
 {
+	if (ep->hello_memfd >= 0)
+		shm_region_sent(ep, ep->hello_memfd);
 	shm_region_release(ep);
 	shm_rmr_free_all(ep);
 	if (ep->sock >= 0)
@@ -204,7 +237,11 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 			(int)req->pid, strerror(-ret));
 		goto close_memfd;
 	}
-	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma;
+	/* CMA only between processes of one user: across users the kernel
+	 * lets at most one of them in (root into anyone), and they must not
+	 * trust each other's checks anyway: both stage (provider-shm.md) */
+	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma &&
+		  req->uid == geteuid();
 	fds[0] = memfd;
 	fds[1] = shm_bell_get(req->prov, &bell_id);
 	if (fds[1] < 0) {
@@ -253,6 +290,48 @@ int shm_reject(struct sdp_conn_req *r)
 	return 0;
 }
 
+/* The HELLO's region and bell: lsn_pid is the listener's creator, for
+ * whom a pooled region may serve again. No lock held (the bell's lock
+ * comes before any cq->lock). */
+static int hello_prepare(struct shm_ep *ep, pid_t lsn_pid)
+{
+	struct shm_provider *sp = ep->prov;
+	int ret;
+
+	ret = shm_region_get(sp, ep, NULL, lsn_pid, &ep->hello_memfd);
+	if (ret) {
+		ep->hello_memfd = -1;
+		return ret;
+	}
+	ep->hello_bell = shm_bell_get(sp, &ep->hello_bell_id);
+	return ep->hello_bell < 0 ? ep->hello_bell : 0;
+}
+
+/* The HELLO on ep->sock: our region, our bell and, for a bound connect,
+ * our TCP socket as proof (shm_tcp_proof at the listener). */
+static int send_hello(struct shm_ep *ep, const void *priv, size_t privlen)
+{
+	struct shm_provider *sp = ep->prov;
+	int fds[SHM_HS_FDS], n = 2, ret;
+
+	fds[0] = ep->hello_memfd;
+	fds[1] = ep->hello_bell;
+	if (ep->tcp_fd >= 0)
+		fds[n++] = ep->tcp_fd;
+	ret = shm_hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
+			  privlen, fds, n, ep->hello_bell_id);
+	shm_region_sent(ep, ep->hello_memfd);
+	ep->hello_memfd = -1;
+	return ret;
+}
+
+static int connect_args(struct sdp_cq *c, const void *priv, size_t privlen,
+			struct sdp_ep **out)
+{
+	return !c || !out || privlen > SDP_MAX_PRIVATE_DATA ||
+			       (privlen && !priv) ? -EINVAL : 0;
+}
+
 int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 		const struct sockaddr *dst, socklen_t dstlen, const void *priv,
 		size_t privlen, void *ep_context, struct sdp_ep **out)
@@ -262,12 +341,11 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	struct shm_ep *ep;
 	struct ucred cr = { 0 };
 	socklen_t crlen = sizeof(cr);
-	int memfd, fds[2], ret;
-	uint64_t bell_id;
+	int ret;
 
-	if (!cq || !out || privlen > SDP_MAX_PRIVATE_DATA ||
-	    (privlen && !priv))
-		return -EINVAL;
+	ret = connect_args(c, priv, privlen, out);
+	if (ret)
+		return ret;
 	ep = ep_alloc(sp, ep_context);
 	if (!ep)
 		return -ENOMEM;
@@ -275,26 +353,16 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	 * connection it cannot use yet: everything slow comes before (a new
 	 * region, made ahead) or after (the next one). */
 	shm_region_spare_fill(sp);
-	ret = shm_rendezvous(dst, dstlen, true, &ep->sock);
+	ret = shm_rendezvous(dst, dstlen, true, false, &ep->sock);
 	if (ret)
 		goto free_ep;
 	/* the listener's creator: a region it had before may serve again,
 	 * if the ACCEPT comes from that same process (connect_answer) */
 	if (getsockopt(ep->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen))
 		cr.pid = 0;
-	ret = shm_region_get(sp, ep, NULL, cr.pid, &memfd);
-	if (ret)
-		goto free_ep;
-	fds[0] = memfd;
-	fds[1] = shm_bell_get(sp, &bell_id);
-	if (fds[1] < 0) {
-		shm_region_sent(ep, memfd);
-		ret = fds[1];
-		goto free_ep;
-	}
-	ret = shm_hs_send(ep->sock, SHM_HELLO, sp->cma ? SHM_F_CMA : 0, priv,
-		      privlen, fds, 2, bell_id);
-	shm_region_sent(ep, memfd);
+	ret = hello_prepare(ep, cr.pid);
+	if (!ret)
+		ret = send_hello(ep, priv, privlen);
 	if (ret)
 		goto free_ep;
 	shm_region_spare_fill(sp);
@@ -309,13 +377,124 @@ free_ep:
 	return ret;
 }
 
+/*
+ * connect, bound to TCP connection tcp_fd (docs/security.md, "Binding"):
+ * only the exact name of the other end's address is tried (a name any user
+ * may create, so never trusted by itself); its creator must be the user
+ * that owns the other end's socket, and before our HELLO (key, region,
+ * bell) goes, the listener must send that very socket (PROVE), which
+ * connect_answer checks. Nothing of ours reaches anyone else.
+ */
+int shm_connect_bound(struct sdp_provider *p, struct sdp_cq *c, int tcp_fd,
+		      const void *priv, size_t privlen, void *ep_context,
+		      struct sdp_ep **out)
+{
+	struct shm_provider *sp = shm_prov(p);
+	struct shm_cq *cq = (struct shm_cq *)c;
+	struct sockaddr_storage local, peer;
+	struct shm_ep *ep;
+	struct ucred cr = { 0 };
+	socklen_t crlen = sizeof(cr);
+	int ret;
+
+	ret = connect_args(c, priv, privlen, out);
+	if (!ret)
+		ret = shm_tcp_ends(tcp_fd, &local, &peer);
+	if (ret)
+		return ret;
+	ep = ep_alloc(sp, ep_context);
+	if (!ep)
+		return -ENOMEM;
+	ret = shm_tcp_peer(tcp_fd, &ep->tp);
+	if (ret) {
+		shm_log(sp, 4, "connect: cannot learn who holds the other end of the TCP connection (sock_diag: %s): not connecting",
+			strerror(-ret));
+		goto free_ep;
+	}
+	shm_region_spare_fill(sp);
+	ret = shm_rendezvous((struct sockaddr *)&peer, sizeof(peer), true,
+			     true, &ep->sock);
+	if (ret)
+		goto free_ep;
+	if (getsockopt(ep->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen)) {
+		ret = -errno;
+		goto free_ep;
+	}
+	if (cr.uid != ep->tp.uid) {
+		shm_log_limited(sp, 4, "connect: the provider name of port %u belongs to uid %u (pid %d), not to the owner (uid %u) of the other end of the TCP connection: refused",
+			ntohs(((struct sockaddr_in *)&peer)->sin_port),
+			(unsigned)cr.uid, (int)cr.pid, (unsigned)ep->tp.uid);
+		ret = -ECONNREFUSED;
+		goto free_ep;
+	}
+	ret = hello_prepare(ep, cr.pid);
+	if (ret)
+		goto free_ep;
+	ep->tcp_fd = tcp_fd;
+	ep->proving = true;
+	ep->hello_priv_len = (uint32_t)privlen;
+	if (privlen)
+		memcpy(ep->hello_priv, priv, privlen);
+	ep->state = SHM_EP_CONNECTING;
+	shm_cq_add_ep(cq, ep);
+	*out = (struct sdp_ep *)ep;
+	return SDP_PENDING;
+
+free_ep:
+	ep->retire = true;
+	ep_free(ep);
+	return ret;
+}
+
+static void close_fds(int fds[SHM_HS_FDS])
+{
+	int i;
+
+	for (i = 0; i < SHM_HS_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* A bound connect: the listener's proof (PROVE, its TCP socket), then our
+ * HELLO. 0: the HELLO went, wait for the ACCEPT; -EAGAIN: nothing yet;
+ * else refused. */
+static int connect_proof(struct shm_ep *ep)
+{
+	struct shm_hs hs;
+	int fds[SHM_HS_FDS], ret;
+
+	ret = shm_hs_recv(ep->sock, &hs, fds, NULL);
+	if (ret)
+		return ret;
+	if (hs.type != SHM_PROVE) {
+		close_fds(fds);
+		return -EPROTO;
+	}
+	ret = shm_tcp_proof(fds[0], ep->tcp_fd, &ep->tp);
+	close_fds(fds);
+	if (ret) {
+		shm_log_limited(ep->prov, 4, "connect: the process that answered does not hold the other end of this TCP connection: refused");
+		return ret;
+	}
+	ep->proving = false;
+	ret = send_hello(ep, ep->hello_priv, ep->hello_priv_len);
+	ep->tcp_fd = -1;	/* the caller's; not needed any more */
+	return ret;
+}
+
 /* The connecting side learns the answer to its hello. */
 static void connect_answer(struct shm_ep *ep)
 {
 	struct shm_hs hs;
-	int fds[2], ret;
+	int fds[SHM_HS_FDS], ret;
 	pid_t pid = 0;
 
+	if (ep->proving) {
+		ret = connect_proof(ep);
+		if (!ret || ret == -EAGAIN)
+			return;
+		goto refused;
+	}
 	ret = shm_hs_recv(ep->sock, &hs, fds, &pid);
 	if (ret == -EAGAIN)
 		return;
@@ -351,18 +530,14 @@ static void connect_answer(struct shm_ep *ep)
 			shm_cq_push(ep->cq, ep, SDP_OP_CONNECT, 0, 0, 0);
 			return;
 		}
-		if (fds[1] >= 0)
-			close(fds[1]);
 		if (ret != -ESRCH && ret != -EPERM)
 			shm_log(ep->prov, 3,
-				"connect: server %d sent an invalid shared region",
-				(int)pid);
+				"connect: server %d sent an invalid shared region (%s)",
+				(int)pid, strerror(-ret));
 	} else if (!ret) {
-		if (fds[0] >= 0)
-			close(fds[0]);
-		if (fds[1] >= 0)
-			close(fds[1]);
+		close_fds(fds);
 	}
+refused:
 	ep->retire = true;
 	shm_cq_push(ep->cq, ep, SDP_OP_CONNECT, 0, -ECONNREFUSED, 0);
 	shm_ep_fail(ep, -ECONNREFUSED);
@@ -425,6 +600,8 @@ int shm_ep_query(struct sdp_ep *e, struct sdp_ep_attr *attr)
 	a.max_rdma_size = SHM_MAX_RDMA;
 	a.peer_priv_len = ep->peer_priv_len;
 	memcpy(a.peer_priv, ep->peer_priv, ep->peer_priv_len);
+	if (ep->state == SHM_EP_CONNECTED && !ep->cma && !ep->same_pid)
+		a.flags |= SDP_EP_F_NO_RDMA_READ;
 	pthread_mutex_unlock(&ep->lock);
 	memcpy(attr, &a, size);
 	return 0;

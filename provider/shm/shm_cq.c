@@ -410,12 +410,12 @@ int shm_cq_notify_fd(struct sdp_cq *c)
 	bell = shm_bell_get(cq->prov, &id);
 	if (bell < 0)
 		return bell;
-	evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	evfd = shm_fd_keep(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (evfd < 0)
-		return -errno;
-	epfd = epoll_create1(EPOLL_CLOEXEC);
+		return evfd;
+	epfd = shm_fd_keep(epoll_create1(EPOLL_CLOEXEC));
 	if (epfd < 0) {
-		ret = -errno;
+		ret = epfd;
 		goto close_evfd;
 	}
 	if (epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &ev) ||

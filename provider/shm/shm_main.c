@@ -241,6 +241,9 @@ static const struct sdp_provider_ops shm_ops = {
 	.post_send = shm_post_send,
 	.post_recv = shm_post_recv,
 	.ioctl = shm_ioctl,
+	.listen_bound = shm_listen_bound,
+	.connect_bound = shm_connect_bound,
+	.probe_bound = shm_probe_bound,
 };
 
 static void fill_info(struct sdp_provider_info *info, uint32_t version,
@@ -254,7 +257,8 @@ static void fill_info(struct sdp_provider_info *info, uint32_t version,
 		 "same-host shared memory rings, RDMA by %s",
 		 cma ? "process_vm_readv/writev" : "staging copy");
 	info->caps = SDP_CAP_LOCAL_ONLY | SDP_CAP_SEND_INLINE |
-		     (cma ? SDP_CAP_RDMA_READ : 0);
+		     (cma ? SDP_CAP_RDMA_READ : 0) |
+		     (version >= SDP_SPI_MKVER(1, 1) ? SDP_CAP_TCP_BOUND : 0);
 }
 
 /* The one exported symbol (prototype in sdp_provider.h). */

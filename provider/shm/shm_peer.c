@@ -30,9 +30,13 @@ static int bell_locked(struct shm_provider *p)
 		return 0;
 	if (p->bell >= 0)
 		close(p->bell);	/* the child's copy of the parent's bell */
-	p->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (p->bell < 0)
-		return -errno;
+	p->bell = shm_fd_keep(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	if (p->bell < 0) {
+		int ret = p->bell;
+
+		p->bell = -1;
+		return ret;
+	}
 	p->bell_pid = getpid();
 	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
 		id = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)p ^
@@ -152,6 +156,14 @@ int shm_peer_get(struct shm_provider *p, pid_t pid, uint64_t bell_id,
 	pe->refs = 1;
 	if (pid != getpid()) {
 		pe->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (pe->pidfd >= 0 && !shm_fd_ok(pe->pidfd)) {
+			/* into the program's reserve: no connection */
+			close(pe->pidfd);
+			pthread_mutex_unlock(&p->peer_lock);
+			close(bell);
+			free(pe);
+			return -EMFILE;
+		}
 		if (pe->pidfd < 0 && errno == ESRCH) {
 			pthread_mutex_unlock(&p->peer_lock);
 			close(bell);

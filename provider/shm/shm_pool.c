@@ -188,7 +188,7 @@ int shm_region_get(struct shm_provider *p, struct shm_ep *ep,
 	/* only so many live endpoints keep an fd for reuse: 10,000 idle
 	 * connections must not cost 10,000 fds */
 	pthread_mutex_lock(&p->pool_lock);
-	if (p->memfds_kept < SHM_MEMFD_KEEP) {
+	if (p->memfds_kept < SHM_MEMFD_KEEP && shm_fd_spare(*memfd)) {
 		ep->memfd = *memfd;
 		p->memfds_kept++;
 	}
@@ -214,11 +214,19 @@ int shm_region_map_peer(struct shm_ep *ep, int memfd)
 	struct shm_pooled e = { .memfd = -1 };
 	struct shm_geom g;
 	struct stat st;
+	const char *why;
 	bool found = false;
 	uint32_t i;
 
 	if (fstat(memfd, &st))
 		return -errno;
+	/* a kept mapping stays safe only while its file cannot shrink:
+	 * checked on every file the peer sends, kept or not */
+	if (shm_region_trust(memfd, &why)) {
+		shm_log_limited(p, 3, "peer %d's shared region is %s: refused",
+			(int)(ep->pe ? ep->pe->pid : 0), why);
+		return -EPERM;
+	}
 	ep->peer_dev = st.st_dev;
 	ep->peer_ino = st.st_ino;
 	pthread_mutex_lock(&p->pool_lock);

@@ -159,6 +159,9 @@ int shm_stage_tx_progress(struct shm_ep *ep)
 
 		if (!ep->wr_cnt)
 			return -EPROTO;
+		/* the peer's word: only an error code it may give passes */
+		if (r < 0 && r <= -SDP_ERRNO_MAX)
+			r = -EPROTO;
 		if (r < 0 && !w->status)
 			w->status = r;
 		ep->st_done++;

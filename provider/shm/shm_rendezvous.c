@@ -108,9 +108,11 @@ static int addr_names(const struct sockaddr *a, socklen_t alen,
 
 /* Connects a new socket to the first name that has a listener. creds:
  * the socket will receive the peer's SCM_CREDENTIALS (a connect's
- * answer); a probe or an owner query needs none. */
+ * answer); a probe or an owner query needs none. exact: the first name
+ * only, no wildcard after it (a bound connection's listener is always at
+ * its exact address, and a wildcard name is anybody's to take). */
 int shm_rendezvous(const struct sockaddr *a, socklen_t alen, bool creds,
-		   int *out)
+		   bool exact, int *out)
 {
 	struct shm_name names[SHM_MAX_NAMES];
 	int n, i, fd, one = 1;
@@ -118,11 +120,13 @@ int shm_rendezvous(const struct sockaddr *a, socklen_t alen, bool creds,
 	n = addr_names(a, alen, names);
 	if (n < 0)
 		return n;
+	if (exact)
+		n = 1;
 	for (i = 0; i < n; i++) {
-		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
-				     SOCK_CLOEXEC, 0);
+		fd = shm_fd_keep(socket(AF_UNIX, SOCK_SEQPACKET |
+					SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 		if (fd < 0)
-			return -errno;
+			return fd;
 		if (creds)
 			setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one,
 				   sizeof(one));
@@ -145,10 +149,47 @@ int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
 {
 	int fd, ret;
 
-	ret = shm_rendezvous(addr, addrlen, false, &fd);
+	ret = shm_rendezvous(addr, addrlen, false, false, &fd);
 	if (ret)
 		return ret;
 	close(fd);	/* the listener drops an empty connection silently */
+	return 0;
+}
+
+/*
+ * Does the owner of the other end of TCP connection tcp_fd hold a provider
+ * listener at that end's exact address? Its creator (SO_PEERCRED) must be
+ * the user that owns that socket (sock_diag): a name another user made
+ * there is nobody's listener, and the caller must not take it for a
+ * switch (a hello written to a program without one).
+ */
+int shm_probe_bound(struct sdp_provider *p, int tcp_fd)
+{
+	struct sockaddr_storage local, peer;
+	struct shm_tcp_peer tp;
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+	int fd, ret;
+
+	ret = shm_tcp_ends(tcp_fd, &local, &peer);
+	if (ret)
+		return ret;
+	ret = shm_rendezvous((struct sockaddr *)&peer, sizeof(peer), false,
+			     true, &fd);
+	if (ret)
+		return ret;
+	ret = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) ? -errno : 0;
+	close(fd);
+	if (!ret)
+		ret = shm_tcp_peer(tcp_fd, &tp);
+	if (ret)
+		return ret;
+	if (cr.uid != tp.uid) {
+		shm_log_limited(shm_prov(p), 4, "probe: the provider name of port %u belongs to uid %u (pid %d), not to the owner (uid %u) of the other end of the TCP connection: no switch there",
+			ntohs(((struct sockaddr_in *)&peer)->sin_port),
+			(unsigned)cr.uid, (int)cr.pid, (unsigned)tp.uid);
+		return -ECONNREFUSED;
+	}
 	return 0;
 }
 
@@ -244,7 +285,7 @@ int shm_listener_owner(struct shm_provider *p, const struct sockaddr *addr,
 		}
 		keep = now >= e->plain_until_ns;
 	}
-	ret = shm_rendezvous(addr, addrlen, false, &fd);
+	ret = shm_rendezvous(addr, addrlen, false, false, &fd);
 	if (!ret && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l)) {
 		ret = -errno;
 		close(fd);
@@ -259,7 +300,9 @@ int shm_listener_owner(struct shm_provider *p, const struct sockaddr *addr,
 	}
 	o->uid = cr.uid;
 	o->pid = cr.pid;
-	if (keep && !shm_hs_send(fd, SHM_WATCH, 0, NULL, 0, NULL, 0, 0)) {
+	/* a watch is kept for speed only: not in the program's last fds */
+	if (keep && shm_fd_spare(fd) &&
+	    !shm_hs_send(fd, SHM_WATCH, 0, NULL, 0, NULL, 0, 0)) {
 		memcpy(&e->addr, addr, addrlen);
 		e->len = addrlen;
 		e->fd = fd;
@@ -288,15 +331,13 @@ void shm_owners_free(struct shm_provider *p)
 
 /* ---- listeners (server side) -------------------------------------------- */
 
-int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
-	       socklen_t addrlen, int backlog, struct sdp_listener **out)
+static int listen_on(struct sdp_provider *p, const struct sockaddr *addr,
+		     socklen_t addrlen, int backlog, struct shm_listener **out)
 {
 	struct shm_name names[SHM_MAX_NAMES];
 	struct shm_listener *l;
 	int ret;
 
-	if (!out)
-		return -EINVAL;
 	ret = addr_names(addr, addrlen, names);
 	if (ret < 0)
 		return ret;
@@ -304,10 +345,11 @@ int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
 	if (!l)
 		return -ENOMEM;
 	l->prov = shm_prov(p);
-	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		       0);
+	l->tcp_fd = -1;
+	l->fd = shm_fd_keep(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
+					   SOCK_CLOEXEC, 0));
 	if (l->fd < 0) {
-		ret = -errno;
+		ret = l->fd;
 		goto free_l;
 	}
 	if (bind(l->fd, (struct sockaddr *)&names[0].sun, names[0].len) ||
@@ -315,7 +357,7 @@ int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
 		ret = -errno;
 		goto close_fd;
 	}
-	*out = (struct sdp_listener *)l;
+	*out = l;
 	return 0;
 
 close_fd:
@@ -323,6 +365,51 @@ close_fd:
 free_l:
 	free(l);
 	return ret;
+}
+
+int shm_listen(struct sdp_provider *p, const struct sockaddr *addr,
+	       socklen_t addrlen, int backlog, struct sdp_listener **out)
+{
+	if (!out)
+		return -EINVAL;
+	return listen_on(p, addr, addrlen, backlog,
+			 (struct shm_listener **)out);
+}
+
+/*
+ * A listener for TCP connection tcp_fd, at its exact local address. It
+ * takes a connection only from a process of the user that owns the other
+ * end's socket (SO_PEERCRED against sock_diag), sends that process our TCP
+ * socket as our proof (PROVE), and then takes a HELLO only with the other
+ * end's socket in it (shm_tcp_proof). docs/security.md, "Binding".
+ */
+int shm_listen_bound(struct sdp_provider *p, int tcp_fd, int backlog,
+		     struct sdp_listener **out)
+{
+	struct sockaddr_storage local, peer;
+	struct shm_tcp_peer tp;
+	struct shm_listener *l;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ret = shm_tcp_ends(tcp_fd, &local, &peer);
+	if (!ret)
+		ret = shm_tcp_peer(tcp_fd, &tp);
+	if (ret) {
+		shm_log(shm_prov(p), 4, "listen: cannot learn who holds the other end of the TCP connection (sock_diag: %s): not listening",
+			strerror(-ret));
+		return ret;
+	}
+	ret = listen_on(p, (struct sockaddr *)&local, sizeof(local), backlog,
+			&l);
+	if (ret)
+		return ret;
+	l->bound = true;
+	l->tcp_fd = tcp_fd;
+	l->tp = tp;
+	*out = (struct sdp_listener *)l;
+	return 0;
 }
 
 int shm_listener_fd(struct sdp_listener *l)
@@ -340,7 +427,7 @@ int shm_listener_close(struct sdp_listener *sl)
 	if (!l)
 		return -EINVAL;
 	for (i = 0; i < l->nwatch; i++)
-		close(l->watch[i]);
+		close(l->watch[i].fd);
 	for (i = 0; i < l->npend; i++)
 		close(l->pend[i].fd);
 	close(l->fd);
@@ -349,75 +436,136 @@ int shm_listener_close(struct sdp_listener *sl)
 	return 0;
 }
 
-static void keep_watch(struct shm_listener *l, int fd)
+/* A client's watch, kept while its user keeps fewer than
+ * SHM_WATCH_PER_UID here and the fd is not one of the program's last: a
+ * user who floods WATCH costs this process a few descriptors, and the
+ * watches of everybody else stand. Refused ones are hung up, which tells
+ * the client to ask without one for a while. */
+static void keep_watch(struct shm_listener *l, int fd, uint32_t uid)
 {
-	int *w;
+	struct shm_watch *w;
+	uint32_t i, mine = 0;
 
+	for (i = 0; i < l->nwatch; i++)
+		mine += l->watch[i].uid == uid;
+	if (mine >= SHM_WATCH_PER_UID || !shm_fd_spare(fd)) {
+		close(fd);
+		return;
+	}
 	if (l->nwatch == l->cap_watch) {
 		uint32_t cap = l->cap_watch ? 2 * l->cap_watch : 8;
 
 		if (cap > SHM_MAX_WATCH ||
 		    !(w = realloc(l->watch, cap * sizeof(*w)))) {
-			/* the client sees the hang-up and stops asking */
 			close(fd);
 			return;
 		}
 		l->watch = w;
 		l->cap_watch = cap;
 	}
-	l->watch[l->nwatch++] = fd;
+	l->watch[l->nwatch].fd = fd;
+	l->watch[l->nwatch].uid = uid;
+	l->nwatch++;
 }
 
-/* Keeps fd until its first message comes; the oldest goes when full. */
-static void keep_pending(struct shm_listener *l, int fd, uint64_t now)
+static void drop_pending(struct shm_listener *l, uint32_t i)
 {
-	if (l->npend == SHM_MAX_PENDING) {
-		close(l->pend[0].fd);
-		memmove(&l->pend[0], &l->pend[1],
-			(l->npend - 1) * sizeof(l->pend[0]));
-		l->npend--;
-	}
+	close(l->pend[i].fd);
+	memmove(&l->pend[i], &l->pend[i + 1],
+		(l->npend - i - 1) * sizeof(l->pend[0]));
+	l->npend--;
+}
+
+/* Keeps fd until its first message comes. A user with SHM_PEND_PER_UID
+ * waiting already loses its oldest, so silent connections of one user
+ * cannot push out everybody else's; a full list loses its oldest. */
+static void keep_pending(struct shm_listener *l, int fd, uint32_t uid,
+			 uint64_t now)
+{
+	uint32_t i, mine = 0, first = 0;
+
+	for (i = l->npend; i-- > 0;)
+		if (l->pend[i].uid == uid) {
+			mine++;
+			first = i;
+		}
+	if (mine >= SHM_PEND_PER_UID)
+		drop_pending(l, first);
+	else if (l->npend == SHM_MAX_PENDING)
+		drop_pending(l, 0);
 	l->pend[l->npend].fd = fd;
+	l->pend[l->npend].uid = uid;
 	l->pend[l->npend].since_ns = now;
 	l->npend++;
 }
 
+/* A bound listener's HELLO must carry the socket at the other end of its
+ * TCP connection (the connector's proof); the socket goes at once. */
+static bool hello_proven(struct shm_listener *l, int fds[SHM_HS_FDS])
+{
+	int ret;
+
+	if (fds[2] < 0)
+		return false;
+	ret = shm_tcp_proof(fds[2], l->tcp_fd, &l->tp);
+	close(fds[2]);
+	fds[2] = -1;
+	return !ret;
+}
+
 /*
  * The first message of an accepted connection, without waiting: 1 with a
- * HELLO in *hs (fds and the peer's credentials taken), 0 when fd was
- * dealt with (a probe that closed, a watch kept, garbage dropped),
- * -EAGAIN when nothing came yet.
+ * HELLO in *hs (its fds taken), 0 when fd was dealt with (a probe that
+ * closed, a watch kept, garbage dropped), -EAGAIN when nothing came yet.
  */
-static int first_message(struct shm_listener *l, int fd, struct shm_hs *hs,
-			 int fds[2], struct ucred *cr)
+static int first_message(struct shm_listener *l, int fd, uint32_t uid,
+			 struct shm_hs *hs, int fds[SHM_HS_FDS])
 {
-	socklen_t crlen = sizeof(*cr);
 	int r = shm_hs_recv(fd, hs, fds, NULL);
+	int i;
 
 	if (r == -EAGAIN)
 		return -EAGAIN;
-	if (!r && hs->type == SHM_WATCH) {
-		keep_watch(l, fd);
+	if (!r && hs->type == SHM_WATCH && !l->bound) {
+		keep_watch(l, fd, uid);
 		return 0;
 	}
-	if (!r && hs->type == SHM_HELLO &&
-	    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &crlen))
+	if (!r && hs->type == SHM_HELLO && !l->bound && fds[2] < 0)
 		return 1;
-	if (!r) {
-		if (fds[0] >= 0)
-			close(fds[0]);
-		if (fds[1] >= 0)
-			close(fds[1]);
+	if (!r && hs->type == SHM_HELLO && l->bound) {
+		if (hello_proven(l, fds))
+			return 1;
+		shm_log_limited(l->prov, 4, "listener: a provider connection without proof that it holds the other end of this TCP connection: dropped");
 	}
+	if (!r)
+		for (i = 0; i < SHM_HS_FDS; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
 	/* a probe, a dead client or garbage: dropped silently */
 	close(fd);
 	return 0;
 }
 
 /*
+ * A connection a bound listener just accepted: from the owner of the other
+ * end of its TCP connection, it gets our proof (PROVE: our TCP socket) and
+ * waits for its HELLO; from anybody else, nothing. true: keep it pending.
+ */
+static bool bound_admit(struct shm_listener *l, int fd, const struct ucred *cr)
+{
+	if (cr->uid != l->tp.uid) {
+		shm_log_limited(l->prov, 4, "listener: a provider connection from uid %u (pid %d), not from the owner (uid %u) of the other end of this TCP connection: dropped",
+			(unsigned)cr->uid, (int)cr->pid, (unsigned)l->tp.uid);
+		return false;
+	}
+	return !shm_hs_send(fd, SHM_PROVE, 0, NULL, 0, &l->tcp_fd, 1, 0);
+}
+
+/*
  * The next connection request, never waiting: connections that sent
- * nothing yet (their HELLO follows the connect at once, so rarely) wait in
- * the listener for handshake_ms and are looked at again on every call.
+ * nothing yet (their HELLO follows the connect at once, so rarely; on a
+ * bound listener it follows our PROVE) wait in the listener for
+ * handshake_ms and are looked at again on every call.
  */
 int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 		    void *priv, size_t *privlen)
@@ -426,8 +574,9 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 	uint64_t now = mono_ns(), limit;
 	struct shm_conn_req *req;
 	struct shm_hs hs;
-	struct ucred cr;
-	int fd = -1, fds[2], r = 0;
+	struct ucred cr = { 0 };
+	socklen_t crlen;
+	int fd = -1, fds[SHM_HS_FDS], r = 0;
 	uint32_t i;
 
 	if (!l || !out || (priv && !privlen))
@@ -435,7 +584,8 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 	limit = (uint64_t)l->prov->opt.handshake_ms * 1000000ull;
 	for (i = 0; i < l->npend && r != 1;) {
 		fd = l->pend[i].fd;
-		r = first_message(l, fd, &hs, fds, &cr);
+		cr.uid = l->pend[i].uid;
+		r = first_message(l, fd, cr.uid, &hs, fds);
 		if (r == -EAGAIN && now - l->pend[i].since_ns < limit) {
 			i++;
 			continue;
@@ -453,9 +603,26 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 				continue;
 			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 		}
-		r = first_message(l, fd, &hs, fds, &cr);
+		crlen = sizeof(cr);
+		if (!shm_fd_ok(fd) ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) ||
+		    (l->bound && !bound_admit(l, fd, &cr))) {
+			/* over the reserve, or not admitted */
+			close(fd);
+			r = 0;
+			continue;
+		}
+		r = l->bound ? -EAGAIN : first_message(l, fd, cr.uid, &hs, fds);
 		if (r == -EAGAIN)
-			keep_pending(l, fd, now);
+			keep_pending(l, fd, cr.uid, now);
+	}
+	/* the client's pid, as the kernel gives it for this socket */
+	crlen = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen)) {
+		close(fds[0]);
+		close(fds[1]);
+		close(fd);
+		return -EAGAIN;
 	}
 	req = calloc(1, sizeof(*req));
 	if (!req) {
@@ -470,6 +637,7 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 	req->bell = fds[1];
 	req->bell_id = hs.bell_id;
 	req->pid = cr.pid;
+	req->uid = cr.uid;
 	req->flags = hs.flags;
 	req->priv_len = hs.priv_len;
 	memcpy(req->priv, hs.priv, hs.priv_len);

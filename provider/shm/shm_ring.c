@@ -5,6 +5,7 @@
  * ring itself: single producer / single consumer, whole messages in slots.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -88,13 +89,24 @@ int shm_region_new(struct shm_provider *p, struct shm_hdr **out,
 			  PAGE);
 	g.owner_pid = getpid();
 
-	fd = memfd_create("sdp-shm", MFD_CLOEXEC);
+	fd = shm_fd_keep(memfd_create("sdp-shm", MFD_CLOEXEC |
+					      MFD_ALLOW_SEALING));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (ftruncate(fd, g.size)) {
 		ret = -errno;
 		goto close_fd;
 	}
+	/* backing store before the mapping: a set-up that cannot have it
+	 * fails here (the switch stays on TCP), never a later store */
+	ret = fallocate(fd, 0, 0, shm_commit_all() ? g.size : PAGE);
+	if (ret) {
+		ret = -errno;
+		goto close_fd;
+	}
+	ret = shm_region_seal(fd);
+	if (ret)
+		goto close_fd;
 	h = mmap(NULL, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED) {
 		ret = -errno;
@@ -123,10 +135,16 @@ int shm_region_map(struct shm_ep *ep, int memfd)
 {
 	struct shm_geom g;
 	struct stat st;
+	const char *why;
 	void *base;
 
 	if (fstat(memfd, &st))
 		return -errno;
+	if (shm_region_trust(memfd, &why)) {
+		shm_log_limited(ep->prov, 3, "peer %d's shared region is %s: refused",
+			(int)ep->peer_pid, why);
+		return -EPERM;
+	}
 	if (st.st_size < (off_t)PAGE)
 		return -EPROTO;
 	if (pread(memfd, &g, sizeof(g), 0) != sizeof(g))

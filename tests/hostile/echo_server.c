@@ -50,6 +50,12 @@ static void *serve(void *arg)
 
 	if (!buf)
 		goto out;
+	/* HOSTILE_BANNER: a server that speaks first (SMTP, FTP): its
+	 * banner must be the first byte any client reads */
+	if (getenv("HOSTILE_BANNER") &&
+	    send_all(c->fd, (const uint8_t *)HOSTILE_BANNER,
+		     HOSTILE_BANNER_LEN))
+		goto out;
 	for (;;) {
 		ssize_t n = recv(c->fd, buf, 1 << 18, 0);
 

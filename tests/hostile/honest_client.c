@@ -5,6 +5,7 @@
  * echo_server for a while, checks every echoed byte, and says which path
  * carried the connection (from its own sdp-stat file).
  *   honest_client PORT SECONDS [san]   ("san": fail unless carried by shm)
+ * HOSTILE_LOCAL_PORT=P in the environment: connect from port P.
  * Exit 0 only when every byte came back exactly.
  */
 #include <arpa/inet.h>
@@ -147,6 +148,21 @@ int main(int argc, char **argv)
 	a.sin_port = htons((uint16_t)atoi(argv[1]));
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	fd = socket(AF_INET, SOCK_STREAM, 0);
+	/* HOSTILE_LOCAL_PORT: from this port (one a squatter watches) */
+	if (fd >= 0 && getenv("HOSTILE_LOCAL_PORT")) {
+		struct sockaddr_in me = { .sin_family = AF_INET };
+		int one = 1;
+
+		me.sin_port = htons((uint16_t)atoi(
+					getenv("HOSTILE_LOCAL_PORT")));
+		me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&me, sizeof(me))) {
+			fprintf(stderr, "honest_client: bind to port %s: %s\n",
+				getenv("HOSTILE_LOCAL_PORT"), strerror(errno));
+			return 1;
+		}
+	}
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
 		fprintf(stderr, "honest_client: connect to port %s: %s\n",
 			argv[1], strerror(errno));

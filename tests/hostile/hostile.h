@@ -12,6 +12,9 @@
 /* The first 8 bytes of every stream sent to echo_server. */
 #define HOSTILE_ECHO_MAGIC "HECHO01\n"
 #define HOSTILE_ECHO_MAGIC_LEN 8
+/* What echo_server says first when HOSTILE_BANNER is set. */
+#define HOSTILE_BANNER "HBANNER\n"
+#define HOSTILE_BANNER_LEN 8
 
 /* xorshift64*: the byte stream an honest client sends and expects back. */
 static inline uint8_t hostile_gen(uint64_t *st)

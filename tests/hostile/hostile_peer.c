@@ -213,10 +213,6 @@ static int peer_open(struct peer *p, uint16_t port)
 	if (p->tcp < 0 || bind(p->tcp, (struct sockaddr *)&p->local, sl) ||
 	    getsockname(p->tcp, (struct sockaddr *)&p->local, &sl))
 		return fail(p, "TCP socket: %s", strerror(errno));
-	r = mod.ops.listen(mod.prov, (struct sockaddr *)&p->local, sl, 4,
-			   &p->pl);
-	if (r)
-		return fail(p, "provider listen: %s", sdp_strerror(r));
 	r = mod.ops.cq_create(mod.prov, 64, &p->cq);
 	if (r)
 		return fail(p, "cq_create: %s", sdp_strerror(r));
@@ -231,6 +227,12 @@ static int peer_open(struct peer *p, uint16_t port)
 	if (connect(p->tcp, (struct sockaddr *)&srv, sizeof(srv)))
 		return fail(p, "connect to port %u: %s", port,
 			    strerror(errno));
+	/* bound to this TCP connection, as the switch's own listener is:
+	 * the server's provider connect proves itself to it and it to the
+	 * server */
+	r = mod.ops.listen_bound(mod.prov, p->tcp, 4, &p->pl);
+	if (r)
+		return fail(p, "provider listen: %s", sdp_strerror(r));
 	if (getrandom(p->key, sizeof(p->key), 0) != sizeof(p->key))
 		return fail(p, "getrandom: %s", strerror(errno));
 	memset(&h, 0, sizeof(h));

@@ -154,7 +154,11 @@ SDP_UPGRADE_AFTER_US=0 honest forge_real_connection $fport 2 san \
 wait $forger
 fst=$(grep -m1 -o '^\(PASS\|FAIL\)' "$work/forger.out" || echo FAIL)
 result "$fst" "forge_refused: $(sed -n 1p "$work/forger.out" | sed 's/^[A-Z]* //')"
-if grep -q 'without the key of this TCP connection' "$work/forge.log"; then
+# the forger runs as the client's own user here, so the client's listener
+# answers it and then drops its HELLO, which carries no proof of holding
+# the server's end of the TCP connection (run-trust.sh has other users)
+if grep -q 'without the key of this TCP connection\|without proof that it holds the other end' \
+	"$work/forge.log"; then
 	result PASS "forge_logged: the client's switch logged the refusal"
 else
 	result FAIL "forge_logged: no refusal in the client's log"

@@ -4,7 +4,8 @@
  * dlopen + sdp_provider_startup: connect/accept in one process and across
  * fork (inherited listener), message order and bytes, RDMA read/write from
  * 1 B to 64 MiB unaligned, bad descriptors, peer death, staging mode,
- * interrupt mode, fault injection and 1,000 connections.
+ * interrupt mode, fault injection, connections bound to their TCP
+ * connection and 1,000 connections.
  * Usage: test_shm path/to/libsdp-shm.so
  */
 #include <arpa/inet.h>
@@ -1136,6 +1137,131 @@ static int test_ipv6(int port)
 	return 0;
 }
 
+/* ---- connections bound to a TCP connection (SPI 1.1) ------------------ */
+
+/* A connected TCP pair on 127.0.0.1: *cl the client's end, *sv the
+ * server's accepted one. */
+static int tcp_pair(int port, int *cl, int *sv)
+{
+	struct sockaddr_in a = addr4("127.0.0.1", port);
+	int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	CHECK(ls >= 0 && !setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one,
+				     sizeof(one)) &&
+	      !bind(ls, (void *)&a, sizeof(a)) && !listen(ls, 4),
+	      "TCP listener on %d", port);
+	*cl = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(*cl >= 0 && !connect(*cl, (void *)&a, sizeof(a)), "TCP connect");
+	*sv = accept(ls, NULL, NULL);
+	close(ls);
+	CHECK(*sv >= 0, "TCP accept");
+	return 0;
+}
+
+/* The bound operations find only the listener of the other end's holder
+ * at its exact name: a wildcard name there is never tried, a connect
+ * without the proof is refused, and a bound pair connects and carries a
+ * message. */
+static int test_bound(int port)
+{
+	struct ctx c;
+	struct sdp_cq *ccq, *scq;
+	struct sdp_listener *l, *wild;
+	struct sdp_conn_req *req;
+	struct sdp_ep *cep, *sep, *rogue;
+	struct sdp_completion comp;
+	struct sockaddr_in me, any;
+	socklen_t ml = sizeof(me);
+	char priv[64], buf[64];
+	size_t plen = sizeof(priv);
+	struct sdp_mr *mr;
+	struct sdp_sge sge;
+	int cl, sv, ret, n;
+	double end;
+
+	if (open_prov(&c, NULL) || tcp_pair(port, &cl, &sv))
+		return -1;
+	CHECK(c.info.caps & SDP_CAP_TCP_BOUND, "no SDP_CAP_TCP_BOUND");
+	CHECK(!c.o->cq_create(c.p, 64, &ccq) && !c.o->cq_create(c.p, 64, &scq),
+	      "cq_create");
+	getsockname(cl, (void *)&me, &ml);
+	/* only a wildcard name at the client's port: never used */
+	any = addr4("0.0.0.0", ntohs(me.sin_port));
+	CHECK(!c.o->listen(c.p, (void *)&any, sizeof(any), 4, &wild),
+	      "wildcard listen");
+	CHECK(c.o->probe_bound(c.p, sv) == -ECONNREFUSED,
+	      "probe_bound took a wildcard name");
+	ret = c.o->connect_bound(c.p, scq, sv, "k", 1, NULL, &rogue);
+	CHECK(ret == -ECONNREFUSED,
+	      "connect_bound fell through to a wildcard name: %d", ret);
+	CHECK(c.o->get_request(wild, &req, priv, &plen) == -EAGAIN,
+	      "the wildcard listener got a request");
+	c.o->listener_close(wild);
+	/* the client's bound listener */
+	ret = c.o->listen_bound(c.p, cl, 4, &l);
+	CHECK(!ret, "listen_bound %d", ret);
+	CHECK(!c.o->probe_bound(c.p, sv), "probe_bound");
+	/* a connect that brings no proof gets no request through */
+	{
+		struct sockaddr_in a = addr4("127.0.0.1", ntohs(me.sin_port));
+
+		ret = c.o->connect(c.p, scq, (void *)&a, sizeof(a), "x", 1,
+				   NULL, &rogue);
+		CHECK(ret == SDP_PENDING, "plain connect %d", ret);
+		end = now() + 2;
+		ret = -EAGAIN;
+		while (now() < end && ret == -EAGAIN) {
+			plen = sizeof(priv);
+			ret = c.o->get_request(l, &req, priv, &plen);
+			n = c.o->cq_poll(scq, &comp, 1);
+			if (n == 1)
+				break;
+		}
+		CHECK(ret == -EAGAIN, "a HELLO without proof became a request");
+		if (n != 1)
+			CHECK(!wait_op(&c, scq, SDP_OP_CONNECT, &comp),
+			      "plain connect answer");
+		CHECK(comp.status == -ECONNREFUSED,
+		      "plain connect to a bound listener: status %d",
+		      comp.status);
+		c.o->ep_close(rogue);
+	}
+	/* the real one */
+	ret = c.o->connect_bound(c.p, scq, sv, "key", 3, (void *)7, &sep);
+	CHECK(ret == SDP_PENDING, "connect_bound %d", ret);
+	end = now() + 10;
+	do {
+		plen = sizeof(priv);
+		ret = c.o->get_request(l, &req, priv, &plen);
+		c.o->cq_poll(scq, &comp, 0);
+	} while (ret == -EAGAIN && now() < end);
+	CHECK(!ret && plen == 3 && !memcmp(priv, "key", 3),
+	      "bound request %d", ret);
+	ret = c.o->accept(req, ccq, NULL, 0, NULL, &cep);
+	CHECK(ret == 0, "accept %d", ret);
+	CHECK(!wait_op(&c, scq, SDP_OP_CONNECT, &comp) && !comp.status,
+	      "connect_bound completion %d", comp.status);
+	CHECK(!c.reg(c.p, buf, sizeof(buf), SDP_ACCESS_LOCAL_WRITE, &mr),
+	      "register");
+	sge = (struct sdp_sge){ buf, sizeof(buf), mr };
+	CHECK(c.o->post_recv(cep, &sge, 1, 1) == SDP_PENDING, "post_recv");
+	ret = c.o->post_send(sep, &(struct sdp_sge){ "bound", 5, NULL }, 1, 2,
+			     SDP_SEND_INLINE);
+	CHECK(ret == 0, "send %d", ret);
+	CHECK(!wait_op(&c, ccq, SDP_OP_RECV, &comp) && comp.bytes == 5 &&
+	      !memcmp(buf, "bound", 5), "message over the bound connection");
+	c.dereg(c.p, mr);
+	c.o->ep_close(cep);
+	c.o->ep_close(sep);
+	c.o->listener_close(l);
+	c.o->cq_destroy(ccq);
+	c.o->cq_destroy(scq);
+	close(cl);
+	close(sv);
+	c.o->cleanup(c.p);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = argc > 1 ? argv[1] : "build/lib/sdp/libsdp-shm.so";
@@ -1174,6 +1300,7 @@ int main(int argc, char **argv)
 	RUN("one process, default mode", test_local(NULL, port));
 	RUN("one process, no_cma", test_local("no_cma", port + 20));
 	RUN("ipv6 and wildcards", test_ipv6(port + 40));
+	RUN("bound to a TCP connection", test_bound(port + 41));
 	RUN("fault injection", test_fault_rdma(port + 43));
 	RUN("threads sharing a CQ", test_threads(port + 45));
 	RUN("fork, default mode", test_fork(NULL, port + 50));

@@ -162,7 +162,7 @@ START_TEST(load_chosen_version_out_of_range)
 	ck_assert_int_eq(rc, -SDP_EVERSION);
 	ck_assert_ptr_nonnull(strstr(
 		errbuf,
-		"the module chose 1.7, outside the 1.0 the switch asked for"));
+		"the module chose 1.7, outside the 1.0-1.1 the switch asked for"));
 	ck_assert_ptr_null(m.prov);
 	read_file(mark, got, sizeof(got));
 	ck_assert_str_eq(got, "cleanup");
