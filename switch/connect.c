@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blind.h"
 #include "config.h"
 #include "connect.h"
 #include "discovery.h"
@@ -43,7 +44,8 @@ static bool client_listen(struct sw_sock *s)
 	socklen_t llen = sizeof(local);
 	int i, r, n = 0;
 
-	if (getsockname(s->fd, (struct sockaddr *)&local, &llen))
+	if (sw_blind() ||
+	    getsockname(s->fd, (struct sockaddr *)&local, &llen))
 		return false;
 	sw_addr_port(&local, &s->local_port);
 	if (s->st)
@@ -91,7 +93,7 @@ void sw_client_listen_due(struct sw_sock *s)
 	     2 * (s->tcp_rx + s->tcp_tx) < sw_cfg.upgrade_after_bytes))
 		return;
 	if (!client_listen(s))
-		sw_fallback(s, SDP_FB_LOCAL_SETUP,
+		sw_fallback(s, sw_blind() ? SDP_FB_BLIND : SDP_FB_LOCAL_SETUP,
 			    "cannot open a provider listener");
 }
 
@@ -116,6 +118,11 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	rule = sw_rules_decide('c', addr);
 	if (rule == SDP_RULE_TCP) {
 		sw_fallback(NULL, SDP_FB_RULE, NULL);
+		return sdp_sys.connect(fd, addr, len);
+	}
+	if (sw_blind_check(false)) {
+		/* not even a san rule: the program would read our hello */
+		sw_fallback(NULL, SDP_FB_BLIND, NULL);
 		return sdp_sys.connect(fd, addr, len);
 	}
 	/* discovery: which providers see a switch listening at addr? A

@@ -9,14 +9,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "log.h"
+#include "ownfd.h"
 #include "sys.h"
 #include "util.h"
 
 static int log_fd = 2;
+/* the log file's identity: a number the program took over (a close the
+ * shim did not see, then a new file on that number) is not written to */
+static dev_t log_dev;
+static ino_t log_ino;
 
 void sw_log_open(void);
 void sw_log_open(void)
@@ -25,10 +31,24 @@ void sw_log_open(void)
 
 	if (f && *f) {
 		int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		struct stat sb;
 
-		if (fd >= 0)
-			log_fd = fd;
+		if (fd >= 0 && !fstat(fd, &sb)) {
+			log_dev = sb.st_dev;
+			log_ino = sb.st_ino;
+			sw_fd_own(fd, &log_fd);
+		} else if (fd >= 0) {
+			sdp_sys.close(fd);
+		}
 	}
+}
+
+static bool log_fd_ok(int fd)
+{
+	struct stat sb;
+
+	return sw_fd_is_own(fd) && !fstat(fd, &sb) && sb.st_dev == log_dev &&
+	       sb.st_ino == log_ino;
 }
 
 void sw_log(int level, const char *fmt, ...)
@@ -37,7 +57,7 @@ void sw_log(int level, const char *fmt, ...)
 				       "warn", "notice", "info", "debug" };
 	char line[1024];
 	va_list ap;
-	int n;
+	int n, fd;
 
 	if (level > sw_cfg.log_level)
 		return;
@@ -59,7 +79,11 @@ void sw_log(int level, const char *fmt, ...)
 	if (n > (int)sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	/* the real write: never the program's wrapper */
-	if (sdp_sys.write(log_fd, line, n) < 0)
+	/* the real write: never the program's wrapper, and only to the log
+	 * file itself (or stderr), never to a number the program now owns */
+	fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+	if (fd != 2 && !log_fd_ok(fd))
+		return;
+	if (sdp_sys.write(fd, line, n) < 0)
 		return;
 }

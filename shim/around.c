@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * around.c - paths around the libc socket calls: libc's syscall() and the
+ * ring set-up of liburing, caught so that a process about to use io_uring
+ * stops carrying connections before its ring exists (switch/blind.c), and
+ * raw close/close_range/dup2/dup3 sent through the wrappers.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "blind.h"
+#include "shim.h"
+
+/* The switch stops carrying connections: the process is about to make
+ * (or use) an io_uring instance. Before the call that makes the ring. */
+static void shim_ring_seen(const char *why)
+{
+	if (sw_blind() || sdp_in_switch || !shim_on())
+		return;
+	shim_enter();
+	sw_blind_set(why);
+	shim_leave();
+}
+
+static long (*real_syscall)(long, ...);
+
+/*
+ * syscall(2) is variadic: six register-sized arguments are read whatever
+ * the call takes (the registers hold something either way, as in the C
+ * library's own implementation).
+ */
+SHIM_EXPORT long syscall(long nr, ...)
+{
+	long a[6];
+	va_list ap;
+	int i;
+
+	va_start(ap, nr);
+	for (i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	switch (nr) {
+	case __NR_io_uring_setup:
+		shim_ring_seen("io_uring_setup through syscall()");
+		break;
+	case __NR_io_uring_enter:
+	case __NR_io_uring_register:
+		shim_ring_seen("an io_uring call through syscall()");
+		break;
+	case __NR_close:
+		if (!sdp_in_switch)
+			return close((int)a[0]);
+		break;
+	case __NR_close_range:
+		if (!sdp_in_switch)
+			return close_range((unsigned int)a[0],
+					   (unsigned int)a[1], (int)a[2]);
+		break;
+	case __NR_dup2:
+		if (!sdp_in_switch)
+			return dup2((int)a[0], (int)a[1]);
+		break;
+	case __NR_dup3:
+		if (!sdp_in_switch)
+			return dup3((int)a[0], (int)a[1], (int)a[2]);
+		break;
+	}
+	if (!real_syscall) {
+		*(void **)&real_syscall = shim_resolve("syscall");
+		if (!real_syscall)
+			return -1;
+	}
+	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/*
+ * liburing makes its rings with its own system call instructions, not
+ * through syscall(): its exported entry points are caught instead (the
+ * preloaded library comes first). Each calls liburing's own after the
+ * switch stopped carrying; -ENOSYS (liburing's convention) when the
+ * process has no liburing to call.
+ */
+#define SHIM_URING(ret, name, params, args)				\
+	SHIM_EXPORT ret name params;					\
+	SHIM_EXPORT ret name params					\
+	{								\
+		static ret (*real) params;				\
+									\
+		shim_ring_seen("liburing's " #name "()");		\
+		if (!real)						\
+			*(void **)&real = dlsym(RTLD_NEXT, #name);	\
+		if (!real)						\
+			return -ENOSYS;					\
+		return real args;					\
+	}
+
+struct io_uring;
+struct io_uring_params;
+
+SHIM_URING(int, io_uring_queue_init,
+	   (unsigned int entries, struct io_uring *ring, unsigned int flags),
+	   (entries, ring, flags))
+SHIM_URING(int, io_uring_queue_init_params,
+	   (unsigned int entries, struct io_uring *ring,
+	    struct io_uring_params *p),
+	   (entries, ring, p))
+SHIM_URING(int, io_uring_queue_init_mem,
+	   (unsigned int entries, struct io_uring *ring,
+	    struct io_uring_params *p, void *buf, size_t len),
+	   (entries, ring, p, buf, len))
+SHIM_URING(int, io_uring_queue_mmap,
+	   (int fd, struct io_uring_params *p, struct io_uring *ring),
+	   (fd, p, ring))
+SHIM_URING(int, io_uring_setup,
+	   (unsigned int entries, struct io_uring_params *p),
+	   (entries, p))
