@@ -389,8 +389,6 @@ static void say_version(struct errbuf *e, const struct sdp_module *m)
 	    mod, SDP_SPI_MAJOR(LOADER_VERSION_MAX));
 }
 
-int (*sdp_loader_own_fd)(int fd, int *where);
-
 int sdp_module_load(const char *name, const char *path, const char *options,
 		    struct sdp_module *m, char *err, size_t errlen)
 {
@@ -452,7 +450,6 @@ int sdp_module_load(const char *name, const char *path, const char *options,
 	args.version_max = LOADER_VERSION_MAX;
 	args.options = options && *options ? options : NULL;
 	args.log = provider_log;
-	args.own_fd = sdp_loader_own_fd;
 	m->info.size = sizeof(m->info);
 
 	startup_note = note;

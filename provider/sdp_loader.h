@@ -59,10 +59,6 @@ struct sdp_catalog_entry {
  */
 int sdp_module_load(const char *name, const char *path, const char *options,
 		    struct sdp_module *m, char *err, size_t errlen);
-
-/* What modules loaded from now on get as sdp_startup_args.own_fd: the
- * switch sets it (to sw_fd_own) before it loads any; NULL elsewhere. */
-extern int (*sdp_loader_own_fd)(int fd, int *where);
 void sdp_module_unload(struct sdp_module *m);
 
 /*

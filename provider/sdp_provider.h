@@ -328,19 +328,6 @@ struct sdp_startup_args {
 	/* Logging sink for the provider; level as syslog (3 err .. 7 debug). */
 	void (*log)(int level, const char *fmt, ...)
 		__attribute__((format(printf, 2, 3)));
-	/*
-	 * Every descriptor the module keeps beyond one call (eventfds, unix
-	 * sockets, memfds, pidfds, epoll sets) goes through this right after
-	 * it is made: it returns the number to use from then on (moved above
-	 * the program's numbers, close-on-exec, kept from the program's
-	 * close, close_range, closefrom, dup2 and dup3) or -errno (the
-	 * descriptor is then still open at its old number). where is the
-	 * variable that holds the number, read afresh at each use: the
-	 * switch stores a new number there when the program dup2s onto the
-	 * old one. A plain close() by the module lets go of it. NULL (or
-	 * absent: check size) when the switch offers none.
-	 */
-	int (*own_fd)(int fd, int *where);
 };
 
 /* What the module reports back (WSPStartupEx's WSPDATA). */

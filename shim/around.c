@@ -3,11 +3,14 @@
  * around.c - paths around the libc socket calls: libc's syscall() and the
  * ring set-up of liburing, caught so that a process about to use io_uring
  * stops carrying connections before its ring exists (switch/blind.c), and
- * raw close/close_range/dup2/dup3 sent through the wrappers.
+ * raw close/close_range/dup2/dup3 sent through the wrappers; eventfd,
+ * memfd_create and pidfd_open only to see those the providers make.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -73,7 +76,34 @@ SHIM_EXPORT long syscall(long nr, ...)
 		if (!real_syscall)
 			return -1;
 	}
+	if (nr == __NR_pidfd_open && sdp_in_switch)
+		return shim_switch_fd((int)real_syscall(nr, a[0], a[1], a[2],
+							a[3], a[4], a[5]));
 	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* eventfd and memfd_create: only to give those a provider makes to the
+ * switch (shim_switch_fd); the program's pass as they are. */
+SHIM_EXPORT int eventfd(unsigned int initval, int flags)
+{
+	static int (*real)(unsigned int, int);
+
+	if (!real)
+		*(void **)&real = shim_resolve("eventfd");
+	if (!real)
+		return -1;
+	return shim_switch_fd(real(initval, flags));
+}
+
+SHIM_EXPORT int memfd_create(const char *name, unsigned int flags)
+{
+	static int (*real)(const char *, unsigned int);
+
+	if (!real)
+		*(void **)&real = shim_resolve("memfd_create");
+	if (!real)
+		return -1;
+	return shim_switch_fd(real(name, flags));
 }
 
 /*

@@ -63,6 +63,8 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
 
 	shim_on();	/* make sure init ran before the first socket */
 	fd = REAL(socket)(domain, type, protocol);
+	if (sdp_in_switch)
+		return shim_switch_fd(fd);	/* a provider's */
 	if (fd >= 0)
 		fdi_set(fd, (domain == AF_INET || domain == AF_INET6) &&
 				    (type & 0xf) == SOCK_STREAM &&
@@ -158,6 +160,8 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen,
 
 	if (!s) {
 		nfd = REAL(accept4)(fd, addr, alen, flags);
+		if (sdp_in_switch)
+			return shim_switch_fd(nfd);	/* a provider's */
 		fdi_clear(nfd, nfd);
 		return nfd;
 	}
@@ -174,6 +178,8 @@ SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 
 	if (!s) {
 		nfd = REAL(accept)(fd, addr, alen);
+		if (sdp_in_switch)
+			return shim_switch_fd(nfd);	/* a provider's */
 		fdi_clear(nfd, nfd);
 		return nfd;
 	}

@@ -36,7 +36,8 @@ void sw_log_open(void)
 		if (fd >= 0 && !fstat(fd, &sb)) {
 			log_dev = sb.st_dev;
 			log_ino = sb.st_ino;
-			sw_fd_own(fd, &log_fd);
+			__atomic_store_n(&log_fd, sw_fd_own(fd, &log_fd),
+					 __ATOMIC_RELEASE);
 		} else if (fd >= 0) {
 			sdp_sys.close(fd);
 		}

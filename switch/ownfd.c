@@ -94,18 +94,18 @@ static int own_base(void)
 	return top > 512 ? (int)top - 256 : (int)top / 2;
 }
 
-/* A copy of fd at a high number, close-on-exec, or -1. */
-static int own_place(int fd)
+/* A copy of fd at a high number (above floor), close-on-exec, or -1. */
+static int own_place(int fd, int floor)
 {
 	int base = own_base(), nfd;
 
-	while (base > fd) {
+	while (base > floor) {
 		nfd = sdp_sys.fcntl(fd, F_DUPFD_CLOEXEC, base);
 		if (nfd >= 0)
 			return nfd;
 		if (errno != EMFILE && errno != EINVAL)
 			break;
-		base = fd + (base - fd) / 2;
+		base = floor + (base - floor) / 2;
 	}
 	return -1;
 }
@@ -127,7 +127,7 @@ int sw_fd_own(int fd, int *where)
 
 	if (fd < 0)
 		return -EBADF;
-	nfd = own_place(fd);
+	nfd = own_place(fd, fd);
 	if (nfd >= 0) {
 		sdp_sys.close(fd);
 		fd = nfd;
@@ -154,8 +154,6 @@ int sw_fd_own(int fd, int *where)
 		atomic_fetch_add(&own_count, 1);
 	}
 	pthread_mutex_unlock(&own_lock);
-	if (where)
-		__atomic_store_n(where, fd, __ATOMIC_RELEASE);
 	return fd;
 }
 
@@ -219,7 +217,7 @@ int sw_fd_make_room(int fd)
 			fd);
 		return -EBUSY;
 	}
-	nfd = own_place(fd);
+	nfd = own_place(fd, 2);	/* anywhere but fd itself, which is taken */
 	if (nfd < 0) {
 		pthread_mutex_unlock(&own_lock);
 		SW_WARN("the program asked for fd %d, which the switch holds; no free number to move it to: refused with EBUSY",

@@ -11,11 +11,15 @@
 
 /*
  * Takes fd on as the switch's: moves it near the top of RLIMIT_NOFILE,
- * close-on-exec, and registers it. where (may be NULL) is the variable
- * that holds the number: when the program dup2s onto it, the switch moves
- * its descriptor elsewhere and stores the new number there (an int read
- * with __atomic_load_n). Returns the number to use (fd itself when it
- * could not move, still registered) or -errno; fd is closed when moved.
+ * close-on-exec, and registers it. Returns the number to use (fd itself
+ * when it could not move, still registered) or -errno; fd is closed when
+ * moved. where (may be NULL) is the variable the caller keeps the number
+ * in: when the program dup2s onto it, the switch moves its descriptor
+ * elsewhere and stores the new number there (read it with
+ * __atomic_load_n). Without where such a dup2 fails with EBUSY.
+ * The shim calls this for every descriptor made under the guard (by the
+ * switch or a provider: shim_switch_fd); the switch calls it itself for
+ * the few it opens with calls the shim does not wrap (its log file).
  */
 int sw_fd_own(int fd, int *where);
 

@@ -17,7 +17,6 @@
 
 #include "config.h"
 #include "log.h"
-#include "ownfd.h"
 #include "providers.h"
 #include "sock.h"
 #include "stats.h"
@@ -90,7 +89,6 @@ static void sw_init_once(void)
 	sw_config_load();
 	sw_log_open();
 	sw_stats_init();
-	sdp_loader_own_fd = sw_fd_own;
 	load_providers();
 	for (i = 0; i < sw_nproviders; i++)
 		if (sw_providers[i].usable)
