@@ -207,15 +207,7 @@ def closer_tests():
 # Tests that fail for a known fault outside what they test, each with the
 # fault: reported as XFAIL while they fail, and as a failure (XPASS) once
 # they pass, so that the mark goes with the fault.
-KNOWN = {
-	'closer-loop': 'a carried connection between a process and its '
-		       'forked child breaks when errno is EBADF at the start '
-		       '(any errno left by a failed call does it; the same '
-		       'without a single close: set errno = EBADF before '
-		       'listen)',
-	'closer-dup2all': 'as closer-loop (errno EBUSY left by the refused '
-			  'dup2)',
-}
+KNOWN = {}
 
 
 def main():
