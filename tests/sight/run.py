@@ -210,6 +210,33 @@ def closer_tests():
 KNOWN = {}
 
 
+# ---- Node.js with libuv's io_uring backend ------------------------------------
+
+def node_case(c, suring, curing, nreq):
+	if not shutil.which('node'):
+		raise Skip('node not installed (Debian: nodejs)')
+	port = free_port()
+	js = os.path.join(HERE, 'node_http.js')
+	s = c.spawn('server', ['node', js, 'server', port], True,
+		    UV_USE_IO_URING=int(suring))
+	c.wait_listen(port, s)
+	k = c.spawn('client', ['node', js, 'client', port, nreq, 1 << 20],
+		    True, UV_USE_IO_URING=int(curing))
+	out = c.finish(k, 180)
+	check('ok %d requests' % nreq in out, 'client: %r' % out[-300:])
+	check(s.poll() is None, 'the server died: %s' % c.output(s)[-300:])
+	for name, uring in (('server', suring), ('client', curing)):
+		if uring:
+			check('blind' in c.logtext(name),
+			      '%s used io_uring and logs no "blind"' % name)
+
+
+def node_tests():
+	return [('node-both-uring', lambda c: node_case(c, 1, 1, 1000)),
+		('node-server-uring', lambda c: node_case(c, 1, 0, 200)),
+		('node-client-uring', lambda c: node_case(c, 0, 1, 200))]
+
+
 def main():
 	ap = argparse.ArgumentParser()
 	ap.add_argument('--lib', required=True)
@@ -219,7 +246,7 @@ def main():
 	opts.lib = os.path.abspath(opts.lib)
 	opts.bin = os.path.abspath(opts.bin)
 	opts.preload = sdptest.preload(opts.lib)
-	tests = uring_tests() + closer_tests()
+	tests = uring_tests() + closer_tests() + node_tests()
 	failed = 0
 	t0 = time.monotonic()
 	for name, fn in tests:
