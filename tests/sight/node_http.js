@@ -6,6 +6,7 @@
 //   node node_http.js server PORT
 //   node node_http.js client PORT REQUESTS BYTES
 'use strict';
+console.log('libuv ' + process.versions.uv);
 const http = require('http');
 const crypto = require('crypto');
 

@@ -225,6 +225,10 @@ def node_case(c, suring, curing, nreq):
 	out = c.finish(k, 180)
 	check('ok %d requests' % nreq in out, 'client: %r' % out[-300:])
 	check(s.poll() is None, 'the server died: %s' % c.output(s)[-300:])
+	uv = [int(x) for x in out.split('libuv ')[1].split()[0].split('.')]
+	if uv < [1, 45]:
+		raise Skip('libuv %s of this node has no io_uring sockets; '
+			   'the bytes were exact' % '.'.join(map(str, uv)))
 	for name, uring in (('server', suring), ('client', curing)):
 		if uring:
 			check('blind' in c.logtext(name),
@@ -237,6 +241,49 @@ def node_tests():
 		('node-client-uring', lambda c: node_case(c, 0, 1, 200))]
 
 
+# ---- a statically linked Go program (never preloaded) ----------------------
+
+def go_peer(c):
+	"""tests/sight/go_peer.go built statically (once per run)."""
+	out = os.path.join(c.opts.bin, 'go_peer')
+	src = os.path.join(HERE, 'go_peer.go')
+	if not shutil.which('go'):
+		raise Skip('go not installed (Debian: golang-go)')
+	if (not os.path.exists(out) or
+	    os.path.getmtime(out) < os.path.getmtime(src)):
+		env = dict(os.environ, CGO_ENABLED='0',
+			   GOCACHE=os.path.join(c.opts.bin, 'gocache'))
+		r = subprocess.run(['go', 'build', '-o', out, src], env=env,
+				   capture_output=True, text=True, timeout=300)
+		check(r.returncode == 0, 'go build: %s' % r.stderr[-500:])
+	return out
+
+
+def go_case(c, go_server, nbytes=16 << 20):
+	gp = go_peer(c)
+	up = os.path.join(c.opts.bin, 'uring_peer')
+	port = free_port()
+	if go_server:
+		s = c.spawn('server', [gp, 'server', port, nbytes], False)
+		c.wait_listen(port, s)
+		k = c.spawn('client', [up, 'client', port, 'libc', nbytes], True)
+		ours = k
+	else:
+		s = c.spawn('server', [up, 'server', port, 'libc', nbytes], True)
+		c.wait_listen(port, s)
+		k = c.spawn('client', [gp, 'client', port, nbytes], False)
+		ours = s
+	outs = {'client': c.finish(k, 120), 'server': c.finish(s, 30)}
+	st = state_of(outs[ours.name])
+	check(st is None or st[0] == TCP,
+	      'the preloaded end is not on TCP (%s)' % (st,))
+
+
+def go_tests():
+	return [('go-server', lambda c: go_case(c, True)),
+		('go-client', lambda c: go_case(c, False))]
+
+
 def main():
 	ap = argparse.ArgumentParser()
 	ap.add_argument('--lib', required=True)
@@ -246,7 +293,8 @@ def main():
 	opts.lib = os.path.abspath(opts.lib)
 	opts.bin = os.path.abspath(opts.bin)
 	opts.preload = sdptest.preload(opts.lib)
-	tests = uring_tests() + closer_tests() + node_tests()
+	tests = uring_tests() + closer_tests() + node_tests() + \
+		go_tests()
 	failed = 0
 	t0 = time.monotonic()
 	for name, fn in tests:
