@@ -6,6 +6,7 @@
 #   PYTHONPATH=tests/lib run.py --lib LIBSDP_SWITCH.so --bin DIR [TEST...]
 # A TEST argument selects the tests whose name starts with it.
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -209,6 +210,19 @@ def closer_tests():
 # they pass, so that the mark goes with the fault.
 KNOWN = {}
 
+# Faults that show in some runs only, by what they look like: a failure
+# that matches is reported as KNOWN (the run goes on), any other failure
+# fails, and a pass is a pass.
+INTERMITTENT = {
+	'ssh': (('peer answered without a server hello',),
+		('Bad packet length', 'Connection reset by'),
+		'sshd forks and execs itself (rexec) for each connection; when '
+		'the client\'s hello comes after the fork, the client falls '
+		'back (bad-hello) and in about one run of four the SSH stream '
+		'then breaks (bad packet length or a reset): the hello skip '
+		'across exec (switch/fork_exec.c, shim/process.c) is suspect'),
+}
+
 
 # ---- Node.js with libuv's io_uring backend ------------------------------------
 
@@ -284,6 +298,80 @@ def go_tests():
 		('go-client', lambda c: go_case(c, False))]
 
 
+# ---- ssh against a preloaded sshd -------------------------------------------
+
+def sha_file(path):
+	h = hashlib.sha256()
+	with open(path, 'rb') as f:
+		for b in iter(lambda: f.read(1 << 20), b''):
+			h.update(b)
+	return h.hexdigest()
+
+
+def ssh_case(c):
+	sshd = shutil.which('sshd') or '/usr/sbin/sshd'
+	if not os.path.exists(sshd) or not shutil.which('ssh'):
+		raise Skip('openssh-server/openssh-client not installed')
+	if os.geteuid() != 0:
+		raise Skip('sshd runs as root (its privilege separation)')
+	os.makedirs('/run/sshd', mode=0o755, exist_ok=True)
+	d = c.dir
+	for k in ('host', 'user'):
+		subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '',
+				'-f', os.path.join(d, k)], check=True)
+	shutil.copy(os.path.join(d, 'user.pub'), os.path.join(d, 'auth'))
+	port = free_port()
+	with open(os.path.join(d, 'sshd_config'), 'w') as f:
+		f.write('Port %d\nListenAddress 127.0.0.1\nHostKey %s/host\n'
+			'AuthorizedKeysFile %s/auth\nPidFile %s/sshd.pid\n'
+			'UsePAM no\nStrictModes no\nPermitRootLogin yes\n'
+			'PasswordAuthentication no\n'
+			'Subsystem sftp internal-sftp\n' % (port, d, d, d))
+	s = c.spawn('sshd', [sshd, '-D', '-e', '-f',
+			     os.path.join(d, 'sshd_config')], True,
+		    SDP_LOG='debug')
+	c.wait_listen(port, s)
+	data = os.path.join(d, 'data')
+	with open(data, 'wb') as f:
+		f.write(os.urandom(24 << 20))
+	want = sha_file(data)
+	opts = ['-F', '/dev/null', '-o', 'StrictHostKeyChecking=no', '-o',
+		'UserKnownHostsFile=%s/known' % d, '-o', 'BatchMode=yes',
+		'-i', os.path.join(d, 'user')]
+	# a command whose output is hashed, the file in on stdin
+	with open(data, 'rb') as inp:
+		out = open(os.path.join(d, 'ssh.out'), 'w+')
+		p = subprocess.Popen(['ssh'] + opts + ['-p', str(port),
+				     'root@127.0.0.1', 'sha256sum'],
+				     stdin=inp, stdout=out,
+				     stderr=subprocess.STDOUT,
+				     env=c.env(True, 'ssh', SDP_LOG='debug'))
+		p.name, p.outf = 'ssh', out
+		c.procs.append(p)
+		got = c.finish(p, 120)
+	check(want in got, 'sha256sum over ssh: %r' % got[-300:])
+	# scp there and back
+	copy, back = os.path.join(d, 'copy'), os.path.join(d, 'back')
+	p = c.spawn('scp', ['scp'] + opts + ['-P', str(port), data,
+		    'root@127.0.0.1:' + copy], True, SDP_LOG='debug')
+	c.finish(p, 120)
+	p = c.spawn('scp2', ['scp'] + opts + ['-P', str(port),
+		    'root@127.0.0.1:' + copy, back], True, SDP_LOG='debug')
+	c.finish(p, 120)
+	check(sha_file(copy) == want and sha_file(back) == want,
+	      'scp changed the file')
+	for name in ('sshd', 'ssh', 'scp', 'scp2'):
+		check('sdp-switch' in c.logtext(name),
+		      '%s: the switch logged nothing to its file' % name)
+		check('sdp-switch' not in c.output(c.procs[0] if name ==
+						     'sshd' else p),
+		      'a log line in the output of %s' % name)
+
+
+def ssh_tests():
+	return [('ssh', ssh_case)]
+
+
 def main():
 	ap = argparse.ArgumentParser()
 	ap.add_argument('--lib', required=True)
@@ -294,7 +382,7 @@ def main():
 	opts.bin = os.path.abspath(opts.bin)
 	opts.preload = sdptest.preload(opts.lib)
 	tests = uring_tests() + closer_tests() + node_tests() + \
-		go_tests()
+		go_tests() + ssh_tests()
 	failed = 0
 	t0 = time.monotonic()
 	for name, fn in tests:
@@ -316,7 +404,14 @@ def main():
 		except Skip as e:
 			print('SKIP %s: %s' % (name, e))
 		except Fail as e:
-			if name in KNOWN:
+			sig, errs, why = INTERMITTENT.get(name, ((), (), ''))
+			logs = ''.join(c.logtext(n) for n in ('ssh', 'scp',
+							      'scp2'))
+			if sig and all(x in logs for x in sig) and \
+			   any(x in str(e) for x in errs):
+				print('KNOWN %s: %s\n    known intermittent '
+				      'fault: %s' % (name, str(e)[:200], why))
+			elif name in KNOWN:
 				print('XFAIL %s: %s\n    known fault: %s' %
 				      (name, str(e)[:200], KNOWN[name]))
 			else:
