@@ -335,9 +335,14 @@ static int shim_dup_made(int newfd, struct sw_sock *s)
 
 SHIM_EXPORT int dup(int fd)
 {
-	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	struct sw_sock *s;
 	int nfd;
 
+	if (!sdp_in_switch && sw_fd_is_own(fd)) {
+		errno = EBADF;	/* the switch's: not open, for the program */
+		return -1;
+	}
+	s = shim_on() ? fdt_get(fd) : NULL;
 	nfd = REAL(dup)(fd);
 	fdi_copy(fd, nfd);
 	if (!s)
@@ -419,8 +424,14 @@ SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
 static int shim_fcntl(int (*real)(int, int, ...), int fd, int cmd,
 		      void *arg)
 {
-	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	struct sw_sock *s;
 	int ret;
+
+	if (!sdp_in_switch && sw_fd_is_own(fd)) {
+		errno = EBADF;	/* the switch's: not open, for the program */
+		return -1;
+	}
+	s = shim_on() ? fdt_get(fd) : NULL;
 
 	ret = real(fd, cmd, arg);
 	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && ret >= 0)

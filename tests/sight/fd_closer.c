@@ -44,6 +44,12 @@ static void close_all(const char *how, int keep)
 		for (fd = 3; fd < (int)rl.rlim_cur; fd++)
 			if (fd != keep)
 				close(fd);
+		/* and nothing is left that the program could use: the
+		 * switch's descriptors are not open, as far as it sees */
+		for (fd = 3; fd < (int)rl.rlim_cur; fd++)
+			TP_CHECK(fd == keep || (fcntl(fd, F_GETFD) < 0 &&
+						errno == EBADF && dup(fd) < 0),
+				 "fd %d still open after close()", fd);
 	} else if (!strcmp(how, "range")) {
 		if (keep > 3)
 			TP_CHECK(!close_range(3, keep - 1, 0), "close_range");
