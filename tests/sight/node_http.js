@@ -29,7 +29,7 @@ function sha(b) {
 const [mode, port] = [process.argv[2], +process.argv[3]];
 if (mode === 'server') {
 	const cache = new Map();
-	http.createServer((req, res) => {
+	const srv = http.createServer((req, res) => {
 		const parts = [];
 		req.on('data', (d) => parts.push(d));
 		req.on('end', () => {
@@ -43,7 +43,13 @@ if (mode === 'server') {
 			});
 			res.end(cache.get(n));
 		});
-	}).listen(port, '127.0.0.1', () => console.log('listening'));
+	});
+	// Node closes a keep-alive connection idle for 5 s by default, and a
+	// client may just then reuse it (EPIPE): on a loaded machine that is
+	// Node's race, not the path's; the connections stay for the run
+	srv.keepAliveTimeout = 600000;
+	srv.headersTimeout = 601000;
+	srv.listen(port, '127.0.0.1', () => console.log('listening'));
 } else {
 	const nreq = +process.argv[4], nbytes = +process.argv[5];
 	const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
