@@ -21,14 +21,68 @@
  * (or use) an io_uring instance. Before the call that makes the ring. */
 static void shim_ring_seen(const char *why)
 {
-	if (sw_blind() || sdp_in_switch || !shim_on())
+	/* not before the shim's init: that runs at start (and looks for
+	 * rings then); a call from an allocator's own init must not start
+	 * ours (it would allocate inside the allocator's lock) */
+	if (sw_blind() || sdp_in_switch ||
+	    !__atomic_load_n(&shim_active, __ATOMIC_ACQUIRE))
 		return;
 	shim_enter();
 	sw_blind_set(why);
 	shim_leave();
 }
 
-static long (*real_syscall)(long, ...);
+/*
+ * The system call itself, as libc's syscall() makes it: no dlsym, which
+ * may allocate, and syscall() is called from inside allocators (jemalloc
+ * closes a file with it during its init, under its init lock).
+ */
+static long raw_syscall(long nr, const long a[6])
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = a[3];
+	register long r8 __asm__("r8") = a[4];
+	register long r9 __asm__("r9") = a[5];
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a[0]), "S"(a[1]), "d"(a[2]),
+			   "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a[0];
+	register long x1 __asm__("x1") = a[1];
+	register long x2 __asm__("x2") = a[2];
+	register long x3 __asm__("x3") = a[3];
+	register long x4 __asm__("x4") = a[4];
+	register long x5 __asm__("x5") = a[5];
+	long ret;
+
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4),
+			   "r"(x5)
+			 : "memory");
+	ret = x0;
+#else
+	static long (*real_syscall)(long, ...);
+	long ret;
+
+	if (!real_syscall) {
+		*(void **)&real_syscall = shim_resolve("syscall");
+		if (!real_syscall)
+			return -ENOSYS;
+	}
+	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+#endif
+	if (ret < 0 && ret > -4096) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
 
 /*
  * syscall(2) is variadic: six register-sized arguments are read whatever
@@ -45,6 +99,9 @@ SHIM_EXPORT long syscall(long nr, ...)
 	for (i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
+	/* the wrappers only once the shim runs: see shim_ring_seen */
+	if (sdp_in_switch || !__atomic_load_n(&shim_active, __ATOMIC_ACQUIRE))
+		goto raw;
 	switch (nr) {
 	case __NR_io_uring_setup:
 		shim_ring_seen("io_uring_setup through syscall()");
@@ -54,32 +111,19 @@ SHIM_EXPORT long syscall(long nr, ...)
 		shim_ring_seen("an io_uring call through syscall()");
 		break;
 	case __NR_close:
-		if (!sdp_in_switch)
-			return close((int)a[0]);
-		break;
+		return close((int)a[0]);
 	case __NR_close_range:
-		if (!sdp_in_switch)
-			return close_range((unsigned int)a[0],
-					   (unsigned int)a[1], (int)a[2]);
-		break;
+		return close_range((unsigned int)a[0], (unsigned int)a[1],
+				   (int)a[2]);
 	case __NR_dup2:
-		if (!sdp_in_switch)
-			return dup2((int)a[0], (int)a[1]);
-		break;
+		return dup2((int)a[0], (int)a[1]);
 	case __NR_dup3:
-		if (!sdp_in_switch)
-			return dup3((int)a[0], (int)a[1], (int)a[2]);
-		break;
+		return dup3((int)a[0], (int)a[1], (int)a[2]);
 	}
-	if (!real_syscall) {
-		*(void **)&real_syscall = shim_resolve("syscall");
-		if (!real_syscall)
-			return -1;
-	}
+raw:
 	if (nr == __NR_pidfd_open && sdp_in_switch)
-		return shim_switch_fd((int)real_syscall(nr, a[0], a[1], a[2],
-							a[3], a[4], a[5]));
-	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+		return shim_switch_fd((int)raw_syscall(nr, a));
+	return raw_syscall(nr, a);
 }
 
 /* eventfd and memfd_create: only to give those a provider makes to the
