@@ -18,12 +18,19 @@ import time
 import sdptest  # tests/lib, on PYTHONPATH
 
 SUITES = ['test_socket', 'test_selectors']
+# every case that differs is printed; KNOWN ones do not fail the run
 # "test_x (module.Class.test_x) ... ok" and its variants
 CASE = re.compile(r'^(test\w*) \(([\w.]+)\)(?: \.\.\.|\n)')
 RESULT = re.compile(r'\.\.\. (ok|FAIL|ERROR|skipped|expected failure|'
 		    r'unexpected success)')
 # differences that are understood: case -> what became of it
-KNOWN = {}
+KNOWN = {
+	'test.test_socket.RecvmsgTCPTest.testRecvmsgLongAncillaryBuf':
+		'recvmsg on a carried connection leaves msg_controllen as the '
+		'caller set it (the kernel sets 0): the program reads its own '
+		'stale buffer as control messages; a fix in switch/api_data.c '
+		'is under way, drop this entry with it',
+}
 
 
 def outcomes(text):
@@ -92,6 +99,10 @@ def main():
 					      suite, len(a), len(diffs),
 					      len(diffs) - len(unknown), at, bt))
 		bad += bool(unknown)
+		for c in KNOWN:
+			if c.startswith('test.%s.' % suite) and c not in diffs:
+				print('  note: %s no longer differs: drop it '
+				      'from KNOWN' % c)
 	return 1 if bad else 0
 
 
