@@ -23,16 +23,28 @@
 /* The kernel refuses epoll nesting deeper than this; so do we. */
 #define RD_MAX_DEPTH 5
 
-/* Kernel reports whose data.u64 has this bit are for an fd of the switch
- * (a provider listener) that a sleep watched for the pending upgrade of
- * the program's fd in the low bits. */
-#define RD_TAG (1ull << 62)
+/*
+ * The kernel registrations this file makes carry data.u64 = RD_OWN | fd,
+ * so that the kernel's reports can be told from those of registrations
+ * made around the wrappers (io_uring's IORING_OP_EPOLL_CTL, a raw system
+ * call, a set made before the switch started): those carry the program's
+ * own data and are passed on exactly as the kernel reports them. Pointers
+ * and small integers, what programs put there, never have these top bits.
+ * Reports with RD_TAG as well are for an fd of the switch (a provider
+ * listener) that a sleep watched for the pending upgrade of the program's
+ * fd in the low bits.
+ */
+#define RD_OWN_MASK (0xffffull << 48)
+#define RD_OWN (0x5dbfull << 48)
+#define RD_TAG (1ull << 40)
+#define RD_FD_MASK 0xffffffffull
 
 /* ---- epoll bookkeeping -------------------------------------------------- */
 
 /*
  * One fd in one epoll set, as the program registered it. The kernel holds
- * the same fd with data.u64 = fd, so that its reports can be mapped back.
+ * the same fd with data.u64 = RD_OWN | fd, so that its reports can be
+ * mapped back.
  *
  * A carried switch socket (sw_poll_carried) keeps one kernel registration
  * for the doorbell, EPOLLIN, level-triggered, whatever the program asks:
@@ -267,7 +279,9 @@ static uint32_t rd_kev(const struct rd_ent *e, bool managed)
 
 static int rd_kernel_ctl(int epfd, int op, struct rd_ent *e, uint32_t kev)
 {
-	struct epoll_event kv = { .events = kev, .data.u64 = (uint64_t)e->fd };
+	struct epoll_event kv = {
+		.events = kev, .data.u64 = RD_OWN | (uint64_t)e->fd
+	};
 	int ret;
 
 	ret = sdp_sys.epoll_ctl(epfd, op, e->fd, &kv);
@@ -649,6 +663,16 @@ static void rd_report(struct rd_out *o, struct rd_ent *e, uint32_t r)
 		e->disarmed = true;
 }
 
+/* A kernel report for a registration the wrappers did not make: passed on
+ * as it is, never dropped (DESIGN.md 4, "sight"). */
+static void rd_report_foreign(struct rd_out *o, const struct epoll_event *k)
+{
+	if (o->n >= o->max)
+		return;
+	o->evs[o->n] = *k;
+	o->fds[o->n++] = -1;
+}
+
 /* SAN readiness of every entry of the set being waited on (or "wake me"
  * when arm). *special counts the switch sockets and nested sets. */
 static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
@@ -719,7 +743,7 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 		if (s)
 			sw_sock_unref(s);
 	}
-	if (o->n && ep->cap)
+	if (o->n && ep->cap && o->fds[o->n - 1] >= 0)
 		ep->scan_from = (o->fds[o->n - 1] + 1) % ep->cap;
 	pthread_mutex_unlock(&ep->lock);
 }
@@ -735,7 +759,11 @@ static void rd_ep_merge(struct rd_ep *ep, struct rd_out *o,
 
 	pthread_mutex_lock(&ep->lock);
 	for (i = 0; i < k; i++) {
-		fd = (int)(kev[i].data.u64 & ~RD_TAG);
+		if ((kev[i].data.u64 & RD_OWN_MASK) != RD_OWN) {
+			rd_report_foreign(o, &kev[i]);
+			continue;
+		}
+		fd = (int)(kev[i].data.u64 & RD_FD_MASK);
 		/* a switch fd of a pending upgrade: news for its socket,
 		 * nothing the kernel knows of the socket itself */
 		kr = kev[i].data.u64 & RD_TAG ? 0 : kev[i].events;
@@ -817,7 +845,7 @@ static void rd_extra_begin(struct rd_ep *ep, struct rd_out *o)
 	int i;
 
 	for (i = 0; i < x->nx; i++) {
-		ev.data.u64 = RD_TAG | (uint64_t)x->xowner[i];
+		ev.data.u64 = RD_OWN | RD_TAG | (uint64_t)x->xowner[i];
 		if (sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, x->xfd[i],
 				      &ev)) {
 			x->xfd[i] = -1;

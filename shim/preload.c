@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "blind.h"
 #include "shim.h"
 #include "fdtable.h"
 #include "readiness.h"
@@ -75,6 +76,10 @@ static void shim_init(void)
 		       shim_atfork_child);
 	pthread_atfork(sw_atfork_prepare, sw_atfork_parent, sw_atfork_child);
 	shim_inherit();
+	/* a ring inherited from the parent: nothing is carried here */
+	shim_enter();
+	sw_blind_check(true);
+	shim_leave();
 	__atomic_store_n(&shim_active, true, __ATOMIC_RELEASE);
 }
 

@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "ownfd.h"
 #include "sdp_switch.h"
 #include "sys.h"
 
@@ -75,6 +76,23 @@ int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
 int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t,
 		const sigset_t *mask, size_t fdslen);
 void __chk_fail(void) __attribute__((noreturn));
+
+/*
+ * fd was just made by a call under the guard, so by the switch or one of
+ * its providers, on any thread: it becomes the switch's (switch/ownfd.c),
+ * moved above the program's numbers and kept from its close, close_range
+ * and dup2. Returns the number the caller gets instead. The one way the
+ * descriptors of providers are protected: they need do nothing.
+ */
+static inline int shim_switch_fd(int fd)
+{
+	int nfd;
+
+	if (fd < 0 || !sdp_in_switch)
+		return fd;
+	nfd = sw_fd_own(fd, NULL);
+	return nfd >= 0 ? nfd : fd;
+}
 
 /* Drops a call's reference; the last one may run switch code. */
 static inline void shim_unref(struct sw_sock *s)

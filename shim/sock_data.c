@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 
 #include "shim.h"
 #include "fdtable.h"
@@ -156,10 +157,36 @@ SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n,
 	return shim_recv_buf(s, buf, n, flags, addr, alen);
 }
 
+/* Descriptors a provider received (SCM_RIGHTS) become the switch's. */
+static void shim_switch_rights(struct msghdr *msg)
+{
+	struct cmsghdr *c;
+	size_t i, n;
+	int fd;
+
+	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			fd = shim_switch_fd(fd);
+			memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof(fd));
+		}
+	}
+}
+
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct sw_sock *s = shim_sock(fd);
+	ssize_t ret;
 
+	if (!s && sdp_in_switch) {
+		ret = REAL(recvmsg)(fd, msg, flags);
+		if (ret >= 0 && msg && msg->msg_controllen)
+			shim_switch_rights(msg);
+		return ret;
+	}
 	if (!s)
 		return REAL(recvmsg)(fd, msg, flags);
 	return shim_recv(s, msg, flags);

@@ -7,12 +7,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 
 #include "shim.h"
 #include "fdtable.h"
+#include "ownfd.h"
 #include "readiness.h"
 
 /* The switch considers only IPv4/IPv6 TCP sockets: their family, or 0.
@@ -60,6 +63,8 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
 
 	shim_on();	/* make sure init ran before the first socket */
 	fd = REAL(socket)(domain, type, protocol);
+	if (sdp_in_switch)
+		return shim_switch_fd(fd);	/* a provider's */
 	if (fd >= 0)
 		fdi_set(fd, (domain == AF_INET || domain == AF_INET6) &&
 				    (type & 0xf) == SOCK_STREAM &&
@@ -155,6 +160,8 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen,
 
 	if (!s) {
 		nfd = REAL(accept4)(fd, addr, alen, flags);
+		if (sdp_in_switch)
+			return shim_switch_fd(nfd);	/* a provider's */
 		fdi_clear(nfd, nfd);
 		return nfd;
 	}
@@ -171,6 +178,8 @@ SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 
 	if (!s) {
 		nfd = REAL(accept)(fd, addr, alen);
+		if (sdp_in_switch)
+			return shim_switch_fd(nfd);	/* a provider's */
 		fdi_clear(nfd, nfd);
 		return nfd;
 	}
@@ -220,9 +229,48 @@ int shim_close_fd(int fd)
 
 SHIM_EXPORT int close(int fd)
 {
+	if (sdp_in_switch) {
+		/* the switch or a provider lets go of one of its own */
+		sw_fd_forget(fd);
+		return REAL(close)(fd);
+	}
+	if (sw_fd_is_own(fd)) {
+		/* the switch's: not open, as far as the program can tell */
+		errno = EBADF;
+		return -1;
+	}
 	if (!shim_on())
 		return REAL(close)(fd);
 	return shim_close_fd(fd);
+}
+
+/* close_range for the program: the kernel's, on the parts of [first,
+ * last] between the switch's own descriptors. */
+static int shim_close_range_around(unsigned int first, unsigned int last,
+				   int flags)
+{
+	int own, ret = 0, saved = 0;
+
+	if (sdp_in_switch)
+		return REAL(close_range)(first, last, flags);
+	while (first <= last && (own = sw_fd_next_own(first, last)) >= 0) {
+		if ((unsigned int)own > first &&
+		    REAL(close_range)(first, (unsigned int)own - 1, flags)) {
+			ret = -1;
+			saved = errno;
+		}
+		if ((unsigned int)own == last)
+			goto out;
+		first = (unsigned int)own + 1;
+	}
+	if (first <= last && REAL(close_range)(first, last, flags)) {
+		ret = -1;
+		saved = errno;
+	}
+out:
+	if (ret)
+		errno = saved;
+	return ret;
 }
 
 /* Closes the managed fds of [first, last] the switch's way before the
@@ -246,14 +294,31 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	if (shim_on() && !(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
 		shim_closed_range(first, last);
-	return REAL(close_range)(first, last, flags);
+	return shim_close_range_around(first, last, flags);
 }
 
 SHIM_EXPORT void closefrom(int lowfd)
 {
+	struct rlimit rl;
+	int fd;
+
 	if (shim_on() && lowfd >= 0)
 		shim_closed_range((unsigned int)lowfd, ~0u);
-	REAL(closefrom)(lowfd);
+	if (lowfd < 0 || sdp_in_switch ||
+	    sw_fd_next_own((unsigned int)lowfd, ~0u) < 0) {
+		REAL(closefrom)(lowfd);
+		return;
+	}
+	if (!shim_close_range_around((unsigned int)lowfd, ~0u, 0) ||
+	    errno != ENOSYS)
+		return;
+	/* a kernel without close_range: one number at a time, as the C
+	 * library does then */
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur > INT_MAX)
+		rl.rlim_cur = 1 << 20;
+	for (fd = lowfd; fd < (int)rl.rlim_cur; fd++)
+		if (!sw_fd_is_own(fd))
+			REAL(close)(fd);
 }
 
 /* newfd (just made by the kernel) names the same socket as s. */
@@ -270,9 +335,14 @@ static int shim_dup_made(int newfd, struct sw_sock *s)
 
 SHIM_EXPORT int dup(int fd)
 {
-	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	struct sw_sock *s;
 	int nfd;
 
+	if (!sdp_in_switch && sw_fd_is_own(fd)) {
+		errno = EBADF;	/* the switch's: not open, for the program */
+		return -1;
+	}
+	s = shim_on() ? fdt_get(fd) : NULL;
 	nfd = REAL(dup)(fd);
 	fdi_copy(fd, nfd);
 	if (!s)
@@ -288,21 +358,44 @@ SHIM_EXPORT int dup(int fd)
  * finish the connection, so it must still name the old socket then). */
 static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 {
-	struct sw_sock *s;
+	struct sw_sock *s = NULL;
+	bool moved = false, on;
 	int ret;
 
-	if (oldfd == newfd)
-		return is_dup2 ? REAL(dup2)(oldfd, newfd) :
-			REAL(dup3)(oldfd, newfd, flags);
-	if (fdt_next_managed(newfd, newfd) == newfd) {
+	if (sw_fd_is_own(oldfd)) {
+		errno = EBADF;	/* not open, for the program */
+		return -1;
+	}
+	if (oldfd != newfd && sw_fd_is_own(newfd)) {
+		/* the program takes a number the switch holds: the
+		 * switch's descriptor moves elsewhere first */
+		ret = sw_fd_make_room(newfd);
+		if (ret) {
+			errno = -ret;
+			return -1;
+		}
+		moved = true;
+	}
+	on = shim_on();
+	if (on && oldfd != newfd && fdt_next_managed(newfd, newfd) == newfd) {
 		/* Do not close newfd when the call must fail anyway. */
 		if (REAL(fcntl)(oldfd, F_GETFD) < 0)
 			return -1;
 		shim_close_fd(newfd);
 	}
-	s = fdt_get(oldfd);
+	if (on && oldfd != newfd)
+		s = fdt_get(oldfd);
 	ret = is_dup2 ? REAL(dup2)(oldfd, newfd) :
 		REAL(dup3)(oldfd, newfd, flags);
+	if (ret < 0 && moved) {
+		/* the old copy of the switch's descriptor is nobody's */
+		int saved = errno;
+
+		REAL(close)(newfd);
+		errno = saved;
+	}
+	if (!on || oldfd == newfd)
+		return ret;
 	if (ret >= 0) {
 		rd_fds_closed(newfd, newfd);
 		fdi_copy(oldfd, newfd);
@@ -316,14 +409,14 @@ static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 
 SHIM_EXPORT int dup2(int oldfd, int newfd)
 {
-	if (!shim_on())
+	if (sdp_in_switch)
 		return REAL(dup2)(oldfd, newfd);
 	return shim_dup3(oldfd, newfd, 0, true);
 }
 
 SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	if (!shim_on())
+	if (sdp_in_switch)
 		return REAL(dup3)(oldfd, newfd, flags);
 	return shim_dup3(oldfd, newfd, flags, false);
 }
@@ -331,8 +424,14 @@ SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
 static int shim_fcntl(int (*real)(int, int, ...), int fd, int cmd,
 		      void *arg)
 {
-	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	struct sw_sock *s;
 	int ret;
+
+	if (!sdp_in_switch && sw_fd_is_own(fd)) {
+		errno = EBADF;	/* the switch's: not open, for the program */
+		return -1;
+	}
+	s = shim_on() ? fdt_get(fd) : NULL;
 
 	ret = real(fd, cmd, arg);
 	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && ret >= 0)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bind.h"
+#include "blind.h"
 #include "config.h"
 #include "connect.h"
 #include "discovery.h"
@@ -44,7 +45,8 @@ static bool client_listen(struct sw_sock *s)
 	socklen_t llen = sizeof(local);
 	int i, r, n = 0;
 
-	if (getsockname(s->fd, (struct sockaddr *)&local, &llen))
+	if (sw_blind() ||
+	    getsockname(s->fd, (struct sockaddr *)&local, &llen))
 		return false;
 	sw_addr_port(&local, &s->local_port);
 	if (s->st)
@@ -92,7 +94,7 @@ void sw_client_listen_due(struct sw_sock *s)
 	     2 * (s->tcp_rx + s->tcp_tx) < sw_cfg.upgrade_after_bytes))
 		return;
 	if (!client_listen(s))
-		sw_fallback(s, SDP_FB_LOCAL_SETUP,
+		sw_fallback(s, sw_blind() ? SDP_FB_BLIND : SDP_FB_LOCAL_SETUP,
 			    "cannot open a provider listener");
 }
 
@@ -129,6 +131,10 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	rule = sw_rules_decide('c', addr);
 	if (rule == SDP_RULE_TCP) {
 		return connect_untaken(fd, addr, len, SDP_FB_RULE);
+	}
+	if (sw_blind_check(false)) {
+		/* not even a san rule: the program would read our hello */
+		return connect_untaken(fd, addr, len, SDP_FB_BLIND);
 	}
 	/* discovery: which providers see a switch listening at addr? A
 	 * provider whose connects cross a wire gets its listener at once: a

@@ -34,6 +34,8 @@ enum sdp_fallback_reason {
 				 * before the upgrade finished */
 	SDP_FB_ENDED,		/* the connection ended before its upgrade
 				 * finished: all its bytes went on TCP */
+	SDP_FB_BLIND,		/* the process does I/O around libc (an
+				 * io_uring instance) the switch cannot see */
 	SDP_FB_MAX
 };
 

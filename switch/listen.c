@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blind.h"
 #include "config.h"
 #include "fallback.h"
 #include "log.h"
@@ -40,7 +41,9 @@ int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
 		return 0;
 	if (getsockname(fd, (struct sockaddr *)&local, &len))
 		return 0;
-	if (sw_rules_decide('s', (struct sockaddr *)&local) == SDP_RULE_TCP) {
+	/* a ring looked for before the listener announces itself */
+	if (sw_blind_check(true) ||
+	    sw_rules_decide('s', (struct sockaddr *)&local) == SDP_RULE_TCP) {
 		/* kept so that its connections count as TCP by rule */
 		s = sw_sock_new(fd, SW_LISTENER);
 		if (s) {
@@ -155,8 +158,9 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	drain_probes(ls);
 	if (fd < 0)
 		return fd;
-	if (ls->rule_tcp) {
-		sw_fallback_untaken(fd, SDP_FB_RULE, false, NULL, 0);
+	if (ls->rule_tcp || sw_blind_check(false)) {
+		sw_fallback_untaken(fd, sw_blind() ? SDP_FB_BLIND : SDP_FB_RULE,
+				    false, NULL, 0);
 		errno = saved;
 		return fd;
 	}

@@ -10,15 +10,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "log.h"
+#include "ownfd.h"
 #include "sdp_loader.h"
 #include "sys.h"
 #include "util.h"
 
 static int log_fd = 2;
+/* the log file's identity: a number the program took over (a close the
+ * shim did not see, then a new file on that number) is not written to */
+static dev_t log_dev;
+static ino_t log_ino;
 
 /* A provider's line (sdp_loader_set_log): the switch's level and place. */
 static void provider_line(int level, const char *line)
@@ -36,12 +42,19 @@ void sw_log_open(void)
 	if (f && *f) {
 		int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 			      0600);
+		struct stat sb;
 
-		if (fd >= 0)
-			log_fd = fd;
-		else
+		if (fd >= 0 && !fstat(fd, &sb)) {
+			log_dev = sb.st_dev;
+			log_ino = sb.st_ino;
+			__atomic_store_n(&log_fd, sw_fd_own(fd, &log_fd),
+					 __ATOMIC_RELEASE);
+		} else if (fd >= 0) {
+			sdp_sys.close(fd);
+		} else {
 			SW_ERR("SDP_LOG_FILE=%s: cannot open: %s; logging to stderr instead",
 			       f, strerror(errno));
+		}
 	}
 }
 
@@ -51,13 +64,21 @@ const char *sw_log_place(void)
 	return log_fd == 2 ? "stderr" : getenv("SDP_LOG_FILE");
 }
 
+static bool log_fd_ok(int fd)
+{
+	struct stat sb;
+
+	return sw_fd_is_own(fd) && !fstat(fd, &sb) && sb.st_dev == log_dev &&
+	       sb.st_ino == log_ino;
+}
+
 void sw_log(int level, const char *fmt, ...)
 {
 	static const char *names[] = { "emerg", "alert", "crit", "error",
 				       "warn", "notice", "info", "debug" };
 	char line[1024];
 	va_list ap;
-	int n;
+	int n, fd;
 
 	if (level > sw_cfg.log_level)
 		return;
@@ -79,7 +100,11 @@ void sw_log(int level, const char *fmt, ...)
 	if (n > (int)sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	/* the real write: never the program's wrapper */
-	if (sdp_sys.write(log_fd, line, n) < 0)
+	/* the real write: never the program's wrapper, and only to the log
+	 * file itself (or stderr), never to a number the program now owns */
+	fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+	if (fd != 2 && !log_fd_ok(fd))
+		return;
+	if (sdp_sys.write(fd, line, n) < 0)
 		return;
 }

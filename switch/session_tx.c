@@ -72,8 +72,11 @@ int sw_ptx_flush(struct sw_sock *s)
 		ssize_t n = session_send(s, &iov, 1, MSG_DONTWAIT, true);
 
 		if (n <= 0) {
-			if (n < 0 && errno != EAGAIN)
-				r = errno == EPIPE ? -ECONNRESET : -errno;
+			/* session_send answers -errno: errno is whatever
+			 * an earlier call left (a daemon's EBADF from
+			 * closing every number ended the connection) */
+			if (n < 0 && n != -EAGAIN)
+				r = n == -EPIPE ? -ECONNRESET : (int)n;
 			break;
 		}
 		done += n;

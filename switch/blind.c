@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * blind.c - I/O the switch cannot see: once the process has an io_uring
+ * instance no new connection is carried and carried ones return to TCP
+ * (DESIGN.md section 4, "sight"; docs/semantics.md "I/O around libc").
+ */
+#include <dirent.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blind.h"
+#include "fallback.h"
+#include "fork_exec.h"
+#include "log.h"
+#include "sock.h"
+#include "util.h"
+
+static atomic_bool blind;
+static atomic_bool blind_done;
+static _Atomic uint64_t last_scan_ns;
+static pthread_mutex_t blind_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool sw_blind(void)
+{
+	return atomic_load_explicit(&blind, memory_order_acquire);
+}
+
+/* Every listener stops announcing itself to providers: a client that
+ * probes now sees no switch here and sends no hello. */
+static void listeners_quiet(void)
+{
+	struct sw_sock **v;
+	int n = sw_sock_list(&v), i;
+
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (s->state == SW_LISTENER) {
+			sw_listeners_close(s);
+			s->rule_tcp = true;
+		}
+		pthread_mutex_unlock(&s->lock);
+		sw_sock_unref(s);
+	}
+	free(v);
+}
+
+void sw_blind_set(const char *why)
+{
+	char *skips;
+
+	if (sw_blind())
+		return;
+	pthread_mutex_lock(&blind_lock);
+	if (atomic_load(&blind_done)) {
+		pthread_mutex_unlock(&blind_lock);
+		return;
+	}
+	/* first the flag: no upgrade begins from here on */
+	atomic_store_explicit(&blind, true, memory_order_release);
+	SW_INFO("%s: this process does I/O the switch cannot see (io_uring); its connections stay on or return to plain TCP: %s",
+		why, sdp_fallback_name(SDP_FB_BLIND));
+	listeners_quiet();
+	/* the same return to TCP as before exec: both directions at the
+	 * byte where the SAN stopped, bytes that came on the SAN kept for
+	 * the program's next read, and the peers' hellos that are here
+	 * dropped now */
+	sw_downgrade_all(true);
+	skips = sw_exec_hello_skips();
+	free(skips);
+	atomic_store(&blind_done, true);
+	pthread_mutex_unlock(&blind_lock);
+}
+
+static bool fd_is_ring(int dfd, const char *name)
+{
+	static const char ring[] = "anon_inode:[io_uring]";
+	char target[sizeof(ring) + 1];
+	ssize_t n;
+
+	n = readlinkat(dfd, name, target, sizeof(target) - 1);
+	if (n != (ssize_t)sizeof(ring) - 1)
+		return false;
+	return memcmp(target, ring, sizeof(ring) - 1) == 0;
+}
+
+bool sw_blind_check(bool force)
+{
+	uint64_t now = sw_now_ns(), last;
+	struct dirent *d;
+	char why[64];
+	DIR *dir;
+	int found = -1;
+
+	if (sw_blind())
+		return true;
+	last = atomic_load(&last_scan_ns);
+	if (!force && last && now - last < SW_BLIND_SCAN_NS)
+		return false;
+	if (!atomic_compare_exchange_strong(&last_scan_ns, &last, now))
+		return sw_blind();	/* another thread looks right now */
+	dir = opendir("/proc/self/fd");
+	if (!dir)
+		return false;
+	while (found < 0 && (d = readdir(dir)) != NULL) {
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
+			continue;
+		if (fd_is_ring(dirfd(dir), d->d_name))
+			found = atoi(d->d_name);
+	}
+	closedir(dir);
+	if (found >= 0) {
+		snprintf(why, sizeof(why), "io_uring instance on fd %d", found);
+		sw_blind_set(why);
+	}
+	return sw_blind();
+}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * uring_peer.c - one end of a TCP connection that moves its bytes with
+ * io_uring (liburing), with libc calls, with both on the same socket, or
+ * with libc until the middle of the stream and io_uring after; checks every
+ * byte it receives and reports the switch's view of the connection.
+ *   uring_peer server|client PORT uring|libc|mixed|late BYTES
+ */
+#include <liburing.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include "tp_stats.h"
+
+enum { M_LIBC, M_URING, M_MIXED, M_LATE };
+
+static struct io_uring ring;
+static bool have_ring;
+static int mode;
+static unsigned long nops;
+
+static void ring_make(void)
+{
+	int r = io_uring_queue_init(8, &ring, 0);
+
+	TP_CHECK(r == 0, "io_uring_queue_init: %d", r);
+	have_ring = true;
+}
+
+/* One transfer of at most len bytes, by io_uring or by libc. */
+static ssize_t xfer(int fd, void *buf, size_t len, bool out)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	bool uring = have_ring && (mode != M_MIXED || nops % 2 == 0);
+	int r;
+
+	nops++;
+	if (!uring)
+		return out ? send(fd, buf, len, MSG_NOSIGNAL) :
+			     recv(fd, buf, len, 0);
+	sqe = io_uring_get_sqe(&ring);
+	TP_CHECK(sqe, "io_uring_get_sqe");
+	if (out)
+		io_uring_prep_send(sqe, fd, buf, len, MSG_NOSIGNAL);
+	else
+		io_uring_prep_recv(sqe, fd, buf, len, 0);
+	r = io_uring_submit_and_wait(&ring, 1);
+	TP_CHECK(r >= 0, "io_uring_submit_and_wait: %d", r);
+	r = io_uring_wait_cqe(&ring, &cqe);
+	TP_CHECK(r == 0, "io_uring_wait_cqe: %d", r);
+	r = cqe->res;
+	io_uring_cqe_seen(&ring, cqe);
+	if (r < 0) {
+		errno = -r;
+		return -1;
+	}
+	return r;
+}
+
+static void put(int fd, unsigned int id, size_t off, size_t n)
+{
+	static char buf[65536];
+	size_t done = 0, k;
+	ssize_t r;
+
+	while (done < n) {
+		k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		tp_fill(id, off + done, buf, k);
+		r = xfer(fd, buf, k, true);
+		TP_CHECK(r > 0, "send of %zu bytes", k);
+		if ((size_t)r < k) {
+			/* the rest again, from its own offset */
+			done += (size_t)r;
+			continue;
+		}
+		done += k;
+	}
+}
+
+static void get(int fd, unsigned int id, size_t off, size_t n)
+{
+	static char buf[65536];
+	size_t done = 0, k;
+	ssize_t r;
+
+	while (done < n) {
+		k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		r = xfer(fd, buf, k, false);
+		TP_CHECK(r > 0, "recv after %zu of %zu bytes of stream %u (%zd)",
+			 off + done, off + n, id, r);
+		tp_verify(id, off + done, buf, (size_t)r);
+		done += (size_t)r;
+	}
+}
+
+static void expect_eof(int fd)
+{
+	char c;
+	ssize_t r = xfer(fd, &c, 1, false);
+
+	TP_CHECK(r == 0, "the stream's end, not %zd more byte(s) (0x%02x)",
+		 r, r > 0 ? (unsigned char)c : 0);
+}
+
+static void report(int fd)
+{
+	const struct sw_conn_stats *st = tp_conn_stats(fd);
+
+	if (!st)
+		printf("state none\n");
+	else
+		printf("state %d fb %d\n", (int)st->state, (int)st->fb_reason);
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	bool server;
+	size_t n, half;
+	char ack = 'A';
+	int fd, l, one = 1;
+
+	TP_CHECK(argc == 5, "usage: uring_peer server|client PORT "
+		 "uring|libc|mixed|late BYTES");
+	server = !strcmp(argv[1], "server");
+	tp_start(server ? "uring_peer server" : "uring_peer client", 120);
+	a.sin_port = htons((uint16_t)atoi(argv[2]));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	mode = !strcmp(argv[3], "uring") ? M_URING :
+	       !strcmp(argv[3], "mixed") ? M_MIXED :
+	       !strcmp(argv[3], "late") ? M_LATE : M_LIBC;
+	n = strtoull(argv[4], NULL, 0);
+	half = n / 2;
+	if (mode == M_URING || mode == M_MIXED)
+		ring_make();	/* before any connection, as servers do */
+	if (server) {
+		l = socket(AF_INET, SOCK_STREAM, 0);
+		TP_CHECK(l >= 0, "socket");
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		TP_CHECK(!bind(l, (void *)&a, sizeof(a)), "bind");
+		TP_CHECK(!listen(l, 4), "listen");
+		fd = accept(l, NULL, NULL);
+		TP_CHECK(fd >= 0, "accept");
+		get(fd, 1, 0, half);
+		if (mode == M_LATE)
+			ring_make();	/* a carried connection meets a ring */
+		TP_CHECK(xfer(fd, &ack, 1, true) == 1, "ack");
+		get(fd, 1, half, n - half);
+		put(fd, 2, 0, n);
+		expect_eof(fd);
+		report(fd);
+		close(fd);
+		close(l);
+	} else {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		TP_CHECK(fd >= 0, "socket");
+		TP_CHECK(!connect(fd, (void *)&a, sizeof(a)), "connect");
+		put(fd, 1, 0, half);
+		ack = 0;
+		TP_CHECK(xfer(fd, &ack, 1, false) == 1 && ack == 'A',
+			 "ack (0x%02x)", (unsigned char)ack);
+		if (mode == M_LATE)
+			ring_make();
+		put(fd, 1, half, n - half);
+		get(fd, 2, 0, n);
+		report(fd);
+		TP_CHECK(!shutdown(fd, SHUT_WR), "shutdown");
+		expect_eof(fd);
+		close(fd);
+	}
+	if (have_ring)
+		io_uring_queue_exit(&ring);
+	return 0;
+}
