@@ -40,6 +40,7 @@ struct sw_config sw_cfg = {
 	.upgrade_after_us = 1000,
 	.upgrade_after_bytes = 65536,
 	.upgrade_timeout_ms = 2000,
+	.upgrade_max = 64,
 	.path = SW_PATH_AUTO,
 };
 
@@ -142,6 +143,8 @@ void sw_config_load(void)
 	sw_cfg.upgrade_timeout_ms = env_ul("SDP_UPGRADE_TIMEOUT_MS",
 					   sw_cfg.upgrade_timeout_ms, 1,
 					   600000);
+	sw_cfg.upgrade_max = env_ul("SDP_UPGRADE_MAX", sw_cfg.upgrade_max, 1,
+				    65536);
 	v = getenv("SDP_PATH");
 	if (v && *v) {
 		if (!strcmp(v, "copy"))

@@ -241,6 +241,10 @@ struct sw_sock {
 				 * come from the SAN */
 	uint32_t nap_ms;	/* a sleep's bound while only looking sees the
 				 * next step (sw_upgrade_nap_ms) */
+	/* its turn among the process's pending upgrades (upgrade_turns.c):
+	 * SW_TURN_NONE, _WAITING (queued) or _HELD; changed under the turns'
+	 * lock */
+	_Atomic int turn;
 
 	/* session (when state == SW_SAN or SW_UPGRADING) */
 	struct sw_session ss;
