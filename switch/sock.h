@@ -196,6 +196,9 @@ struct sw_sock {
 				 * fork, shared by parent and child */
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
+	bool fd_shed;		/* listener: its provider listeners went
+				 * back for the program's descriptors (and
+				 * a connection it accepted since) */
 	int fb_reason;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;

@@ -107,7 +107,8 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
 			chosen = c;
 	}
 	if (!chosen) {
-		refuse(s, SDP_FB_NO_COMMON, NULL);
+		refuse(s, s->fd_shed ? SDP_FB_DESCRIPTORS : SDP_FB_NO_COMMON,
+		       NULL);
 		return;
 	}
 	/* The provider connection is made later (server_connect): at the

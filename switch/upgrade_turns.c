@@ -304,16 +304,17 @@ static void cond_setup(void)
 }
 
 /* fork: the child has no upgrade thread (its next turn starts one); the
- * thread must not hold a socket's lock across the fork. */
+ * thread must not hold a socket's lock across the fork. Not turn_lock:
+ * the switch's own preparation for the fork (fork_exec.c) may settle
+ * upgrades, which gives their turns back; the thread never holds
+ * turn_lock while it waits for work_lock. */
 static void turns_prepare(void)
 {
 	pthread_mutex_lock(&work_lock);
-	pthread_mutex_lock(&turn_lock);
 }
 
 static void turns_parent(void)
 {
-	pthread_mutex_unlock(&turn_lock);
 	pthread_mutex_unlock(&work_lock);
 }
 
