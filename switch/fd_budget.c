@@ -3,7 +3,7 @@
  * fd_budget.c - the descriptor reserve: the switch opens a descriptor only
  * while the program keeps a reserve below RLIMIT_NOFILE, and gives back
  * what it can do without when the program runs out all the same
- * (docs/protocol.md 2.6, docs/fallback-reasons.md "descriptors").
+ * (docs/protocol.md 2.7, docs/fallback-reasons.md "descriptors").
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * what an upgrade costs at once (a provider listener, a provider connection
  * being made); the others wait on TCP and get their turn in order. The
  * per-process upgrade thread moves the upgrades that hold a turn on, so
- * that they need no call of the program. docs/protocol.md 2.6.
+ * that they need no call of the program. docs/protocol.md 2.7.
  */
 #include <errno.h>
 #include <poll.h>
