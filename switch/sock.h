@@ -248,6 +248,11 @@ struct sw_sock {
 	 * SW_TURN_NONE, _WAITING (queued) or _HELD; changed under the turns'
 	 * lock */
 	_Atomic int turn;
+	/* the upgrade thread's own: when it next looks at s while s waits
+	 * on its listeners (0: at its next pass), and whether they woke */
+	uint64_t turn_look_ns;
+	bool turn_woken;
+	bool turn_ready;	/* server: its client listens: next turn */
 
 	/* session (when state == SW_SAN or SW_UPGRADING) */
 	struct sw_session ss;

@@ -121,7 +121,9 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
 	s->upgrade_at_ns = sw_now_ns() +
 			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
 	/* its turn among the upgrades, in the order the hellos came, which
-	 * is the order the client's turns come in too (sw_client_listen_due) */
+	 * is the order the client's turns come in too (sw_client_listen_due);
+	 * no use looking for the client's listener before it is due */
+	s->turn_look_ns = s->upgrade_at_ns;
 	sw_turn_take(s, true);
 	SW_DBG("fd %d: client hello taken, %s connection to follow", s->fd,
 	       chosen->mod.name);
@@ -185,6 +187,29 @@ static int connect_again(struct sw_sock *s)
 	SW_DBG("fd %d: no provider listener at the client yet: again in %llu ms",
 	       s->fd, (unsigned long long)wait_ms);
 	return 0;
+}
+
+bool sw_upgrade_client_ready(struct sw_sock *s)
+{
+	uint64_t now = sw_now_ns(), wait_ms;
+
+	/* across a wire the client listens from connect() on */
+	if (!(s->up_prov->mod.info.caps & SDP_CAP_LOCAL_ONLY) ||
+	    client_listens(s))
+		return true;
+	if (!s->connect_tries) {
+		s->deadline_ns = now + (uint64_t)sw_cfg.upgrade_timeout_ms *
+					       1000000ull;
+	} else if (now >= s->deadline_ns) {
+		sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
+			    "no provider listener at the client");
+		return false;
+	}
+	wait_ms = s->connect_tries < 7 ? 1ull << s->connect_tries :
+					 CONNECT_AGAIN_MAX_MS;
+	s->connect_tries++;
+	s->turn_look_ns = now + wait_ms * 1000000ull;
+	return false;
 }
 
 /* The session of s on provider p, sized by the peer's hello h. Returns 0

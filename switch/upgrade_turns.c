@@ -54,9 +54,14 @@ static __thread bool in_thread;
 
 /* How often the thread looks at upgrades whose next step no descriptor
  * tells of (the peer's SETUP or SWITCH on a local provider), and at most
- * how long it sleeps while any upgrade holds a turn. */
+ * how long it sleeps while any upgrade holds a turn (a client's wait for
+ * the server's connection runs out, a turn is given back). */
 #define LOOK_MS 1
 #define SLEEP_MAX_MS 10
+/* How many waiting connections, from the head of the line, the thread
+ * looks at in a pass (twice SDP_UPGRADE_MAX's default: the client's turns
+ * are near the head of the server's line, in the same order). */
+#define WALK 128
 
 static int push(struct sw_sock ***v, int *n, int *cap, struct sw_sock *s)
 {
@@ -113,7 +118,10 @@ bool sw_turn_take(struct sw_sock *s, bool wait)
 	pthread_mutex_lock(&turn_lock);
 	if (!running && !start_failed)
 		thread_start();
-	if (held_live < sw_cfg.upgrade_max && (!wq_live || start_failed)) {
+	/* a server's connection waits in line even with turns free: the
+	 * thread gives it one once its client listens (turns_settle) */
+	if (held_live < sw_cfg.upgrade_max && (!wq_live || start_failed) &&
+	    (s->is_client || !running)) {
 		/* without the thread nobody would drop the entry: the
 		 * count alone bounds the upgrades then */
 		if (running) {
@@ -130,6 +138,7 @@ bool sw_turn_take(struct sw_sock *s, bool wait)
 		sw_sock_ref(s);
 		wq_live++;
 		atomic_store(&s->turn, SW_TURN_WAITING);
+		pthread_cond_signal(&turn_cond);
 		SW_DBG("fd %d: %u upgrades under way: waits its turn", s->fd,
 		       held_live);
 	}
@@ -167,13 +176,22 @@ bool sw_turn_driven(const struct sw_sock *s)
 	       atomic_load(&s->turn) != SW_TURN_NONE;
 }
 
-/* Under turn_lock: waiting sockets take the turns that are free, and the
+/*
+ * Under turn_lock: waiting sockets take the turns that are free, and the
  * entries of sockets that gave theirs up move to drop (their references
- * are dropped without the lock). */
-static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap)
+ * are dropped without the lock). Turns go in the order of the line, to a
+ * client's connection as it comes, to a server's only once its client's
+ * listener is there (the client's turn came: a look outside the lock,
+ * cand), so that the two ends' turns stay on the same connections even
+ * when one end gave some up or runs behind.
+ */
+static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
+			 struct sw_sock ***cand, int *ncand, int *ccap)
 {
+	uint64_t now = sw_now_ns();
 	struct sw_sock *s;
-	int i;
+	size_t k;
+	int i, seen = 0;
 
 	for (i = 0; i < held_n; i++) {
 		s = held[i];
@@ -183,19 +201,44 @@ static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap)
 			return;	/* memory short: next time */
 		held[i--] = held[--held_n];
 	}
-	while (held_live < sw_cfg.upgrade_max && wq_n) {
-		s = wq[wq_head];
-		if (atomic_load(&s->turn) == SW_TURN_WAITING) {
-			if (push(&held, &held_n, &held_cap, s))
-				return;
+	for (k = 0; k < wq_n && seen < WALK && k < 4 * WALK; k++) {
+		s = wq[(wq_head + k) % wq_cap];
+		if (atomic_load(&s->turn) != SW_TURN_WAITING)
+			continue;
+		seen++;
+		if (s->is_client || s->turn_ready) {
+			if (held_live >= sw_cfg.upgrade_max ||
+			    push(&held, &held_n, &held_cap, s))
+				continue;
+			sw_sock_ref(s);	/* held's; the line's goes below */
+			s->turn_ready = false;
 			atomic_store(&s->turn, SW_TURN_HELD);
 			wq_live--;
 			held_live++;
-		} else if (push(drop, ndrop, dcap, s)) {
-			return;
+		} else if (now >= s->turn_look_ns &&
+			   held_live < sw_cfg.upgrade_max &&
+			   !push(cand, ncand, ccap, s)) {
+			sw_sock_ref(s);
 		}
+	}
+	/* entries given up or served leave the head of the line */
+	while (wq_n && atomic_load(&wq[wq_head]->turn) != SW_TURN_WAITING) {
+		if (push(drop, ndrop, dcap, wq[wq_head]))
+			return;
 		wq_pop();
 	}
+}
+
+/* A server's connection waiting in line: is its client's listener there?
+ * (work_lock held) */
+static void look_waiting(struct sw_sock *s)
+{
+	if (pthread_mutex_trylock(&s->lock))
+		return;
+	if (s->state == SW_UPGRADING && !s->is_client && !s->ss.ep &&
+	    atomic_load(&s->turn) == SW_TURN_WAITING)
+		s->turn_ready = sw_upgrade_client_ready(s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 /*
@@ -207,6 +250,7 @@ static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap)
 static int look(struct sw_sock *s, struct pollfd *pf, int max)
 {
 	int fds[SW_MAX_PROVIDERS], n, i, cq;
+	uint64_t now = sw_now_ns();
 
 	if (pthread_mutex_trylock(&s->lock))
 		return -1;	/* the program is in a call on s */
@@ -220,10 +264,18 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max)
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	sw_upgrade_progress(s);
+	/* a client waiting on its listeners is looked at when they wake
+	 * (each look is a system call), or now and then for its deadline */
+	if (!(s->is_client && !s->ss.ep && sw_client_listening(s) &&
+	      !s->turn_woken && now < s->turn_look_ns))
+		sw_upgrade_progress(s);
+	s->turn_woken = false;
 	n = 0;
 	if (s->state == SW_UPGRADING) {
 		if (s->is_client && !s->ss.ep && sw_client_listening(s)) {
+			if (now >= s->turn_look_ns)
+				s->turn_look_ns = now + SLEEP_MAX_MS *
+							1000000ull;
 			n = sw_upgrade_fds(s, fds, max < SW_MAX_PROVIDERS ?
 					   max : SW_MAX_PROVIDERS, &cq);
 			for (i = 0; i < n; i++) {
@@ -240,9 +292,10 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max)
 
 static void *thread_main(void *arg)
 {
-	struct sw_sock **v = NULL, **drop = NULL;
+	struct sw_sock **v = NULL, **drop = NULL, **cand = NULL;
 	struct pollfd *pf = NULL;
-	int vcap = 0, dcap = 0, pcap = 0;
+	int *pfi = NULL;	/* v[i]'s first pollfd */
+	int vcap = 0, dcap = 0, pcap = 0, icap = 0, ccap = 0;
 
 	(void)arg;
 	/* provider code runs here: its calls go to libc, not the shim */
@@ -250,10 +303,11 @@ static void *thread_main(void *arg)
 	in_thread = true;
 	pthread_mutex_lock(&turn_lock);
 	for (;;) {
-		int n = 0, ndrop = 0, np = 0, i, k, ms = SLEEP_MAX_MS;
+		int n = 0, ndrop = 0, np = 0, nc = 0, i, k;
+		int ms = SLEEP_MAX_MS;
 
-		turns_settle(&drop, &ndrop, &dcap);
-		if (!held_n && !ndrop) {
+		turns_settle(&drop, &ndrop, &dcap, &cand, &nc, &ccap);
+		if (!held_n && !ndrop && !nc && !wq_live) {
 			/* a turn taken, or given while others wait, signals */
 			pthread_cond_wait(&turn_cond, &turn_lock);
 			continue;
@@ -263,9 +317,19 @@ static void *thread_main(void *arg)
 				break;
 			sw_sock_ref(held[i]);
 		}
+		if (wq_live)
+			ms = LOOK_MS;	/* servers' connections wait */
 		pthread_mutex_unlock(&turn_lock);
 		for (i = 0; i < ndrop; i++)
 			sw_sock_unref(drop[i]);
+		if (icap < n) {
+			int *ni = realloc(pfi, n * sizeof(*ni));
+
+			if (ni) {
+				pfi = ni;
+				icap = n;
+			}
+		}
 		if (pcap < n * SW_MAX_PROVIDERS) {
 			struct pollfd *np2 = realloc(pf, n * SW_MAX_PROVIDERS *
 							 sizeof(*pf));
@@ -275,8 +339,25 @@ static void *thread_main(void *arg)
 				pcap = n * SW_MAX_PROVIDERS;
 			}
 		}
+		if (icap < n) {
+			/* memory short: the program's calls move them on
+			 * meanwhile; try again later */
+			for (i = 0; i < n; i++)
+				sw_sock_unref(v[i]);
+			for (i = 0; i < nc; i++)
+				sw_sock_unref(cand[i]);
+			sdp_sys.poll(NULL, 0, SLEEP_MAX_MS);
+			pthread_mutex_lock(&turn_lock);
+			continue;
+		}
 		pthread_mutex_lock(&work_lock);
+		for (i = 0; i < nc; i++) {
+			look_waiting(cand[i]);
+			if (cand[i]->turn_ready)
+				ms = 0;	/* its turn, at once */
+		}
 		for (i = 0; i < n; i++) {
+			pfi[i] = np;
 			k = look(v[i], pf + np, pcap - np);
 			if (k < 0)
 				ms = LOOK_MS;
@@ -284,10 +365,17 @@ static void *thread_main(void *arg)
 				np += k;
 		}
 		pthread_mutex_unlock(&work_lock);
+		if (sdp_sys.poll(pf, np, ms) > 0) {
+			for (i = 0; i < n; i++)
+				for (k = pfi[i]; k < (i + 1 < n ? pfi[i + 1] :
+							  np); k++)
+					if (pf[k].revents)
+						v[i]->turn_woken = true;
+		}
 		for (i = 0; i < n; i++)
 			sw_sock_unref(v[i]);
-		if (n)
-			sdp_sys.poll(pf, np, ms);
+		for (i = 0; i < nc; i++)
+			sw_sock_unref(cand[i]);
 		pthread_mutex_lock(&turn_lock);
 	}
 	return NULL;
