@@ -60,6 +60,17 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
 
 	shim_on();	/* make sure init ran before the first socket */
 	fd = REAL(socket)(domain, type, protocol);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && shim_on()) {
+		int shed, e = errno;
+
+		/* the switch's descriptors must not be what failed it */
+		shim_enter();
+		shed = sw_fd_shed();
+		shim_leave();
+		errno = e;
+		if (shed)
+			fd = REAL(socket)(domain, type, protocol);
+	}
 	if (fd >= 0)
 		fdi_set(fd, (domain == AF_INET || domain == AF_INET6) &&
 				    (type & 0xf) == SOCK_STREAM &&
