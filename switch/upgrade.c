@@ -579,8 +579,9 @@ int sw_upgrade_progress(struct sw_sock *s)
 			if (s->ss.ep)
 				costly_step_took(t0);
 		} else if ((sw_now_ns() >= s->upgrade_at_ns ||
-			    (!s->connect_tries && s->tcp_rx + s->tcp_tx >=
-							  sw_cfg.upgrade_after_bytes)) &&
+			    (!s->connect_tries &&
+			     s->tcp_rx + s->tcp_tx >=
+				     sw_cfg.upgrade_after_bytes)) &&
 			   sw_turn_take(s, true)) {
 			/* (without a turn it waits on TCP for one, in order:
 			 * the upgrade thread then takes this step) */

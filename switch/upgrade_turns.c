@@ -210,7 +210,7 @@ static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
 			if (held_live >= sw_cfg.upgrade_max ||
 			    push(&held, &held_n, &held_cap, s))
 				continue;
-			sw_sock_ref(s);	/* held's; the line's goes below */
+			sw_sock_ref(s);	/* held's (the line's: below) */
 			s->turn_ready = false;
 			atomic_store(&s->turn, SW_TURN_HELD);
 			wq_live--;
