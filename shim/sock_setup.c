@@ -65,6 +65,17 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
 	fd = REAL(socket)(domain, type, protocol);
 	if (sdp_in_switch)
 		return shim_switch_fd(fd);	/* a provider's */
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && shim_on()) {
+		int shed, e = errno;
+
+		/* the switch's descriptors must not be what failed it */
+		shim_enter();
+		shed = sw_fd_shed();
+		shim_leave();
+		errno = e;
+		if (shed)
+			fd = REAL(socket)(domain, type, protocol);
+	}
 	if (fd >= 0)
 		fdi_set(fd, (domain == AF_INET || domain == AF_INET6) &&
 				    (type & 0xf) == SOCK_STREAM &&

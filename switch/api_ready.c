@@ -27,6 +27,7 @@
 #include "tcp_head.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "upgrade_turns.h"
 #include "wakeup.h"
 
 /* SAN readiness; rx: the peer's bytes come from the SAN (all its TCP bytes
@@ -275,8 +276,12 @@ int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max, bool *tcp_in,
 		  s->state == SW_HELLO_WAIT;
 	if (!max)
 		goto unlock;
-	*nap_ms = sw_upgrade_nap_ms(s);
-	n = sw_upgrade_fds(s, fds, max, &fd);
+	/* the upgrade thread moves it on (or gives it its turn): the
+	 * program's sleep needs neither a bound nor fds for it */
+	if (!sw_turn_driven(s)) {
+		*nap_ms = sw_upgrade_nap_ms(s);
+		n = sw_upgrade_fds(s, fds, max, &fd);
+	}
 	/* look once more before the caller sleeps */
 	sw_upgrade_advance(s);
 	if (s->state != was)

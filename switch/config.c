@@ -41,6 +41,7 @@ struct sw_config sw_cfg = {
 	.upgrade_after_us = 1000,
 	.upgrade_after_bytes = 65536,
 	.upgrade_timeout_ms = 2000,
+	.upgrade_max = 64,
 	.path = SW_PATH_AUTO,
 };
 
@@ -106,7 +107,9 @@ static const struct num_var num_vars[] = {
 	NUM("SDP_UPGRADE_AFTER_BYTES", upgrade_after_bytes, 0, 1ul << 40,
 	    "... or once this much went on TCP, in bytes"),
 	NUM("SDP_UPGRADE_TIMEOUT_MS", upgrade_timeout_ms, 1, 600000,
-	    "the rest of an upgrade, once begun, in ms"),
+	    "the peer's silence an upgrade waits out, in ms"),
+	NUM("SDP_UPGRADE_MAX", upgrade_max, 1, 65536,
+	    "upgrades under way at once in a process"),
 };
 
 static int config_errors;

@@ -35,6 +35,7 @@ struct sw_config {
 	unsigned upgrade_after_us;  /* provider connection once this old */
 	size_t upgrade_after_bytes; /* ... or once this much went on TCP */
 	unsigned upgrade_timeout_ms; /* the rest of an upgrade, once begun */
+	unsigned upgrade_max;	/* upgrades under way at once (process) */
 	enum sw_path_force path;
 	char rules_file[256];
 };

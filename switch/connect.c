@@ -22,12 +22,14 @@
 #include "connect.h"
 #include "discovery.h"
 #include "fallback.h"
+#include "fd_budget.h"
 #include "log.h"
 #include "providers.h"
 #include "rules.h"
 #include "sock.h"
 #include "sys.h"
 #include "upgrade.h"
+#include "upgrade_turns.h"
 #include "util.h"
 
 /*
@@ -37,17 +39,24 @@
  * due (sw_client_listen_due), not at connect: a connection that ends sooner
  * never pays for it. Until it exists a server that looks sees no switch
  * here (it stays on TCP and drops our hello, sw_hello_skip), and a server
- * that connects is refused and tries again (server_connect).
+ * that connects is refused and tries again (server_connect). Its wait
+ * for the server's connection (SDP_UPGRADE_TIMEOUT_MS) begins here.
+ * Returns 0, or the reason to stay on TCP.
  */
-static bool client_listen(struct sw_sock *s)
+static int client_listen(struct sw_sock *s)
 {
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
+	uint64_t dl;
 	int i, r, n = 0;
 
-	if (sw_blind() ||
-	    getsockname(s->fd, (struct sockaddr *)&local, &llen))
-		return false;
+	if (sw_blind())
+		return SDP_FB_BLIND;
+	/* a listener, and the connection it accepts with its set-up's */
+	if (!sw_fd_may_open(3))
+		return SDP_FB_DESCRIPTORS;
+	if (getsockname(s->fd, (struct sockaddr *)&local, &llen))
+		return SDP_FB_LOCAL_SETUP;
 	sw_addr_port(&local, &s->local_port);
 	if (s->st)
 		s->st->local_port = s->local_port;
@@ -66,7 +75,13 @@ static bool client_listen(struct sw_sock *s)
 		}
 		n++;
 	}
-	return n > 0;
+	if (!n)
+		return SDP_FB_LOCAL_SETUP;
+	dl = sw_now_ns() + (uint64_t)sw_cfg.upgrade_after_us * 1000 +
+	     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
+	if (s->deadline_ns < dl)
+		s->deadline_ns = dl;
+	return 0;
 }
 
 bool sw_client_listening(const struct sw_sock *s)
@@ -89,13 +104,20 @@ uint64_t sw_client_listen_at(const struct sw_sock *s)
 
 void sw_client_listen_due(struct sw_sock *s)
 {
+	int r;
+
 	if (!s->is_client || sw_client_listening(s) || s->ss.ep ||
 	    (sw_now_ns() < sw_client_listen_at(s) &&
 	     2 * (s->tcp_rx + s->tcp_tx) < sw_cfg.upgrade_after_bytes))
 		return;
-	if (!client_listen(s))
-		sw_fallback(s, sw_blind() ? SDP_FB_BLIND : SDP_FB_LOCAL_SETUP,
-			    "cannot open a provider listener");
+	/* A listener is what an upgrade holds: only with a turn. Before the
+	 * server's hello only one that is free now (the program moves such
+	 * a connection on); after, in order (the upgrade thread). */
+	if (!sw_turn_take(s, s->state == SW_UPGRADING))
+		return;
+	r = client_listen(s);
+	if (r)
+		sw_fallback(s, r, "cannot open a provider listener");
 }
 
 /* connect(2) of a socket the switch leaves on TCP for reason: listed so once
@@ -174,10 +196,18 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	s->cand_provs = cand;
 	memcpy(&s->peer, addr, len < sizeof(s->peer) ? len : sizeof(s->peer));
 	s->peerlen = len;
+	/* (without a turn free now, the listener comes when due) */
 	if ((now || sw_speaks_first_known(&s->peer) ||
-	     !sw_cfg.upgrade_after_us) && !client_listen(s)) {
-		sw_sock_unref(s);
-		goto plain;
+	     !sw_cfg.upgrade_after_us) && sw_turn_take(s, false)) {
+		int fb = client_listen(s);
+
+		if (fb) {
+			sw_turn_give(s);
+			sw_sock_unref(s);
+			sw_fallback(NULL, fb, NULL);
+			errno = e;
+			return cr;
+		}
 	}
 	sw_random(s->key, sizeof(s->key));
 	if (s->st) {

@@ -14,6 +14,7 @@
 #include "session.h"
 #include "sock.h"
 #include "stats.h"
+#include "upgrade_turns.h"
 #include "util.h"
 #include "wire.h"
 
@@ -109,6 +110,7 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	sw_listeners_close(s);
 	sw_session_free(s);
 	s->state = SW_TCP;
+	sw_turn_give(s);
 	/* bytes kept while the upgrade was pending go first */
 	if (s->ptx_len &&
 	    sw_tcp_write_all(s->fd, s->ptx, s->ptx_len) == 0 && s->st)

@@ -36,6 +36,8 @@ enum sdp_fallback_reason {
 				 * finished: all its bytes went on TCP */
 	SDP_FB_BLIND,		/* the process does I/O around libc (an
 				 * io_uring instance) the switch cannot see */
+	SDP_FB_DESCRIPTORS,	/* the program is near RLIMIT_NOFILE: the
+				 * switch leaves it the reserve */
 	SDP_FB_MAX
 };
 

@@ -28,6 +28,7 @@ const char *sdp_fallback_name(int reason)
 		[SDP_FB_CUT] = "cut",
 		[SDP_FB_ENDED] = "ended",
 		[SDP_FB_BLIND] = "blind",
+		[SDP_FB_DESCRIPTORS] = "descriptors",
 	};
 
 	if (reason < 0 || reason >= SDP_FB_MAX || !names[reason])

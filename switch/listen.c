@@ -19,9 +19,11 @@
 #include "blind.h"
 #include "config.h"
 #include "fallback.h"
+#include "fd_budget.h"
 #include "log.h"
 #include "providers.h"
 #include "rules.h"
+#include "sdp_switch.h"
 #include "sock.h"
 #include "sys.h"
 #include "util.h"
@@ -60,6 +62,11 @@ int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
 
 		if (!p->usable)
 			continue;
+		if (!sw_fd_may_open(1)) {
+			SW_WARN("listener fd %d: no provider listener beside it: the program is near RLIMIT_NOFILE",
+				fd);
+			break;
+		}
 		e = p->mod.ops.listen(p->mod.prov, (struct sockaddr *)&local,
 				      len, backlog > 0 ? backlog : 128, &l);
 		if (e) {
@@ -137,6 +144,16 @@ static bool server_upgrade(struct sw_sock *ls, struct sw_sock *s)
 			if (!s->up_prov)
 				s->up_prov = &sw_providers[i];
 		}
+	if (!s->up_prov && ls->fd_shed) {
+		/* Its provider listeners went back (sw_fd_shed): a client
+		 * that saw them before may have sent its hello all the same.
+		 * Managed, so that a hello is answered with a refusal and
+		 * never reaches the program. */
+		for (i = 0; i < sw_nproviders && !s->up_prov; i++)
+			if (sw_providers[i].usable)
+				s->up_prov = &sw_providers[i];
+		s->fd_shed = true;
+	}
 	if (!s->up_prov) {
 		sw_fallback_untaken(s->fd, SDP_FB_NO_PEER_SWITCH, false,
 				    s->peerlen ? (struct sockaddr *)&s->peer :
@@ -155,6 +172,9 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 
 	*out = NULL;
 	fd = sdp_sys.accept4(ls->fd, addr, addrlen, flags);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && sw_fd_shed())
+		/* the switch's descriptors were in the way */
+		fd = sdp_sys.accept4(ls->fd, addr, addrlen, flags);
 	drain_probes(ls);
 	if (fd < 0)
 		return fd;

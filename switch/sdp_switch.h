@@ -57,6 +57,12 @@ int sw_listen(int fd, int family, int backlog, struct sw_sock **out);
 int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	      int flags, struct sw_sock **out);
 
+/* The program's call failed for want of descriptors (EMFILE, ENFILE): the
+ * switch gives back what it holds and can do without (provider listeners
+ * beside TCP listeners, pending upgrades' listeners). Returns how many
+ * things it gave back: when > 0, the call is worth one more try. */
+int sw_fd_shed(void);
+
 /* ---- data ----------------------------------------------------------------- */
 
 /* All receive calls (read, readv, recv, recvfrom, recvmsg, recvmmsg...) end

@@ -183,6 +183,9 @@ struct sw_sock {
 				 * fork, shared by parent and child */
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
+	bool fd_shed;		/* listener: its provider listeners went
+				 * back for the program's descriptors (and
+				 * a connection it accepted since) */
 	int fb_reason;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
@@ -228,6 +231,15 @@ struct sw_sock {
 				 * come from the SAN */
 	uint32_t nap_ms;	/* a sleep's bound while only looking sees the
 				 * next step (sw_upgrade_nap_ms) */
+	/* its turn among the process's pending upgrades (upgrade_turns.c):
+	 * SW_TURN_NONE, _WAITING (queued) or _HELD; changed under the turns'
+	 * lock */
+	_Atomic int turn;
+	/* the upgrade thread's own: when it next looks at s while s waits
+	 * on its listeners (0: at its next pass), and whether they woke */
+	uint64_t turn_look_ns;
+	bool turn_woken;
+	bool turn_ready;	/* server: its client listens: next turn */
 
 	/* session (when state == SW_SAN or SW_UPGRADING) */
 	struct sw_session ss;

@@ -27,6 +27,7 @@
 #include "credits.h"
 #include "discovery.h"
 #include "fallback.h"
+#include "fd_budget.h"
 #include "log.h"
 #include "providers.h"
 #include "session.h"
@@ -36,6 +37,7 @@
 #include "sys.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "upgrade_turns.h"
 #include "util.h"
 #include "wakeup.h"
 #include "wire.h"
@@ -105,7 +107,8 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
 			chosen = c;
 	}
 	if (!chosen) {
-		refuse(s, SDP_FB_NO_COMMON, NULL);
+		refuse(s, s->fd_shed ? SDP_FB_DESCRIPTORS : SDP_FB_NO_COMMON,
+		       NULL);
 		return;
 	}
 	/* The provider connection is made later (server_connect): at the
@@ -117,6 +120,11 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
 	s->up_prov = chosen;
 	s->upgrade_at_ns = sw_now_ns() +
 			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
+	/* its turn among the upgrades, in the order the hellos came, which
+	 * is the order the client's turns come in too (sw_client_listen_due);
+	 * no use looking for the client's listener before it is due */
+	s->turn_look_ns = s->upgrade_at_ns;
+	sw_turn_take(s, true);
 	SW_DBG("fd %d: client hello taken, %s connection to follow", s->fd,
 	       chosen->mod.name);
 }
@@ -181,6 +189,29 @@ static int connect_again(struct sw_sock *s)
 	return 0;
 }
 
+bool sw_upgrade_client_ready(struct sw_sock *s)
+{
+	uint64_t now = sw_now_ns(), wait_ms;
+
+	/* across a wire the client listens from connect() on */
+	if (!(s->up_prov->mod.info.caps & SDP_CAP_LOCAL_ONLY) ||
+	    client_listens(s))
+		return true;
+	if (!s->connect_tries) {
+		s->deadline_ns = now + (uint64_t)sw_cfg.upgrade_timeout_ms *
+					       1000000ull;
+	} else if (now >= s->deadline_ns) {
+		sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
+			    "no provider listener at the client");
+		return false;
+	}
+	wait_ms = s->connect_tries < 7 ? 1ull << s->connect_tries :
+					 CONNECT_AGAIN_MAX_MS;
+	s->connect_tries++;
+	s->turn_look_ns = now + wait_ms * 1000000ull;
+	return false;
+}
+
 /* The session of s on provider p, sized by the peer's hello h. Returns 0
  * or -errno. */
 static int session_from_hello(struct sw_sock *s, struct sw_provider *p,
@@ -203,6 +234,13 @@ static void server_connect(struct sw_sock *s)
 	struct sdp_connect_priv cp;
 	int r;
 
+	/* the provider connection's own descriptors, and those its set-up
+	 * passes, come out of the program's budget first */
+	if (!sw_fd_may_open(3)) {
+		refuse(s, SDP_FB_DESCRIPTORS,
+		       "the program is near RLIMIT_NOFILE");
+		return;
+	}
 	/* the client takes the connection once our hello told it to */
 	if (!s->hello_out && sw_hello_server_send(s, 0, NULL, 0) < 0) {
 		sw_fallback(s, SDP_FB_LOCAL_SETUP, "cannot send hello");
@@ -211,6 +249,15 @@ static void server_connect(struct sw_sock *s)
 	if (!sw_peer_known(s)) {
 		sw_fallback(s, unless_ended(s, SDP_FB_LOCAL_SETUP),
 			    "cannot learn the client's address");
+		return;
+	}
+	/* after a refusal, a look before the costly session: is the
+	 * client's listener there now? */
+	if (s->connect_tries && (chosen->mod.info.caps & SDP_CAP_LOCAL_ONLY) &&
+	    !client_listens(s)) {
+		if (connect_again(s))
+			sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
+				    "no provider listener at the client");
 		return;
 	}
 	r = session_from_hello(s, chosen, h);
@@ -281,6 +328,10 @@ static void client_take_request(struct sw_sock *s)
 	struct sdp_conn_req *req;
 	int i, r = -EAGAIN;
 
+	/* no listener yet: its turn has not come (sw_client_listen_due), and
+	 * its wait for the server begins with it */
+	if (!sw_client_listening(s))
+		return;
 	/* the server connects no sooner than this (sw_upgrade_server_hello_take): no
 	 * use looking before */
 	if (sw_now_ns() < s->upgrade_at_ns &&
@@ -435,8 +486,14 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s)
 	s->state = SW_UPGRADING;
 	s->upgrade_at_ns = sw_now_ns() +
 			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
-	s->deadline_ns = s->upgrade_at_ns +
-			 (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
+	if (s->deadline_ns < s->upgrade_at_ns +
+			     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
+		s->deadline_ns = s->upgrade_at_ns +
+				 (uint64_t)sw_cfg.upgrade_timeout_ms *
+					 1000000ull;
+	/* its turn, in the order the server's hellos came (which is the
+	 * order the server's turns come in: sw_upgrade_server_hello_take) */
+	sw_turn_take(s, true);
 	client_take_request(s);
 }
 
@@ -513,16 +570,21 @@ int sw_upgrade_progress(struct sw_sock *s)
 	if (s->state == SW_UPGRADING) {
 		if (s->ss.ep) {
 			upgrading(s);
-		} else if (!costly_step_may()) {
-			/* its turn comes (sw_upgrade_nap_ms) */
+		} else if (!costly_step_may() && !sw_turn_in_thread()) {
+			/* its turn comes (sw_upgrade_nap_ms); the upgrade
+			 * thread's steps take none of the program's time */
 		} else if (s->is_client) {
 			t0 = sw_now_ns();
 			client_take_request(s);
 			if (s->ss.ep)
 				costly_step_took(t0);
-		} else if (sw_now_ns() >= s->upgrade_at_ns ||
-			   (!s->connect_tries && s->tcp_rx + s->tcp_tx >=
-							 sw_cfg.upgrade_after_bytes)) {
+		} else if ((sw_now_ns() >= s->upgrade_at_ns ||
+			    (!s->connect_tries &&
+			     s->tcp_rx + s->tcp_tx >=
+				     sw_cfg.upgrade_after_bytes)) &&
+			   sw_turn_take(s, true)) {
+			/* (without a turn it waits on TCP for one, in order:
+			 * the upgrade thread then takes this step) */
 			t0 = sw_now_ns();
 			server_connect(s);
 			costly_step_took(t0);
@@ -670,6 +732,7 @@ int sw_upgrade_step(struct sw_sock *s)
 		return r;
 	s->tx_san = true;
 	s->state = SW_SAN;
+	sw_turn_give(s);
 	/* From here our TCP stream carries only one-byte doorbells: each
 	 * must leave at once, not wait behind an unacknowledged one for the
 	 * peer's delayed ACK (Nagle; up to 40 ms a doorbell) nor in a cork
