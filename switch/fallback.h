@@ -31,6 +31,8 @@ enum sdp_fallback_reason {
 				 * before the upgrade finished */
 	SDP_FB_ENDED,		/* the connection ended before its upgrade
 				 * finished: all its bytes went on TCP */
+	SDP_FB_HANDED,		/* another process drives the connection now
+				 * (fork): this process's copy is left on TCP */
 	SDP_FB_MAX
 };
 

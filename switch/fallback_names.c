@@ -27,6 +27,7 @@ const char *sdp_fallback_name(int reason)
 		[SDP_FB_PEER_FALLBACK] = "peer-fallback",
 		[SDP_FB_CUT] = "cut",
 		[SDP_FB_ENDED] = "ended",
+		[SDP_FB_HANDED] = "handed-over",
 	};
 
 	if (reason < 0 || reason >= SDP_FB_MAX || !names[reason])

@@ -26,6 +26,7 @@
 #include "credits.h"
 #include "discovery.h"
 #include "fallback.h"
+#include "holders.h"
 #include "log.h"
 #include "providers.h"
 #include "session.h"
@@ -501,6 +502,7 @@ int sw_upgrade_progress(struct sw_sock *s)
 {
 	uint64_t t0;
 
+	sw_holders_settle(s);
 	if (s->state == SW_HELLO_WAIT)
 		sw_upgrade_server_hello_in(s, false);
 	if (s->state == SW_CONNECTING)
@@ -513,6 +515,9 @@ int sw_upgrade_progress(struct sw_sock *s)
 	if (s->state == SW_UPGRADING) {
 		if (s->ss.ep) {
 			upgrading(s);
+		} else if (!sw_holders_alone(s)) {
+			/* another process holds the connection too: nothing
+			 * is committed until it is gone (holders.c) */
 		} else if (!costly_step_may()) {
 			/* its turn comes (sw_upgrade_nap_ms) */
 		} else if (s->is_client) {
@@ -543,6 +548,9 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 	uint64_t now;
 
+	/* another process still holds it: looked at again now and then */
+	if (s->holders && s->state == SW_UPGRADING && !ss->ep)
+		return 10;
 	if (s->is_client && !ss->ep && sw_pending(s) &&
 	    s->state != SW_CONNECTING && !sw_client_listening(s)) {
 		/* our listener is due then (sw_client_listen_due) */
@@ -578,6 +586,7 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 
 bool sw_upgrade_cut(struct sw_sock *s)
 {
+	sw_holders_settle(s);
 	/* a client hello already here is taken, so that the refusal can
 	 * answer it */
 	if (s->state == SW_HELLO_WAIT)
@@ -711,6 +720,8 @@ int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd)
 	int n = 0, i, fd;
 
 	*cq_fd = -1;
+	if (s->holders)
+		return 0;	/* nothing taken before it is alone */
 	if (s->state == SW_UPGRADING && s->is_client && !s->ss.ep) {
 		for (i = 0; i < sw_nproviders && n < max; i++) {
 			if (!s->plisten[i])

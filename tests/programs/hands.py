@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# hands.py - connections that change hands (fork after accept, connect then
+# fork, fd passing, inetd-style servers, PostgreSQL) under the switch: the
+# bytes hashed, and the process left holding each connection proven to
+# carry it on shm from its sdp-stat counters. Same options as run.py:
+#   PYTHONPATH=tests/lib hands.py --lib LIB --statdump STATDUMP [TEST...]
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402
+from run import (MIB, PY, Fail, Skip, check, fmt_conn, san_rx,  # noqa: E402
+		 san_tx, by_pid, need, free_port)
+
+HANDS = os.path.join(run.HERE, 'hands_peers.py')
+# A carried connection's TCP counters hold only the program's bytes before
+# its switch point (after it TCP carries doorbells, and a program byte there
+# closes the connection: docs/protocol.md 2.6), so every byte after the
+# switch point is on shm; the head before it is bounded, and here must be a
+# small part of the whole.
+SAN_SHARE = 0.75
+
+
+def on_san(c, what, tx_min=0, rx_min=0):
+	"""c is carried by shm, with at most run.HEAD_MAX bytes each way on
+	TCP before its switch point, and most of its bytes on shm."""
+	check(c['state'] == run.SAN_STATE and c['provider'] == 'shm',
+	      '%s: connection not on shm: %s' % (what, fmt_conn(c)))
+	for name, san, tcp, least in (('tx', san_tx(c), c['tx_tcp'], tx_min),
+				      ('rx', san_rx(c), c['rx_tcp'], rx_min)):
+		tot = san + tcp
+		check(tot >= least and tcp <= run.HEAD_MAX and
+		      (tot == 0 or san >= SAN_SHARE * tot),
+		      '%s: %s %d bytes, %d on shm (%.2f%%; need %d bytes, '
+		      'at most %d on TCP, %.0f%% on shm): %s' %
+		      (what, name, tot, san, 100.0 * san / tot if tot else 0,
+		       least, run.HEAD_MAX, 100 * SAN_SHARE, fmt_conn(c)))
+	return san_tx(c) + san_rx(c), c['tx_tcp'] + c['rx_tcp']
+
+
+def conns_of(st, pids):
+	return [c for p in pids for c in by_pid(st, p)]
+
+
+def echo_clients(ctx, port, conns, nbytes):
+	cli = ctx.run('echo-client', [PY, run.PEERS, 'echo-client', str(port),
+				      '--conns', str(conns), '--bytes',
+				      str(nbytes), '--mode', 'threads'], 120,
+		      ok=None)
+	res = cli.json_lines()
+	bad = [r for r in res if not r.get('ok')]
+	check(cli.p.returncode == 0 and len(res) == conns and not bad,
+	      'echo client exit %d, %d results, bad: %s; stderr %s' %
+	      (cli.p.returncode, len(res), bad[:2], cli.err()[-600:]))
+	return cli
+
+
+def server_children(ctx, srv, conns, nbytes, what):
+	"""The pids of the processes that echoed (one JSON line each), with
+	the total checked."""
+	served = srv.json_lines()
+	check(len(served) == conns and
+	      sum(r['echoed'] for r in served) == conns * nbytes,
+	      '%s: %d echo results, %d bytes echoed; expected %d and %d; '
+	      'stderr %s' % (what, len(served),
+			     sum(r['echoed'] for r in served), conns,
+			     conns * nbytes, srv.err()[-600:]))
+	return sorted(set(r['pid'] for r in served))
+
+
+@run.test('forking-tcp-server')
+def t_forking(ctx):
+	"""socketserver.ForkingTCPServer: the parent accepts and forks, the
+	child echoes. The child, left alone with the connection, upgrades."""
+	conns, nbytes = 4, 16 * MIB
+	port = free_port()
+	srv = ctx.spawn('fork-server', [PY, HANDS, 'fork-server', str(port)])
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, conns, nbytes)
+	ctx.stop(srv)
+	kids = server_children(ctx, srv, conns, nbytes, 'ForkingTCPServer')
+	check(srv.pid not in kids, 'the parent echoed: no fork?')
+	st = ctx.stats()
+	for c in by_pid(st, cli.pid):
+		on_san(c, 'client', nbytes, nbytes)
+	for c in conns_of(st, kids):
+		on_san(c, 'forked child', nbytes, nbytes)
+	return '%d x %d MiB echoed by %d forked children, all on shm' % (
+		conns, nbytes >> 20, len(kids))
+
+
+@run.test('connect-then-fork')
+def t_connect_fork(ctx):
+	"""A client connects, forks, and leaves the connection to its child."""
+	nbytes = 32 * MIB
+	port = free_port()
+	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
+					str(port), '--mode', 'threads'])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('fork-client', [PY, HANDS, 'fork-client', str(port),
+				      str(nbytes)], 120, ok=None)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'],
+	      'fork client exit %d: %s; stderr %s' % (cli.p.returncode, res,
+						      cli.err()[-600:]))
+	ctx.stop(srv)
+	st = ctx.stats()
+	kid = res[0]['pid']
+	check(kid != cli.pid, 'the client did not fork')
+	for c in by_pid(st, kid):
+		on_san(c, 'client child', nbytes, nbytes)
+	for c in by_pid(st, srv.pid):
+		on_san(c, 'server', nbytes, nbytes)
+	return '%d MiB echoed, the child of the client on shm' % (nbytes >> 20)
+
+
+if __name__ == '__main__':
+	run.TESTS[:] = [t for t in run.TESTS if t[0] in
+			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
+			 'scm-rights', 'postgresql')]
+	sys.exit(run.main())
