@@ -168,6 +168,12 @@ void sw_holders_child(struct sw_sock *s)
 
 	if (!h)
 		return;
+	/* the statistics were copied from the parent's file, which the
+	 * parent may have changed meanwhile (its copy handed over) */
+	if (s->st) {
+		s->st->state = s->state;
+		s->st->fb_reason = s->fb_reason;
+	}
 	for (i = 0; i < HOLDERS_MAX; i++) {
 		int32_t p = -(int32_t)getppid();
 

@@ -5,8 +5,10 @@
 # bytes hashed, and the process left holding each connection proven to
 # carry it on shm from its sdp-stat counters. Same options as run.py:
 #   PYTHONPATH=tests/lib hands.py --lib LIB --statdump STATDUMP [TEST...]
+import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402
@@ -84,7 +86,14 @@ def t_forking(ctx):
 	st = ctx.stats()
 	for c in by_pid(st, cli.pid):
 		on_san(c, 'client', nbytes, nbytes)
-	for c in conns_of(st, kids):
+	# a child's stats start as a copy of its parent's, so they also list
+	# connections the parent had handed over before: not the child's
+	held = [c for c in conns_of(st, kids)
+		if c['fb_reason'] != run.FB_NAMES.index('handed-over')]
+	check(len(held) == conns, 'ForkingTCPServer: %d connections held by '
+	      'the children, expected %d: %s' % (len(held), conns, '; '.join(
+		      fmt_conn(c) for c in conns_of(st, kids))))
+	for c in held:
 		on_san(c, 'forked child', nbytes, nbytes)
 	return '%d x %d MiB echoed by %d forked children, all on shm' % (
 		conns, nbytes >> 20, len(kids))
@@ -108,11 +117,66 @@ def t_connect_fork(ctx):
 	st = ctx.stats()
 	kid = res[0]['pid']
 	check(kid != cli.pid, 'the client did not fork')
-	for c in by_pid(st, kid):
+	held = [c for c in by_pid(st, kid)
+		if c['fb_reason'] != run.FB_NAMES.index('handed-over')]
+	check(len(held) == 1, 'connect-then-fork: %d connections in the '
+	      'child: %s' % (len(held), '; '.join(fmt_conn(c) for c in held)))
+	for c in held:
 		on_san(c, 'client child', nbytes, nbytes)
 	for c in by_pid(st, srv.pid):
 		on_san(c, 'server', nbytes, nbytes)
 	return '%d MiB echoed, the child of the client on shm' % (nbytes >> 20)
+
+
+@run.test('socat-fork')
+def t_socat_fork(ctx):
+	"""inetd-style: socat accepts and forks a child per connection,
+	which forks and execs the program behind a socketpair (EXEC); the
+	client is socat with EXEC too. Each socat, left alone with its TCP
+	connection, upgrades it."""
+	need('socat')
+	n = 32 * MIB
+	port = free_port()
+	side = 'EXEC:env -u LD_PRELOAD %s %s side %d %%d %s' % (
+		PY, run.PEERS, n, ctx.path('%s.json'))
+	srv = ctx.spawn('socat-server', ['socat', '-t', '60', '-b', '262144',
+		'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork' % port,
+		side % (1, 'server')])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('socat-client', ['socat', '-t', '60', '-b', '262144',
+		'TCP:127.0.0.1:%d' % port, side % (2, 'client')], 60)
+	res = {}
+	for who in ('server', 'client'):
+		end = time.monotonic() + 10
+		while time.monotonic() < end and \
+		      not os.path.exists(ctx.path(who + '.json')):
+			time.sleep(0.05)
+		try:
+			with open(ctx.path(who + '.json')) as fh:
+				res[who] = json.load(fh)
+		except (OSError, ValueError) as e:
+			raise Fail('the %s side left no result (%s)' % (who, e))
+	ctx.stop(srv)
+	for a, b in (('client', 'server'), ('server', 'client')):
+		check(res[a]['sent'] == n and res[b]['got'] == n and
+		      res[a]['sha_sent'] == res[b]['sha_got'],
+		      '%s -> %s: sent %d bytes sha %s, received %d bytes sha %s'
+		      % (a, b, res[a]['sent'], res[a]['sha_sent'][:16],
+			 res[b]['got'], res[b]['sha_got'][:16]))
+	st = ctx.stats()
+	held = [c for x in st if x['program'].startswith('socat')
+		for c in by_pid(st, x['pid'])
+		if c['fb_reason'] != run.FB_NAMES.index('handed-over')]
+	check(len(held) == 2, 'socat fork: %d connections held, expected 2 '
+	      '(client, forked server child): %s' %
+	      (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
+	check(any(c['pid'] != srv.pid and c['pid'] != cli.pid for c in held),
+	      'socat fork: no connection in a forked child: %s' %
+	      '; '.join(fmt_conn(c) for c in held))
+	for c in held:
+		on_san(c, 'socat', n, n)
+	return '%d MiB each way, socat fork + EXEC on both ends, on shm' % (
+		n >> 20)
 
 
 if __name__ == '__main__':

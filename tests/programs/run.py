@@ -46,7 +46,7 @@ HEAD_MAX = 16 * MIB
 FB_NAMES = ['none', 'rule', 'no-provider', 'no-device', 'no-peer-switch',
 	    'no-common-provider', 'version', 'local-setup', 'provider-connect',
 	    'auth', 'timeout', 'registration', 'peer-abandoned', 'bad-hello',
-	    'not-tcp', 'peer-fallback', 'cut', 'ended']
+	    'not-tcp', 'peer-fallback', 'cut', 'ended', 'handed-over']
 
 
 class Skip(Exception):
