@@ -72,8 +72,11 @@ int sw_ptx_flush(struct sw_sock *s)
 		ssize_t n = session_send(s, &iov, 1, MSG_DONTWAIT, true);
 
 		if (n <= 0) {
-			if (n < 0 && errno != EAGAIN)
-				r = errno == EPIPE ? -ECONNRESET : -errno;
+			/* session_send returns -errno; errno itself may be
+			 * left from an earlier call of the program's (an
+			 * EINTR of its own wait made this a reset) */
+			if (n < 0 && n != -EAGAIN)
+				r = n == -EPIPE ? -ECONNRESET : (int)n;
 			break;
 		}
 		done += n;
