@@ -159,9 +159,15 @@ SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n,
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct sw_sock *s = shim_sock(fd);
+	ssize_t r;
 
-	if (!s)
-		return REAL(recvmsg)(fd, msg, flags);
+	if (!s) {
+		r = REAL(recvmsg)(fd, msg, flags);
+		if (r >= 0 && msg && msg->msg_controllen &&
+		    !(flags & MSG_PEEK))
+			shim_fds_received(msg);
+		return r;
+	}
 	return shim_recv(s, msg, flags);
 }
 
@@ -267,8 +273,11 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (msg && msg->msg_controllen)
+			shim_fds_sending(msg);
 		return REAL(sendmsg)(fd, msg, flags);
+	}
 	return shim_send(s, msg, flags);
 }
 

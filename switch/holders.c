@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -21,6 +22,8 @@
 #include "fallback.h"
 #include "holders.h"
 #include "log.h"
+#include "sdp_switch.h"
+#include "providers.h"
 #include "sock.h"
 #include "upgrade.h"
 #include "util.h"
@@ -28,8 +31,13 @@
 #define HOLDERS_MAX 32
 
 /* A reserved place whose child never came (its fork failed) is free again
- * after this. */
+ * after this; one for the receiver of an fd in flight (SCM_RIGHTS), after
+ * TRANSIT_NS. */
 #define BIRTH_NS 1000000000ull
+#define TRANSIT_NS 10000000000ull
+#define IN_TRANSIT INT32_MIN
+
+#define PASS_MAGIC 0x53445048u	/* "HPDS" */
 
 enum { H_OPEN, H_TAKEN, H_CUT };
 
@@ -44,6 +52,25 @@ struct sw_holders {
 	_Atomic uint64_t taken_ns;	/* H_TAKEN: since when */
 	_Atomic int32_t pid[HOLDERS_MAX];
 	_Atomic uint64_t born_ns[HOLDERS_MAX];
+	/* an fd passed with SCM_RIGHTS: the upgrade as the sender left it,
+	 * for the receiver (sw_holders_received) */
+	struct sw_pass {
+		uint32_t magic;
+		uint32_t ino_lo, ino_hi;
+		int32_t state;
+		int32_t family;
+		uint8_t is_client, hello_out, skip_hello, key_refused;
+		int32_t up_prov;
+		uint32_t lsn_provs, cand_provs, connect_tries;
+		uint16_t local_port;
+		uint32_t peerlen;
+		struct sockaddr_storage peer;
+		uint8_t key[16];
+		uint8_t hello_buf[sizeof(struct sdp_hello)];
+		uint64_t hello_got, prefix_off, prefix_len;
+		uint64_t tcp_tx, tcp_rx;
+		uint64_t born_ns, upgrade_at_ns, deadline_ns;
+	} pass;
 };
 
 /* kill(pid, 0) says a zombie lives: its fds are closed all the same. */
@@ -79,7 +106,7 @@ static int others(struct sw_holders *h)
 		if (!p || p == me)
 			continue;
 		if (p < 0 ? sw_now_ns() - atomic_load(&h->born_ns[i]) <
-				    BIRTH_NS :
+				    (p == IN_TRANSIT ? TRANSIT_NS : BIRTH_NS) :
 			    alive(p)) {
 			n++;
 			continue;
@@ -106,6 +133,14 @@ void sw_holders_unmap(struct sw_sock *s)
 	if (s->holders)
 		munmap(s->holders, sizeof(*s->holders));
 	s->holders = NULL;
+}
+
+/* Where the record of a socket in flight is found: by its owner's uid and
+ * the socket's inode. */
+static void pass_path(char *buf, size_t len, unsigned long long ino)
+{
+	snprintf(buf, len, "/dev/shm/sdp-pass.%u.%llu", (unsigned)geteuid(),
+		 ino);
 }
 
 /* This process's copy stays plain TCP, with nothing of the upgrade's: the
@@ -169,10 +204,17 @@ void sw_holders_child(struct sw_sock *s)
 	if (!h)
 		return;
 	/* the statistics were copied from the parent's file, which the
-	 * parent may have changed meanwhile (its copy handed over) */
+	 * parent may have changed meanwhile (its copy handed over, closed,
+	 * the slot even taken again): this process's entry is its own */
 	if (s->st) {
+		s->st->in_use = 1;
+		s->st->fd = s->fd;
 		s->st->state = s->state;
 		s->st->fb_reason = s->fb_reason;
+		s->st->is_client = s->is_client;
+		s->st->local_port = s->local_port;
+		if (s->peerlen)
+			sw_peer_text(s, s->st->peer, sizeof(s->st->peer));
 	}
 	for (i = 0; i < HOLDERS_MAX; i++) {
 		int32_t p = -(int32_t)getppid();
@@ -262,4 +304,181 @@ void sw_holders_exec(struct sw_sock *s)
 	atomic_store(&s->holders->state, H_CUT);
 	drop_pid(s->holders, getpid());
 	sw_holders_unmap(s);
+}
+
+/* The state of s's pending upgrade, for the receiver of its fd. */
+static void pass_save(struct sw_sock *s, struct sw_pass *p,
+		      unsigned long long ino)
+{
+	p->ino_lo = (uint32_t)ino;
+	p->ino_hi = (uint32_t)(ino >> 32);
+	p->state = s->state;
+	p->family = s->family;
+	p->is_client = s->is_client;
+	p->hello_out = s->hello_out;
+	p->skip_hello = s->skip_hello;
+	p->key_refused = s->key_refused;
+	p->up_prov = s->up_prov ? s->up_prov->index : -1;
+	p->lsn_provs = s->lsn_provs;
+	p->cand_provs = s->cand_provs;
+	p->connect_tries = s->connect_tries;
+	p->local_port = s->local_port;
+	p->peerlen = s->peerlen;
+	memcpy(&p->peer, &s->peer, sizeof(p->peer));
+	memcpy(p->key, s->key, sizeof(p->key));
+	memcpy(p->hello_buf, s->hello_buf, sizeof(p->hello_buf));
+	p->hello_got = s->hello_got;
+	p->prefix_off = s->prefix_off;
+	p->prefix_len = s->prefix_len;
+	p->tcp_tx = s->tcp_tx;
+	p->tcp_rx = s->tcp_rx;
+	p->born_ns = s->born_ns;
+	p->upgrade_at_ns = s->upgrade_at_ns;
+	p->deadline_ns = s->deadline_ns;
+	atomic_thread_fence(memory_order_release);
+	p->magic = PASS_MAGIC;
+}
+
+bool sw_holders_pass(struct sw_sock *s)
+{
+	struct sw_holders *h;
+	char path[64];
+	struct stat sb;
+	int fd, i;
+
+	if (s->holders || !sw_pending(s) || s->ss.ep || s->ptx_len ||
+	    fstat(s->fd, &sb))
+		return false;
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd < 0)
+		return false;
+	if (ftruncate(fd, sizeof(*h))) {
+		unlink(path);
+		close(fd);
+		return false;
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED) {
+		unlink(path);
+		return false;
+	}
+	sw_listeners_close(s);
+	atomic_store(&h->pid[0], getpid());
+	atomic_store(&h->born_ns[1], sw_now_ns());
+	atomic_store(&h->pid[1], IN_TRANSIT);
+	for (i = 2; i < HOLDERS_MAX; i++)
+		atomic_store(&h->pid[i], 0);
+	pass_save(s, &h->pass, (unsigned long long)sb.st_ino);
+	s->holders = h;
+	SW_DBG("fd %d: passed to another process with its upgrade pending",
+	       s->fd);
+	return true;
+}
+
+struct sw_sock *sw_holders_received(int fd)
+{
+	struct sw_holders *h;
+	struct sw_pass *p;
+	struct sw_sock *s;
+	struct stat sb, fb;
+	unsigned long long ino;
+	char path[64];
+	int rfd, i;
+
+	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode))
+		return NULL;
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	rfd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0)
+		return NULL;
+	/* only a record our own uid made, and no one else may write */
+	if (fstat(rfd, &fb) || !S_ISREG(fb.st_mode) ||
+	    fb.st_uid != geteuid() || (fb.st_mode & 077) ||
+	    fb.st_size < (off_t)sizeof(*h)) {
+		close(rfd);
+		return NULL;
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, rfd,
+		 0);
+	close(rfd);
+	if (h == MAP_FAILED)
+		return NULL;
+	p = &h->pass;
+	ino = (unsigned long long)p->ino_hi << 32 | p->ino_lo;
+	for (i = 0; i < HOLDERS_MAX; i++) {
+		int32_t t = IN_TRANSIT;
+
+		if (atomic_compare_exchange_strong(&h->pid[i], &t, getpid()))
+			break;
+	}
+	if (p->magic != PASS_MAGIC || ino != (unsigned long long)sb.st_ino ||
+	    i == HOLDERS_MAX || p->hello_got > sizeof(p->hello_buf) ||
+	    p->prefix_len > sizeof(p->hello_buf) ||
+	    p->prefix_off > p->prefix_len ||
+	    p->up_prov >= sw_nproviders || p->peerlen > sizeof(p->peer) ||
+	    (p->state != SW_CONNECTING && p->state != SW_HELLO_PENDING &&
+	     p->state != SW_HELLO_SENT && p->state != SW_HELLO_WAIT &&
+	     p->state != SW_UPGRADING)) {
+		if (i < HOLDERS_MAX)
+			atomic_store(&h->state, H_CUT);
+		munmap(h, sizeof(*h));
+		return NULL;
+	}
+	unlink(path);	/* taken: no other receiver */
+	s = sw_sock_new(fd, p->state);
+	if (!s) {
+		atomic_store(&h->state, H_CUT);
+		munmap(h, sizeof(*h));
+		return NULL;
+	}
+	s->family = p->family;
+	s->nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
+	s->is_client = p->is_client;
+	s->hello_out = p->hello_out;
+	s->skip_hello = p->skip_hello;
+	s->key_refused = p->key_refused;
+	s->up_prov = p->up_prov >= 0 ? &sw_providers[p->up_prov] : NULL;
+	s->lsn_provs = p->lsn_provs;
+	s->cand_provs = p->cand_provs;
+	s->connect_tries = p->connect_tries;
+	s->local_port = p->local_port;
+	s->peerlen = p->peerlen;
+	memcpy(&s->peer, &p->peer, sizeof(s->peer));
+	memcpy(s->key, p->key, sizeof(s->key));
+	memcpy(s->hello_buf, p->hello_buf, sizeof(s->hello_buf));
+	s->hello_got = p->hello_got;
+	s->prefix_off = p->prefix_off;
+	s->prefix_len = p->prefix_len;
+	s->tcp_tx = p->tcp_tx;
+	s->tcp_rx = p->tcp_rx;
+	s->born_ns = p->born_ns;
+	s->upgrade_at_ns = p->upgrade_at_ns;
+	s->deadline_ns = p->deadline_ns;
+	s->holders = h;
+	if (s->st) {
+		s->st->local_port = s->local_port;
+		s->st->is_client = s->is_client;
+	}
+	if (s->peerlen)
+		sw_peer_known(s);
+	SW_DBG("fd %d: received from another process with its upgrade pending",
+	       fd);
+	return s;
+}
+
+void sw_pass(struct sw_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	/* not kept for the receiver: given up, as before a fork */
+	if (sw_pending(s) && !s->holders && !sw_holders_pass(s))
+		sw_upgrade_cut(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+struct sw_sock *sw_received(int fd)
+{
+	return sw_holders_received(fd);
 }

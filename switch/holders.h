@@ -37,6 +37,15 @@ void sw_holders_leave(struct sw_sock *s);
  * fd is inherited) or goes with the old one (close-on-exec). */
 void sw_holders_exec(struct sw_sock *s);
 
+/* sendmsg with SCM_RIGHTS (s locked): the pending upgrade of s is kept
+ * for the receiving process, in a record named by the socket's inode that
+ * only this uid can make (/dev/shm/sdp-pass.UID.INODE). false: not kept. */
+bool sw_holders_pass(struct sw_sock *s);
+
+/* recvmsg with SCM_RIGHTS: fd, a socket this process did not know, with
+ * the upgrade its sender kept for it; NULL when there is none. */
+struct sw_sock *sw_holders_received(int fd);
+
 /* The record's mapping, when the socket object goes. */
 void sw_holders_unmap(struct sw_sock *s);
 

@@ -122,12 +122,42 @@ def t_connect_fork(ctx):
 	held = [c for c in by_pid(st, kid)
 		if c['fb_reason'] != run.FB_NAMES.index('handed-over')]
 	check(len(held) == 1, 'connect-then-fork: %d connections in the '
-	      'child: %s' % (len(held), '; '.join(fmt_conn(c) for c in held)))
+	      'child: %s' % (len(held), '; '.join(fmt_conn(c) for c in
+						  run.conns(st))))
 	for c in held:
 		on_san(c, 'client child', nbytes, nbytes)
 	for c in by_pid(st, srv.pid):
 		on_san(c, 'server', nbytes, nbytes)
 	return '%d MiB echoed, the child of the client on shm' % (nbytes >> 20)
+
+
+@run.test('scm-rights')
+def t_scm_rights(ctx):
+	"""The acceptor hands each connection to a worker process with
+	SCM_RIGHTS and closes its copy; the worker, which did not create the
+	socket, echoes exactly the client's bytes (not the hello before them)
+	and upgrades the connection."""
+	conns, nbytes = 2, 16 * MIB
+	port = free_port()
+	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-server', str(port)])
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, conns, nbytes)
+	ctx.stop(srv)
+	workers = server_children(ctx, srv, conns, nbytes, 'SCM_RIGHTS worker')
+	check(srv.pid not in workers, 'the acceptor echoed: nothing passed?')
+	st = ctx.stats()
+	held = [c for c in conns_of(st, workers)
+		if c['fb_reason'] != run.FB_NAMES.index('handed-over') and
+		san_tx(c) + san_rx(c) + c['tx_tcp'] + c['rx_tcp']]
+	check(len(held) == conns, 'SCM_RIGHTS: %d connections in the worker, '
+	      'expected %d: %s' % (len(held), conns, '; '.join(
+		      fmt_conn(c) for c in conns_of(st, workers))))
+	for c in held:
+		on_san(c, 'worker', nbytes, nbytes)
+	for c in by_pid(st, cli.pid):
+		on_san(c, 'client', nbytes, nbytes)
+	return '%d x %d MiB echoed by a worker given the sockets, on shm' % (
+		conns, nbytes >> 20)
 
 
 @run.test('socat-fork')
