@@ -150,8 +150,9 @@ static void quiet(struct sw_sock *s)
 {
 	drop_pid(s->holders, getpid());
 	sw_holders_unmap(s);
-	if (s->state == SW_TCP)
-		return;	/* fell back already, for its own reason */
+	if (!sw_pending(s) || s->ss.ep)
+		return;	/* fell back already, for its own reason; or
+			 * (never with a record) further than it can keep */
 	s->state = SW_TCP;
 	s->fb_reason = SDP_FB_HANDED;
 	s->skip_hello = false;

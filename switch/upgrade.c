@@ -282,6 +282,9 @@ static void client_take_request(struct sw_sock *s)
 	struct sdp_conn_req *req;
 	int i, r = -EAGAIN;
 
+	/* another process holds the connection too (holders.c) */
+	if (!sw_holders_alone(s))
+		return;
 	/* the server connects no sooner than this (sw_upgrade_server_hello_take): no
 	 * use looking before */
 	if (sw_now_ns() < s->upgrade_at_ns &&
