@@ -74,9 +74,12 @@ int sw_ptx_flush(struct sw_sock *s)
 		if (n <= 0) {
 			/* session_send returns -errno; errno itself may be
 			 * left from an earlier call of the program's (an
-			 * EINTR of its own wait made this a reset) */
-			if (n < 0 && n != -EAGAIN)
-				r = n == -EPIPE ? -ECONNRESET : (int)n;
+			 * EINTR of its own wait made this a reset). Only the
+			 * peer's end is an error here: anything else (no
+			 * credit, no send slot, no memory) leaves the bytes
+			 * for a later flush */
+			if (n == -EPIPE || n == -ECONNRESET)
+				r = -ECONNRESET;
 			break;
 		}
 		done += n;

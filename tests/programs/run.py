@@ -408,14 +408,17 @@ def check_san_or_forked(cs, what):
 	or, when the fork came before the upgrade finished, reason cut (the
 	peer's: peer-fallback; or bad-hello, when the fork came even before
 	the client's provider listener was up, so that the server stayed
-	silent). Returns how many were returned to TCP."""
+	silent; or timeout, when the upgrade was kept across the fork and
+	both processes went on using the connection, docs/protocol.md 2.7).
+	Returns how many were returned to TCP."""
 	check(cs, '%s: no connection in the stats files' % what)
 	forked = 0
 	for c in cs:
 		if c['state'] == TCP_STATE and \
 		   c['fb_reason'] in (0, FB_NAMES.index('cut'),
 				      FB_NAMES.index('peer-fallback'),
-				      FB_NAMES.index('bad-hello')):
+				      FB_NAMES.index('bad-hello'),
+				      FB_NAMES.index('timeout')):
 			forked += 1
 			continue
 		check(carried(c) or short_lived(c),
