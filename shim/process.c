@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -136,6 +137,77 @@ void shim_inherit(void)
 		shim_leave();
 	}
 	unsetenv(SW_EXEC_ENV);
+}
+
+/* The fds of msg's SCM_RIGHTS messages, each passed to fn. */
+static void scm_fds(const struct msghdr *msg, void (*fn)(int fd))
+{
+	struct cmsghdr *c;
+
+	if (!msg || !msg->msg_control || !msg->msg_controllen)
+		return;
+	for (c = CMSG_FIRSTHDR((struct msghdr *)msg); c;
+	     c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+		size_t i, n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			fn(fd);
+		}
+	}
+}
+
+static void fd_sending(int fd)
+{
+	struct sw_sock *s = fdt_get(fd);
+
+	if (!s)
+		return;
+	shim_enter();
+	sw_pass(s);
+	sw_sock_unref(s);
+	shim_leave();
+}
+
+static void fd_received(int fd)
+{
+	struct sw_sock *s = fdt_get(fd);
+
+	if (s) {
+		shim_unref(s);
+		return;
+	}
+	if (!shim_tcp_family(fd))
+		return;
+	shim_enter();
+	s = sw_received(fd);
+	if (s && fdt_install(fd, s))
+		sw_sock_unref(s);
+	shim_leave();
+}
+
+/*
+ * SCM_RIGHTS: a managed socket sent to another process keeps its pending
+ * upgrade for the receiver (which drives it once it holds the connection
+ * alone); a socket received that the sender's switch kept so is managed
+ * from here on (switch/holders.c).
+ */
+void shim_fds_sending(const struct msghdr *msg)
+{
+	if (shim_on())
+		scm_fds(msg, fd_sending);
+}
+
+void shim_fds_received(const struct msghdr *msg)
+{
+	if (shim_on())
+		scm_fds(msg, fd_received);
 }
 
 /* The execl family: gathers the variadic arguments into an argv on the

@@ -107,6 +107,9 @@ int shim_close_fd(int fd);
 void shim_closed_range(unsigned int first, unsigned int last);
 /* process.c: at start, the fds an exec'd-from switch named (SW_EXEC_ENV) */
 void shim_inherit(void);
+/* process.c: the fds an SCM_RIGHTS message carries, sent or received */
+void shim_fds_sending(const struct msghdr *msg);
+void shim_fds_received(const struct msghdr *msg);
 int shim_tcp_family(int fd);
 
 #endif /* SDP_SHIM_H */

@@ -179,16 +179,18 @@ static void shim_switch_rights(struct msghdr *msg)
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct sw_sock *s = shim_sock(fd);
-	ssize_t ret;
+	ssize_t r;
 
-	if (!s && sdp_in_switch) {
-		ret = REAL(recvmsg)(fd, msg, flags);
-		if (ret >= 0 && msg && msg->msg_controllen)
-			shim_switch_rights(msg);
-		return ret;
+	if (!s) {
+		r = REAL(recvmsg)(fd, msg, flags);
+		if (r < 0 || !msg || !msg->msg_controllen)
+			return r;
+		if (sdp_in_switch)
+			shim_switch_rights(msg);	/* a provider's */
+		else if (!(flags & MSG_PEEK))
+			shim_fds_received(msg);
+		return r;
 	}
-	if (!s)
-		return REAL(recvmsg)(fd, msg, flags);
 	return shim_recv(s, msg, flags);
 }
 
@@ -294,8 +296,11 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (msg && msg->msg_controllen)
+			shim_fds_sending(msg);
 		return REAL(sendmsg)(fd, msg, flags);
+	}
 	return shim_send(s, msg, flags);
 }
 

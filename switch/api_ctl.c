@@ -18,6 +18,7 @@
 #include "buffers.h"
 #include "credits.h"
 #include "fallback.h"
+#include "holders.h"
 #include "session.h"
 #include "session_msg.h"
 #include "sock.h"
@@ -60,6 +61,8 @@ int sw_close(struct sw_sock *s, int fd)
 
 	pthread_mutex_lock(&s->lock);
 	s->closed = true;
+	/* a connection kept across fork: others hold it still */
+	sw_holders_leave(s);
 	if (sw_pending(s)) {
 		/* TCP's end goes first: a server that finds our provider
 		 * listener gone then sees why (server_connect) */

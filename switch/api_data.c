@@ -18,6 +18,7 @@
 #include "credits.h"
 #include "downgrade.h"
 #include "fork_exec.h"
+#include "holders.h"
 #include "providers.h"
 #include "session_msg.h"
 #include "session_rx.h"
@@ -214,6 +215,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 	ssize_t r;
 
 	pthread_mutex_lock(&s->lock);
+	sw_holders_settle(s);
 	/* a hello ahead is taken with the program's bytes (head_recvmsg) */
 	if (!sw_hello_read_merges(s, flags))
 		sw_upgrade_advance(s);
@@ -358,6 +360,7 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 	int e;
 
 	pthread_mutex_lock(&s->lock);
+	sw_holders_settle(s);
 	sw_upgrade_advance(s);
 	if ((flags & MSG_OOB) && head_tx(s))
 		/* urgent data takes the path the rest of the stream takes,

@@ -38,6 +38,8 @@ enum sdp_fallback_reason {
 				 * io_uring instance) the switch cannot see */
 	SDP_FB_DESCRIPTORS,	/* the program is near RLIMIT_NOFILE: the
 				 * switch leaves it the reserve */
+	SDP_FB_HANDED,		/* another process drives the connection now
+				 * (fork): this process's copy is left on TCP */
 	SDP_FB_MAX
 };
 

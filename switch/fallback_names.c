@@ -29,6 +29,7 @@ const char *sdp_fallback_name(int reason)
 		[SDP_FB_ENDED] = "ended",
 		[SDP_FB_BLIND] = "blind",
 		[SDP_FB_DESCRIPTORS] = "descriptors",
+		[SDP_FB_HANDED] = "handed-over",
 	};
 
 	if (reason < 0 || reason >= SDP_FB_MAX || !names[reason])

@@ -22,6 +22,7 @@
 #include "downgrade.h"
 #include "fallback.h"
 #include "fork_exec.h"
+#include "holders.h"
 #include "log.h"
 #include "sdp_switch.h"
 #include "session_msg.h"
@@ -33,24 +34,76 @@
 #include "util.h"
 #include "wire.h"
 
-/* Both processes will hold the connections: return them to TCP first, so
- * the kernel shares them as it shares any socket. */
+/* The connections kept for the child across this fork (holders.c), a
+ * reference each; the fork's handlers run in one thread. */
+static struct sw_sock **parked;
+static int nparked;
+
+/* Pending upgrades are kept for the process that will hold the connection
+ * alone (holders.c); the others, and carried connections, return to TCP
+ * first, so the kernel shares them as it shares any socket. */
 void sw_atfork_prepare(void)
 {
+	struct sw_sock **v;
+	int n = sw_sock_list(&v), i;
+
+	nparked = 0;
+	parked = n ? calloc(n, sizeof(*parked)) : NULL;
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+
+		bool kept;
+
+		pthread_mutex_lock(&s->lock);
+		kept = parked && !s->closed && sw_holders_park(s);
+		pthread_mutex_unlock(&s->lock);
+		if (kept)
+			parked[nparked++] = s;
+		else
+			sw_sock_unref(s);
+	}
+	free(v);
 	sw_downgrade_all(true);
+}
+
+static void parked_done(bool child)
+{
+	int i;
+
+	for (i = 0; i < nparked; i++) {
+		if (child)
+			sw_holders_child(parked[i]);
+		sw_sock_unref(parked[i]);
+	}
+	free(parked);
+	parked = NULL;
+	nparked = 0;
 }
 
 void sw_atfork_parent(void)
 {
+	parked_done(false);
 }
 
 void sw_atfork_child(void)
 {
 	sw_stats_after_fork_child();
+	parked_done(true);
 }
 
 char *sw_before_exec(void)
 {
+	struct sw_sock **v;
+	int n = sw_sock_list(&v), i;
+
+	/* a kept connection: the new program's (cut, below) or the old's */
+	for (i = 0; i < n; i++) {
+		pthread_mutex_lock(&v[i]->lock);
+		sw_holders_exec(v[i]);
+		pthread_mutex_unlock(&v[i]->lock);
+		sw_sock_unref(v[i]);
+	}
+	free(v);
 	sw_downgrade_all(false);
 	return sw_exec_hello_skips();
 }
@@ -153,7 +206,9 @@ void sw_downgrade_all(bool capture)
 			struct sw_sock *s = v[i];
 
 			pthread_mutex_lock(&s->lock);
-			if (sw_pending(s) && sw_upgrade_cut(s)) {
+			if (s->holders) {
+				/* kept for the child (sw_atfork_prepare) */
+			} else if (sw_pending(s) && sw_upgrade_cut(s)) {
 				sw_upgrade_progress(s);
 				if (sw_pending(s) && sw_now_ns() > deadline) {
 					SW_WARN("fd %d: the client did not answer the upgrade before fork or exec; staying on TCP (what it sends to the provider later is lost)",

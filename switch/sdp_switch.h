@@ -173,5 +173,10 @@ char *sw_before_exec(void);
  * more). */
 struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino,
 				size_t got);
+/* SCM_RIGHTS (switch/holders.c): s is about to be sent to another
+ * process; a socket this process did not know arrived, with the upgrade
+ * its sender kept for it (the socket to install), or NULL. */
+void sw_pass(struct sw_sock *s);
+struct sw_sock *sw_received(int fd);
 
 #endif /* SDP_SWITCH_H */

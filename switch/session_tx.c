@@ -72,11 +72,14 @@ int sw_ptx_flush(struct sw_sock *s)
 		ssize_t n = session_send(s, &iov, 1, MSG_DONTWAIT, true);
 
 		if (n <= 0) {
-			/* session_send answers -errno: errno is whatever
-			 * an earlier call left (a daemon's EBADF from
-			 * closing every number ended the connection) */
-			if (n < 0 && n != -EAGAIN)
-				r = n == -EPIPE ? -ECONNRESET : (int)n;
+			/* session_send returns -errno; errno itself may be
+			 * left from an earlier call of the program's (an
+			 * EINTR of its own wait made this a reset). Only the
+			 * peer's end is an error here: anything else (no
+			 * credit, no send slot, no memory) leaves the bytes
+			 * for a later flush */
+			if (n == -EPIPE || n == -ECONNRESET)
+				r = -ECONNRESET;
 			break;
 		}
 		done += n;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fork_exec.h"
+#include "holders.h"
 #include "providers.h"
 #include "session.h"
 #include "sock.h"
@@ -112,6 +113,7 @@ void sw_sock_unref(struct sw_sock *s)
 	pthread_mutex_unlock(&list_lock);
 	if (s->fork_buf)
 		munmap(s->fork_buf, s->fork_buf->map_len);
+	sw_holders_unmap(s);
 	sw_listeners_close(s);
 	sw_session_free(s);
 	free(s->ptx);

@@ -181,6 +181,8 @@ struct sw_sock {
 				 * marker, precede its data */
 	struct sw_fork_buf *fork_buf; /* data that arrived on the SAN before a
 				 * fork, shared by parent and child */
+	struct sw_holders *holders; /* a pending upgrade kept across fork:
+				 * who holds the connection (holders.c) */
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
 	bool fd_shed;		/* listener: its provider listeners went

@@ -28,6 +28,7 @@
 #include "discovery.h"
 #include "fallback.h"
 #include "fd_budget.h"
+#include "holders.h"
 #include "log.h"
 #include "providers.h"
 #include "session.h"
@@ -329,8 +330,9 @@ static void client_take_request(struct sw_sock *s)
 	int i, r = -EAGAIN;
 
 	/* no listener yet: its turn has not come (sw_client_listen_due), and
-	 * its wait for the server begins with it */
-	if (!sw_client_listening(s))
+	 * its wait for the server begins with it; or another process holds
+	 * the connection too (holders.c) */
+	if (!sw_client_listening(s) || !sw_holders_alone(s))
 		return;
 	/* the server connects no sooner than this (sw_upgrade_server_hello_take): no
 	 * use looking before */
@@ -558,6 +560,7 @@ int sw_upgrade_progress(struct sw_sock *s)
 {
 	uint64_t t0;
 
+	sw_holders_settle(s);
 	if (s->state == SW_HELLO_WAIT)
 		sw_upgrade_server_hello_in(s, false);
 	if (s->state == SW_CONNECTING)
@@ -570,6 +573,9 @@ int sw_upgrade_progress(struct sw_sock *s)
 	if (s->state == SW_UPGRADING) {
 		if (s->ss.ep) {
 			upgrading(s);
+		} else if (!sw_holders_alone(s)) {
+			/* another process holds the connection too: nothing
+			 * is committed until it is gone (holders.c) */
 		} else if (!costly_step_may() && !sw_turn_in_thread()) {
 			/* its turn comes (sw_upgrade_nap_ms); the upgrade
 			 * thread's steps take none of the program's time */
@@ -605,6 +611,9 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 	uint64_t now;
 
+	/* another process still holds it: looked at again now and then */
+	if (s->holders && s->state == SW_UPGRADING && !ss->ep)
+		return 10;
 	if (s->is_client && !ss->ep && sw_pending(s) &&
 	    s->state != SW_CONNECTING && !sw_client_listening(s)) {
 		/* our listener is due then (sw_client_listen_due) */
@@ -640,6 +649,7 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 
 bool sw_upgrade_cut(struct sw_sock *s)
 {
+	sw_holders_settle(s);
 	/* a client hello already here is taken, so that the refusal can
 	 * answer it */
 	if (s->state == SW_HELLO_WAIT)
@@ -780,6 +790,8 @@ int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd)
 	int n = 0, i, fd;
 
 	*cq_fd = -1;
+	if (s->holders)
+		return 0;	/* nothing taken before it is alone */
 	if (s->state == SW_UPGRADING && s->is_client && !s->ss.ep) {
 		for (i = 0; i < sw_nproviders && n < max; i++) {
 			if (!s->plisten[i])

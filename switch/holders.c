@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * holders.c - a connection whose upgrade was pending at a fork is kept for
+ * the process left holding it alone (the child of a server that forks
+ * after accept, of a client that connects then forks): a page the fork
+ * tree shares names the holders; the first process that uses the
+ * connection drives the upgrade, and commits only once it is the last
+ * holder alive (docs/protocol.md section 2.7).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "connect.h"
+#include "fallback.h"
+#include "holders.h"
+#include "log.h"
+#include "sdp_switch.h"
+#include "providers.h"
+#include "sock.h"
+#include "upgrade.h"
+#include "util.h"
+
+#define HOLDERS_MAX 32
+
+/* A reserved place whose child never came (its fork failed) is free again
+ * after this; one for the receiver of an fd in flight (SCM_RIGHTS), after
+ * TRANSIT_NS. */
+#define BIRTH_NS 1000000000ull
+#define TRANSIT_NS 10000000000ull
+#define IN_TRANSIT INT32_MIN
+
+#define PASS_MAGIC 0x53445048u	/* "HPDS" */
+
+enum { H_OPEN, H_TAKEN, H_CUT };
+
+/*
+ * One page per kept connection, MAP_SHARED and anonymous: made before the
+ * first fork, so every process of the tree maps the same one. pid[i] > 0
+ * is a holder; -ppid a child of ppid being born (since born_ns[i]); 0 free.
+ */
+struct sw_holders {
+	_Atomic uint32_t state;		/* H_OPEN, H_TAKEN, H_CUT */
+	_Atomic int32_t driver;		/* H_TAKEN: the process driving it */
+	_Atomic uint64_t taken_ns;	/* H_TAKEN: since when */
+	_Atomic int32_t pid[HOLDERS_MAX];
+	_Atomic uint64_t born_ns[HOLDERS_MAX];
+	/* an fd passed with SCM_RIGHTS: the upgrade as the sender left it,
+	 * for the receiver (sw_holders_received) */
+	struct sw_pass {
+		uint32_t magic;
+		uint32_t ino_lo, ino_hi;
+		int32_t state;
+		int32_t family;
+		uint8_t is_client, hello_out, skip_hello, key_refused;
+		int32_t up_prov;
+		uint32_t lsn_provs, cand_provs, connect_tries;
+		uint16_t local_port;
+		uint32_t peerlen;
+		struct sockaddr_storage peer;
+		uint8_t key[16];
+		uint8_t hello_buf[sizeof(struct sdp_hello)];
+		uint64_t hello_got, prefix_off, prefix_len;
+		uint64_t tcp_tx, tcp_rx;
+		uint64_t born_ns, upgrade_at_ns, deadline_ns;
+	} pass;
+};
+
+/* kill(pid, 0) says a zombie lives: its fds are closed all the same. */
+static bool alive(pid_t pid)
+{
+	char path[32], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	if (kill(pid, 0) && errno != EPERM)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+/* Holders other than this process still alive; the dead are forgotten. */
+static int others(struct sw_holders *h)
+{
+	int32_t me = getpid(), p;
+	int i, n = 0;
+
+	for (i = 0; i < HOLDERS_MAX; i++) {
+		p = atomic_load(&h->pid[i]);
+		if (!p || p == me)
+			continue;
+		if (p < 0 ? sw_now_ns() - atomic_load(&h->born_ns[i]) <
+				    (p == IN_TRANSIT ? TRANSIT_NS : BIRTH_NS) :
+			    alive(p)) {
+			n++;
+			continue;
+		}
+		atomic_compare_exchange_strong(&h->pid[i], &p, 0);
+	}
+	return n;
+}
+
+static void drop_pid(struct sw_holders *h, int32_t pid)
+{
+	int i;
+
+	for (i = 0; i < HOLDERS_MAX; i++) {
+		int32_t p = pid;
+
+		if (atomic_compare_exchange_strong(&h->pid[i], &p, 0))
+			return;
+	}
+}
+
+void sw_holders_unmap(struct sw_sock *s)
+{
+	if (s->holders)
+		munmap(s->holders, sizeof(*s->holders));
+	s->holders = NULL;
+}
+
+/* Where the record of a socket in flight is found: by its owner's uid and
+ * the socket's inode. */
+static void pass_path(char *buf, size_t len, unsigned long long ino)
+{
+	snprintf(buf, len, "/dev/shm/sdp-pass.%u.%llu", (unsigned)geteuid(),
+		 ino);
+}
+
+/* This process's copy stays plain TCP, with nothing of the upgrade's: the
+ * connection (and the peer's hello, the bytes looked at) is another
+ * process's. Counted nowhere: the connection is the other's. */
+static void quiet(struct sw_sock *s)
+{
+	drop_pid(s->holders, getpid());
+	sw_holders_unmap(s);
+	if (!sw_pending(s) || s->ss.ep)
+		return;	/* fell back already, for its own reason; or
+			 * (never with a record) further than it can keep */
+	s->state = SW_TCP;
+	s->fb_reason = SDP_FB_HANDED;
+	s->skip_hello = false;
+	s->prefix_len = s->prefix_off = 0;
+	if (s->st) {
+		s->st->state = SW_TCP;
+		s->st->fb_reason = SDP_FB_HANDED;
+	}
+	sw_event(s);
+}
+
+bool sw_holders_park(struct sw_sock *s)
+{
+	struct sw_holders *h = s->holders;
+	int i;
+
+	if (!h) {
+		/* nothing of the provider's may be copied into the child:
+		 * a client's listener opens again when due, in the process
+		 * that drives the upgrade */
+		if (!sw_pending(s) || s->ss.ep || s->ptx_len)
+			return false;
+		h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (h == MAP_FAILED)
+			return false;
+		atomic_store(&h->pid[0], getpid());
+		s->holders = h;
+		sw_listeners_close(s);
+	}
+	for (i = 0; i < HOLDERS_MAX; i++) {
+		int32_t p = 0;
+
+		atomic_store(&h->born_ns[i], sw_now_ns());
+		if (atomic_compare_exchange_strong(&h->pid[i], &p,
+						   -(int32_t)getpid()))
+			return true;
+	}
+	/* a tree too wide to follow: TCP in every process */
+	atomic_store(&h->state, H_CUT);
+	sw_holders_unmap(s);
+	return false;
+}
+
+void sw_holders_child(struct sw_sock *s)
+{
+	struct sw_holders *h = s->holders;
+	int i;
+
+	if (!h)
+		return;
+	/* the statistics were copied from the parent's file, which the
+	 * parent may have changed meanwhile (its copy handed over, closed,
+	 * the slot even taken again): this process's entry is its own */
+	if (s->st) {
+		s->st->in_use = 1;
+		s->st->fd = s->fd;
+		s->st->state = s->state;
+		s->st->fb_reason = s->fb_reason;
+		s->st->is_client = s->is_client;
+		s->st->local_port = s->local_port;
+		if (s->peerlen)
+			sw_peer_text(s, s->st->peer, sizeof(s->st->peer));
+	}
+	for (i = 0; i < HOLDERS_MAX; i++) {
+		int32_t p = -(int32_t)getppid();
+
+		if (atomic_compare_exchange_strong(&h->pid[i], &p, getpid()))
+			return;
+	}
+	/* our place was given away (the fork took longer than BIRTH_NS):
+	 * the others may already count on being alone */
+	quiet(s);
+}
+
+void sw_holders_settle(struct sw_sock *s)
+{
+	struct sw_holders *h = s->holders;
+	uint32_t st = H_OPEN;
+
+	if (!h)
+		return;
+	if (atomic_compare_exchange_strong(&h->state, &st, H_TAKEN)) {
+		atomic_store(&h->driver, getpid());
+		atomic_store(&h->taken_ns, sw_now_ns());
+		SW_DBG("fd %d: this process drives the upgrade of a connection it shares",
+		       s->fd);
+		return;
+	}
+	if (st == H_TAKEN && atomic_load(&h->driver) == getpid())
+		return;
+	/* another process uses it: it stays TCP everywhere */
+	if (st == H_TAKEN)
+		atomic_compare_exchange_strong(&h->state, &st, H_CUT);
+	SW_DBG("fd %d: another process uses this connection: plain TCP here",
+	       s->fd);
+	quiet(s);
+}
+
+bool sw_holders_alone(struct sw_sock *s)
+{
+	struct sw_holders *h = s->holders;
+	uint32_t st;
+
+	if (!h)
+		return true;
+	st = atomic_load(&h->state);
+	if (st == H_TAKEN && !others(h)) {
+		drop_pid(h, getpid());
+		sw_holders_unmap(s);
+		SW_DBG("fd %d: the last holder: the upgrade goes on", s->fd);
+		return true;
+	}
+	if (st == H_TAKEN &&
+	    sw_now_ns() - atomic_load(&h->taken_ns) <
+		    (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
+		return false;
+	/* used by two processes, or shared for too long: nothing is
+	 * committed, so TCP loses nothing */
+	atomic_store(&h->state, H_CUT);
+	drop_pid(h, getpid());
+	sw_holders_unmap(s);
+	sw_fallback(s, SDP_FB_CUT, st == H_CUT ?
+		    "another process uses the connection" :
+		    "another process still holds the connection");
+	return false;
+}
+
+void sw_holders_leave(struct sw_sock *s)
+{
+	if (!s->holders)
+		return;
+	quiet(s);
+}
+
+void sw_holders_exec(struct sw_sock *s)
+{
+	int fl;
+
+	if (!s->holders)
+		return;
+	fl = fcntl(s->fd, F_GETFD);
+	if (fl >= 0 && (fl & FD_CLOEXEC)) {
+		/* the fd goes with the old program */
+		quiet(s);
+		return;
+	}
+	/* the new program holds it: as before any exec, TCP for good,
+	 * in every process */
+	atomic_store(&s->holders->state, H_CUT);
+	drop_pid(s->holders, getpid());
+	sw_holders_unmap(s);
+}
+
+/* The state of s's pending upgrade, for the receiver of its fd. */
+static void pass_save(struct sw_sock *s, struct sw_pass *p,
+		      unsigned long long ino)
+{
+	p->ino_lo = (uint32_t)ino;
+	p->ino_hi = (uint32_t)(ino >> 32);
+	p->state = s->state;
+	p->family = s->family;
+	p->is_client = s->is_client;
+	p->hello_out = s->hello_out;
+	p->skip_hello = s->skip_hello;
+	p->key_refused = s->key_refused;
+	p->up_prov = s->up_prov ? s->up_prov->index : -1;
+	p->lsn_provs = s->lsn_provs;
+	p->cand_provs = s->cand_provs;
+	p->connect_tries = s->connect_tries;
+	p->local_port = s->local_port;
+	p->peerlen = s->peerlen;
+	memcpy(&p->peer, &s->peer, sizeof(p->peer));
+	memcpy(p->key, s->key, sizeof(p->key));
+	memcpy(p->hello_buf, s->hello_buf, sizeof(p->hello_buf));
+	p->hello_got = s->hello_got;
+	p->prefix_off = s->prefix_off;
+	p->prefix_len = s->prefix_len;
+	p->tcp_tx = s->tcp_tx;
+	p->tcp_rx = s->tcp_rx;
+	p->born_ns = s->born_ns;
+	p->upgrade_at_ns = s->upgrade_at_ns;
+	p->deadline_ns = s->deadline_ns;
+	atomic_thread_fence(memory_order_release);
+	p->magic = PASS_MAGIC;
+}
+
+bool sw_holders_pass(struct sw_sock *s)
+{
+	struct sw_holders *h;
+	char path[64];
+	struct stat sb;
+	int fd, i;
+
+	if (s->holders || !sw_pending(s) || s->ss.ep || s->ptx_len ||
+	    fstat(s->fd, &sb))
+		return false;
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd < 0)
+		return false;
+	if (ftruncate(fd, sizeof(*h))) {
+		unlink(path);
+		close(fd);
+		return false;
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED) {
+		unlink(path);
+		return false;
+	}
+	sw_listeners_close(s);
+	atomic_store(&h->pid[0], getpid());
+	atomic_store(&h->born_ns[1], sw_now_ns());
+	atomic_store(&h->pid[1], IN_TRANSIT);
+	for (i = 2; i < HOLDERS_MAX; i++)
+		atomic_store(&h->pid[i], 0);
+	pass_save(s, &h->pass, (unsigned long long)sb.st_ino);
+	s->holders = h;
+	SW_DBG("fd %d: passed to another process with its upgrade pending",
+	       s->fd);
+	return true;
+}
+
+struct sw_sock *sw_holders_received(int fd)
+{
+	struct sw_holders *h;
+	struct sw_pass *p;
+	struct sw_sock *s;
+	struct stat sb, fb;
+	unsigned long long ino;
+	char path[64];
+	int rfd, i;
+
+	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode))
+		return NULL;
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	rfd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0)
+		return NULL;
+	/* only a record our own uid made, and no one else may write */
+	if (fstat(rfd, &fb) || !S_ISREG(fb.st_mode) ||
+	    fb.st_uid != geteuid() || (fb.st_mode & 077) ||
+	    fb.st_size < (off_t)sizeof(*h)) {
+		close(rfd);
+		return NULL;
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, rfd,
+		 0);
+	close(rfd);
+	if (h == MAP_FAILED)
+		return NULL;
+	p = &h->pass;
+	ino = (unsigned long long)p->ino_hi << 32 | p->ino_lo;
+	for (i = 0; i < HOLDERS_MAX; i++) {
+		int32_t t = IN_TRANSIT;
+
+		if (atomic_compare_exchange_strong(&h->pid[i], &t, getpid()))
+			break;
+	}
+	if (p->magic != PASS_MAGIC || ino != (unsigned long long)sb.st_ino ||
+	    i == HOLDERS_MAX || p->hello_got > sizeof(p->hello_buf) ||
+	    p->prefix_len > sizeof(p->hello_buf) ||
+	    p->prefix_off > p->prefix_len ||
+	    p->up_prov >= sw_nproviders || p->peerlen > sizeof(p->peer) ||
+	    (p->state != SW_CONNECTING && p->state != SW_HELLO_PENDING &&
+	     p->state != SW_HELLO_SENT && p->state != SW_HELLO_WAIT &&
+	     p->state != SW_UPGRADING)) {
+		if (i < HOLDERS_MAX)
+			atomic_store(&h->state, H_CUT);
+		munmap(h, sizeof(*h));
+		return NULL;
+	}
+	unlink(path);	/* taken: no other receiver */
+	s = sw_sock_new(fd, p->state);
+	if (!s) {
+		atomic_store(&h->state, H_CUT);
+		munmap(h, sizeof(*h));
+		return NULL;
+	}
+	s->family = p->family;
+	s->nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
+	s->is_client = p->is_client;
+	s->hello_out = p->hello_out;
+	s->skip_hello = p->skip_hello;
+	s->key_refused = p->key_refused;
+	s->up_prov = p->up_prov >= 0 ? &sw_providers[p->up_prov] : NULL;
+	s->lsn_provs = p->lsn_provs;
+	s->cand_provs = p->cand_provs;
+	s->connect_tries = p->connect_tries;
+	s->local_port = p->local_port;
+	s->peerlen = p->peerlen;
+	memcpy(&s->peer, &p->peer, sizeof(s->peer));
+	memcpy(s->key, p->key, sizeof(s->key));
+	memcpy(s->hello_buf, p->hello_buf, sizeof(s->hello_buf));
+	s->hello_got = p->hello_got;
+	s->prefix_off = p->prefix_off;
+	s->prefix_len = p->prefix_len;
+	s->tcp_tx = p->tcp_tx;
+	s->tcp_rx = p->tcp_rx;
+	s->born_ns = p->born_ns;
+	s->upgrade_at_ns = p->upgrade_at_ns;
+	s->deadline_ns = p->deadline_ns;
+	s->holders = h;
+	if (s->st) {
+		s->st->local_port = s->local_port;
+		s->st->is_client = s->is_client;
+	}
+	if (s->peerlen)
+		sw_peer_known(s);
+	SW_DBG("fd %d: received from another process with its upgrade pending",
+	       fd);
+	return s;
+}
+
+void sw_pass(struct sw_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	/* not kept for the receiver: given up, as before a fork */
+	if (sw_pending(s) && !s->holders && !sw_holders_pass(s))
+		sw_upgrade_cut(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+struct sw_sock *sw_received(int fd)
+{
+	return sw_holders_received(fd);
+}

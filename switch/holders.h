@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * holders.h - which processes hold a connection whose upgrade was pending
+ * at a fork: a record the processes of the fork tree share, so that the
+ * one left holding it alone finishes the upgrade (holders.c).
+ */
+#ifndef SW_HOLDERS_H
+#define SW_HOLDERS_H
+
+#include <stdbool.h>
+
+#include "sock.h"
+
+/* Before fork (s locked): keeps the pending upgrade of s for the process
+ * that will hold the connection alone, reserving a place for the child.
+ * false: s cannot be kept (it is given up as before a fork). */
+bool sw_holders_park(struct sw_sock *s);
+
+/* In the child after fork (s locked): takes the place reserved for it. */
+void sw_holders_child(struct sw_sock *s);
+
+/* Any call of the program on s (s locked): the first process to use a
+ * kept connection drives its upgrade; one that comes after it leaves the
+ * connection to it (plain TCP here, and the upgrade is given up). */
+void sw_holders_settle(struct sw_sock *s);
+
+/* The driver, before a step that commits to the provider: true when no
+ * other process holds the connection any more (the record is dropped). A
+ * connection shared longer than SDP_UPGRADE_TIMEOUT_MS, or used by
+ * another process, falls back (reason cut). */
+bool sw_holders_alone(struct sw_sock *s);
+
+/* close (s locked): this process holds the connection no more. */
+void sw_holders_leave(struct sw_sock *s);
+
+/* Before exec (s locked): the connection stays with the new program (its
+ * fd is inherited) or goes with the old one (close-on-exec). */
+void sw_holders_exec(struct sw_sock *s);
+
+/* sendmsg with SCM_RIGHTS (s locked): the pending upgrade of s is kept
+ * for the receiving process, in a record named by the socket's inode that
+ * only this uid can make (/dev/shm/sdp-pass.UID.INODE). false: not kept. */
+bool sw_holders_pass(struct sw_sock *s);
+
+/* recvmsg with SCM_RIGHTS: fd, a socket this process did not know, with
+ * the upgrade its sender kept for it; NULL when there is none. */
+struct sw_sock *sw_holders_received(int fd);
+
+/* The record's mapping, when the socket object goes. */
+void sw_holders_unmap(struct sw_sock *s);
+
+#endif /* SW_HOLDERS_H */

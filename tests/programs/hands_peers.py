@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# hands_peers.py - peers whose connections change hands: a
+# socketserver.ForkingTCPServer echo server, a client that connects and
+# then forks (the child talks, the parent closes its copy), and an echo
+# server that hands each accepted socket to a worker process with
+# SCM_RIGHTS. Each prints JSON lines with byte counts and SHA-256.
+#   hands_peers.py fork-server PORT
+#   hands_peers.py scm-server PORT
+#   hands_peers.py fork-client PORT BYTES
+import hashlib
+import os
+import socket
+import socketserver
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import HOST, chunks, drain, out, echo_conn  # noqa: E402
+
+
+class EchoHandler(socketserver.BaseRequestHandler):
+	def handle(self):
+		c = self.request
+		n, sha = drain(c.recv, c.sendall)
+		c.shutdown(socket.SHUT_WR)
+		out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
+
+
+class ForkingEcho(socketserver.ForkingTCPServer):
+	allow_reuse_address = True
+
+
+def cmd_fork_server(port):
+	with ForkingEcho((HOST, port), EchoHandler) as srv:
+		srv.serve_forever()
+
+
+def cmd_scm_server(port):
+	"""The acceptor passes each connection to one worker process over a
+	unix socket (SCM_RIGHTS) and closes its own copy."""
+	a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+	pid = os.fork()
+	if pid == 0:
+		a.close()
+		while True:
+			msg, fds, _, _ = socket.recv_fds(b, 16, 1)
+			if not msg:
+				os._exit(0)
+			c = socket.socket(fileno=fds[0])
+			threading.Thread(target=echo_conn, args=(c,),
+					 daemon=True).start()
+	b.close()
+	ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(16)
+	while True:
+		c, _ = ls.accept()
+		socket.send_fds(a, [b'c'], [c.fileno()])
+		c.close()
+
+
+def cmd_fork_client(port, nbytes):
+	"""Connects, forks: the child sends nbytes and reads the echo; the
+	parent closes its copy at once and waits for the child."""
+	s = socket.create_connection((HOST, port), timeout=60)
+	pid = os.fork()
+	if pid:
+		s.close()
+		_, st = os.waitpid(pid, 0)
+		sys.exit(os.waitstatus_to_exitcode(st))
+	sh = hashlib.sha256()
+	sent = [0]
+
+	def sender():
+		for d in chunks(nbytes, 1):
+			sh.update(d)
+			s.sendall(d)
+			sent[0] += len(d)
+		s.shutdown(socket.SHUT_WR)
+	th = threading.Thread(target=sender)
+	th.start()
+	got, rsha = drain(s.recv)
+	th.join()
+	s.close()
+	out({'pid': os.getpid(), 'sent': sent[0], 'sha_sent': sh.hexdigest(),
+	     'got': got, 'sha_got': rsha,
+	     'ok': got == sent[0] and rsha == sh.hexdigest()})
+	sys.stdout.flush()
+	os._exit(0)
+
+
+def main():
+	cmd, port = sys.argv[1], int(sys.argv[2])
+	if cmd == 'fork-server':
+		cmd_fork_server(port)
+	elif cmd == 'scm-server':
+		cmd_scm_server(port)
+	elif cmd == 'fork-client':
+		cmd_fork_client(port, int(sys.argv[3]))
+	else:
+		sys.exit('hands_peers.py: unknown command %r' % cmd)
+
+
+if __name__ == '__main__':
+	main()
