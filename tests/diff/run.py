@@ -65,7 +65,12 @@ def report(text, case):
 def run(suite, env, timeout):
 	t = time.monotonic()
 	try:
-		p = subprocess.run([sys.executable, '-m', 'test', '-v', suite],
+		# AF_VSOCK cases concern no TCP socket, and where the machine
+		# has a vsock transport but no loopback for it (a VM's guest)
+		# ThreadedVSOCKSocketStreamTest blocks in accept() for good,
+		# plain as well as preloaded
+		p = subprocess.run([sys.executable, '-m', 'test', '-v',
+				    '-i', '*VSOCK*', suite],
 				   env=env, capture_output=True, text=True,
 				   timeout=timeout)
 		text = p.stdout + p.stderr
