@@ -69,7 +69,7 @@ int sw_close(struct sw_sock *s, int fd)
 	}
 	if (s->state == SW_SAN && !s->ss.peer_dead && !s->ss.error) {
 		if (s->linger0) {
-			if (sw_credit_can_send(&s->ss, SDP_MSG_WAKE_ME))
+			if (sw_credit_can_send(&s->ss, SDP_MSG_ABORT))
 				sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0,
 					     0);
 		} else if (!s->ss.fin_sent) {

@@ -54,6 +54,8 @@ int sw_tx_error(struct sw_sock *s)
 
 static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			    int iovcnt, int flags, bool copy_only);
+static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
+		     size_t total, size_t limit);
 
 /* Sends what the program wrote while the upgrade was pending (s->ptx), as
  * far as credits allow, without waiting and without releasing the lock
@@ -121,6 +123,49 @@ static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 		done += iov[i].iov_len;
 	}
 	s->ptx_len += total;
+	return true;
+}
+
+/*
+ * TCP's send buffer: a send the credits do not let go now (the peer's
+ * switch has not returned its buffers: its program is in no call, or
+ * computes) keeps the bytes from off on in s->ptx, up to SW_SNDBUF_KEEP in
+ * all, and returns as a TCP send returns once its buffer took the bytes.
+ * The flusher thread (flusher.c) sends them when the credits come back,
+ * whatever this program does meanwhile; so a sender never waits for its
+ * peer's next call for bytes TCP would have buffered (docs/protocol.md 5).
+ * Returns true when the bytes were kept.
+ */
+static bool sndbuf_keep(struct sw_sock *s, const struct iovec *iov,
+			int iovcnt, size_t off, size_t total)
+{
+	struct sw_session *ss = &s->ss;
+	size_t left = total - off, done = 0;
+
+	if (ptx_busy || s->state != SW_SAN || ss->dg_sent || sw_tx_error(s) ||
+	    s->ptx_len + left > SW_SNDBUF_KEEP)
+		return false;
+	if (sw_flusher_watch(s))
+		return false;
+	while (done < left) {
+		struct iovec one;
+		uint8_t *p;
+		size_t plen;
+
+		sw_iov_at(iov, iovcnt, off + done, &p, &plen);
+		if (plen > left - done)
+			plen = left - done;
+		one.iov_base = p;
+		one.iov_len = plen;
+		if (!ptx_keep(s, &one, 1, plen, SW_SNDBUF_KEEP)) {
+			s->ptx_len -= done;	/* none of it was kept */
+			return false;
+		}
+		done += plen;
+	}
+	if (!atomic_load_explicit(&s->ptx_since_ns, memory_order_relaxed))
+		atomic_store_explicit(&s->ptx_since_ns, sw_now_ns(),
+				      memory_order_relaxed);
 	return true;
 }
 
@@ -201,6 +246,8 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 		if (!s->ptx_len)
 			break;
 		e = sw_tx_error(s);
+		if (!e && sndbuf_keep(s, iov, iovcnt, 0, total))
+			return total;
 		if (e || nb) {
 			return -(e ? e : EAGAIN);
 		}
@@ -245,6 +292,10 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			if (s->st && !stalled)
 				s->st->credit_stalls++;
 			stalled = true;
+			if (sndbuf_keep(s, iov, iovcnt, sent, total)) {
+				sent = total;
+				break;
+			}
 			if (nb)
 				break;
 			if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
