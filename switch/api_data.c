@@ -396,6 +396,9 @@ ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 	atomic_fetch_add(&s->users, 1);
 	r = sendmsg_do(s, msg, flags);
 	atomic_fetch_sub(&s->users, 1);
+	if (r == -EAGAIN)
+		atomic_fetch_add_explicit(&s->nospace_seq, 1,
+					  memory_order_relaxed);
 	return sw_posix(r);
 }
 

@@ -304,3 +304,8 @@ uint64_t sw_event_seq(struct sw_sock *s)
 {
 	return atomic_load_explicit(&s->event_seq, memory_order_relaxed);
 }
+
+uint64_t sw_nospace_seq(struct sw_sock *s)
+{
+	return atomic_load_explicit(&s->nospace_seq, memory_order_relaxed);
+}

@@ -256,6 +256,9 @@ struct sw_sock {
 	_Atomic uint64_t flush_retry_ns;
 
 	_Atomic uint64_t event_seq;
+	/* sends that found no room (EAGAIN), as the kernel's SOCK_NOSPACE:
+	 * the next room is an edge-triggered EPOLLOUT (shim/epoll.c) */
+	_Atomic uint64_t nospace_seq;
 	/* busy-poll budget of the blocking calls on s (spin.c) */
 	struct sw_spin spin;
 	/* threads inside a data call on s: with more than one, a thread
