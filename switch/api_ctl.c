@@ -5,6 +5,7 @@
  * POSIX here: -1 and errno.
  */
 #include <errno.h>
+#include <linux/sockios.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -147,6 +148,14 @@ int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 			*(int *)arg = s->ss.oob_valid && !s->ss.rx_queued;
 			*ret = 0;
 			handled = 1;
+		} else if (req == SIOCOUTQ || req == SIOCOUTQNSD) {
+			/* the bytes not yet with the peer: those kept back
+			 * here (the TCP fd's queue holds only doorbells) */
+			sw_progress(s);
+			*(int *)arg = s->ptx_len > 0x7fffffff ? 0x7fffffff :
+							       (int)s->ptx_len;
+			*ret = 0;
+			handled = 1;
 		}
 	} else if (req == FIONREAD && s->prefix_len) {
 		int k = 0;
@@ -175,6 +184,13 @@ int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret)
 {
+	if (level == SOL_SOCKET && name == SO_RCVLOWAT &&
+	    len >= sizeof(int)) {
+		/* as the kernel takes it: negative is INT_MAX, 0 is 1 */
+		int v = *(const int *)val;
+
+		atomic_store(&s->rcvlowat, v < 0 ? 0x7fffffff : v);
+	}
 	if (level == SOL_SOCKET && name == SO_LINGER &&
 	    len >= sizeof(struct linger)) {
 		const struct linger *l = val;

@@ -95,6 +95,24 @@ int sw_cq_sleep_fd(struct sw_sock *s)
 	return fd;
 }
 
+/*
+ * The deadline of a blocking call on s under the program's SO_RCVTIMEO
+ * (rcv) or SO_SNDTIMEO, which it set on the TCP fd, counted from now: 0
+ * for none. A carried connection's wait honours it as the kernel's does.
+ */
+uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (sdp_sys.getsockopt(s->fd, SOL_SOCKET,
+			       rcv ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len) ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return 0;
+	return sw_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull +
+	       (uint64_t)tv.tv_usec * 1000ull;
+}
+
 /* the longest sleep of a wait no doorbell is sure to end */
 #define SW_NAP_MS 10
 
