@@ -169,6 +169,25 @@ static bool sndbuf_keep(struct sw_sock *s, const struct iovec *iov,
 	return true;
 }
 
+/* A blocking send's wait for room, bounded by the program's SO_SNDTIMEO
+ * (read at the first wait: *looked). Returns 0 to look again, -EINTR (a
+ * signal handler ran) or -EAGAIN (the timeout ran out), as TCP's send. */
+static int tx_wait(struct sw_sock *s, uint64_t *deadline, bool *looked)
+{
+	int r;
+
+	if (!*looked) {
+		*deadline = sw_timeo_deadline(s, false);
+		*looked = true;
+	}
+	r = sw_session_wait(s, POLLOUT, *deadline);
+	if (r == -EINTR)
+		return -EINTR;
+	if (r == -ETIMEDOUT)
+		return -EAGAIN;
+	return 0;
+}
+
 /* The peer has not consumed what went before: more than one of its
  * buffers is still out (it returns them before it waits). */
 static bool peer_behind(struct sw_session *ss)
@@ -222,6 +241,8 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 {
 	bool nb = sw_nonblocking(s, flags);
 	size_t total = sw_iov_total(iov, iovcnt);
+	uint64_t deadline = 0;	/* SO_SNDTIMEO's */
+	bool looked = false;
 	int e, r;
 
 	if (!total)
@@ -251,9 +272,9 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 		if (e || nb) {
 			return -(e ? e : EAGAIN);
 		}
-		if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
-			return -EINTR;
-		}
+		r = tx_wait(s, &deadline, &looked);
+		if (r)
+			return r;
 	}
 	return session_send(s, iov, iovcnt, flags,
 			    sw_cfg.path == SW_PATH_COPY);
@@ -269,7 +290,9 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 	bool nb = sw_nonblocking(s, flags);
 	bool xslot = !copy_only && s->ss.peer_xslot && !s->ss.xs_backoff;
 	bool force_copy = false;
-	int e;
+	uint64_t deadline = 0;	/* SO_SNDTIMEO's */
+	bool looked = false;
+	int e, r;
 
 	if (total == 0)
 		return 0;
@@ -298,10 +321,11 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			}
 			if (nb)
 				break;
-			if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
+			r = tx_wait(s, &deadline, &looked);
+			if (r) {
 				if (sent)
 					break;
-				return -EINTR;
+				return r;
 			}
 			continue;
 		}
@@ -374,11 +398,12 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					/* a signal handler ran: return what
 					 * went, or EINTR, as a blocked TCP
 					 * send does */
-					if (!nb && sw_session_wait(s, POLLOUT,
-							0) == -EINTR) {
+					r = nb ? 0 : tx_wait(s, &deadline,
+							      &looked);
+					if (r) {
 						if (sent)
 							break;
-						return -EINTR;
+						return r;
 					}
 					continue;
 				}
@@ -402,7 +427,7 @@ copy:
 							       inline_max(ss);
 			int k = sw_iov_slice(iov, iovcnt, sent, chunk, part);
 			size_t got = 0;
-			int i, r;
+			int i;
 
 			for (i = 0; i < k; i++)
 				got += part[i].iov_len;

@@ -77,6 +77,19 @@ static void feed(size_t n)
 	}
 }
 
+/* Reads n bytes of anything from fd. */
+static void tp_drain_all(int fd, size_t n)
+{
+	static char b[1 << 16];
+
+	while (n) {
+		ssize_t r = recv(fd, b, n < sizeof(b) ? n : sizeof(b), 0);
+
+		TP_CHECK(r > 0, "drain: %zd", r);
+		n -= (size_t)r;
+	}
+}
+
 static int ioc(int fd, unsigned long req)
 {
 	int v = -12345;
@@ -141,6 +154,31 @@ int main(int argc, char **argv)
 	tc = tp_ms() - t0;
 	TP_CHECK(tc >= 180 && tc < 1000,
 		 "two SO_RCVTIMEO waits of 100 ms took %ld ms", tc);
+
+	/* SO_SNDTIMEO: a send that finds no room returns what it wrote,
+	 * or EAGAIN, once the timeout runs out (the peers read nothing) */
+	for (i = 0; i < 4; i += 2) {
+		static char big[1 << 20];
+		size_t sent = 0;
+		ssize_t w;
+
+		TP_CHECK(!setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv,
+				     sizeof(tv)), "SO_SNDTIMEO");
+		t0 = tp_ms();
+		do {
+			w = send(fds[i], big, sizeof(big), MSG_NOSIGNAL);
+			if (w > 0)
+				sent += (size_t)w;
+		} while (w > 0 && sent < (64u << 20));
+		tc = tp_ms() - t0;
+		TP_CHECK(w < 0 && errno == EAGAIN && tc < 5000,
+			 "%s send with SO_SNDTIMEO: %zd (%s) after %zu bytes "
+			 "and %ld ms; the kernel returns EAGAIN once full",
+			 i ? "carried" : "plain", w, strerror(errno), sent,
+			 tc);
+		/* the peer takes it all */
+		tp_drain_all(fds[i + 1], sent);
+	}
 
 	/* SO_RCVLOWAT: 200 bytes wanted, 100 there: poll says not ready */
 	i = 200;
