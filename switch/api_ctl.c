@@ -18,6 +18,7 @@
 
 #include "buffers.h"
 #include "credits.h"
+#include "flusher.h"
 #include "fallback.h"
 #include "session.h"
 #include "session_msg.h"
@@ -43,6 +44,13 @@ int sw_shutdown(struct sw_sock *s, int how)
 		if (!s->ss.fin_sent && !s->ss.fin_pending)
 			s->ss.fin_pending = true;
 		sw_credit_maybe_update(s);
+		if (s->ss.fin_pending) {
+			/* no credit for it now: the flusher sends it when
+			 * one comes, whatever the program does meanwhile */
+			if (!atomic_load(&s->ptx_since_ns))
+				atomic_store(&s->ptx_since_ns, sw_now_ns());
+			sw_flusher_watch(s);
+		}
 	}
 	if (how == SHUT_RD || how == SHUT_RDWR) {
 		/* later reads see EOF, as TCP's do */

@@ -102,22 +102,32 @@ static bool flush_one(struct sw_sock *s, uint64_t now)
 				      memory_order_relaxed);
 		return false;
 	}
-	if (s->ptx_len && !s->closed && s->state == SW_SAN && s->ss.cq &&
-	    now >= due_ns(s)) {
-		SW_DBG("fd %d: flusher sends %zu kept bytes (credits %d)",
-		       s->fd, s->ptx_len, s->ss.credits);
+	if ((s->ptx_len || s->ss.fin_pending) && !s->closed &&
+	    s->state == SW_SAN && s->ss.cq && now >= due_ns(s)) {
+		SW_DBG("fd %d: flusher sends %zu kept bytes%s (credits %d)",
+		       s->fd, s->ptx_len, s->ss.fin_pending ? " and FIN" : "",
+		       s->ss.credits);
 		sw_progress(s);
 		if (s->ptx_len && s->state == SW_SAN && s->ss.cq &&
 		    !s->ss.error && !s->ss.peer_dead)
 			sw_ptx_flush(s);
-		if (s->ptx_len && s->state == SW_SAN &&
+		/* a FIN after them (shutdown), as TCP's goes on its own */
+		if (s->ss.fin_pending && s->state == SW_SAN && s->ss.cq &&
+		    !s->ss.error && !s->ss.peer_dead)
+			sw_credit_maybe_update(s);
+		if ((s->ptx_len || s->ss.fin_pending) && s->state == SW_SAN &&
 		    !sw_credit_can_send(&s->ss, SDP_MSG_DATA))
 			sw_credit_ask(s);
 	}
-	done = !s->ptx_len || s->closed || s->state != SW_SAN || !s->ss.cq ||
-	       s->ss.error || s->ss.peer_dead;
-	if (done)
+	done = (!s->ptx_len && !s->ss.fin_pending) || s->closed ||
+	       s->state != SW_SAN || !s->ss.cq || s->ss.error ||
+	       s->ss.peer_dead;
+	if (done) {
 		s->flush_listed = false;
+		if (!s->ptx_len)
+			atomic_store_explicit(&s->ptx_since_ns, 0,
+					      memory_order_relaxed);
+	}
 	else
 		/* credits short (the peer has not read): look again, less
 		 * often the longer the peer's program stays away (a quarter
