@@ -74,6 +74,9 @@ struct rd_ent {
 				 * (the server's hello) */
 	bool carried;		/* the kernel registration is the doorbell's */
 	bool live;		/* the program has it registered */
+	bool out_told;		/* edge-triggered EPOLLOUT reported, and
+				 * writable at every look since */
+	uint64_t nospace;	/* sw_nospace_seq when it was reported */
 };
 
 struct rd_ep {
@@ -353,6 +356,7 @@ static int rd_ent_recarry(struct rd_ent *e, int op,
 	e->disarmed = false;
 	e->seq_valid = false;	/* as the kernel re-reports after a MOD */
 	e->out_veto = false;
+	e->out_told = false;
 	return 0;
 }
 
@@ -482,6 +486,39 @@ static uint32_t rd_edge_revents(struct sw_sock *s, const struct rd_ent *e,
 	return r;
 }
 
+/*
+ * Edge-triggered EPOLLOUT as the kernel reports it for a TCP socket: once
+ * after the program's ADD or MOD, then again only when the socket is
+ * woken: bytes (EPOLLIN), urgent data, the peer's end or an error come, or
+ * it turns writable after it was not. The switch's own traffic (its
+ * hellos, the upgrade's steps and the move of the kernel registration to
+ * the doorbell, credit returns, doorbells) is no such wake-up. r: what is
+ * about to be reported; returns it, EPOLLOUT dropped when it is no edge.
+ */
+static uint32_t rd_et_out(struct rd_ent *e, struct sw_sock *s, uint32_t r)
+{
+	uint64_t nospace;
+
+	if (!(e->events & EPOLLET) || !(e->events & EPOLLOUT))
+		return r;
+	/* a send found no room since: the room that came is an edge */
+	nospace = sw_nospace_seq(s);
+	if (nospace != e->nospace) {
+		e->nospace = nospace;
+		e->out_told = false;
+	}
+	if (!(r & EPOLLOUT)) {
+		if (r)	/* a look that found it not writable */
+			e->out_told = false;
+		return r;
+	}
+	if (e->out_told &&
+	    !(r & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLERR | EPOLLHUP)))
+		r &= ~(uint32_t)EPOLLOUT;
+	e->out_told = true;
+	return r;
+}
+
 /* e is a nested set: EPOLLIN when fn (SAN readiness or arming) finds one of
  * its entries ready, within the kernel's nesting limit. */
 static uint32_t rd_ent_nested(struct rd_ent *e, int depth,
@@ -534,6 +571,7 @@ static uint32_t rd_ent_san(struct rd_ent *e, struct sw_sock *s, int depth,
 	if (consume) {
 		e->seq = after;
 		e->seq_valid = true;
+		r = rd_et_out(e, s, r);
 	}
 	return r;
 }
@@ -602,6 +640,7 @@ static uint32_t rd_ent_arm(struct rd_ent *e, struct sw_sock *s, int depth)
 		/* reported now: this arrival is consumed as an edge */
 		e->seq = sw_event_seq(s);
 		e->seq_valid = true;
+		r = rd_et_out(e, s, r);
 	}
 	return r;
 }
@@ -734,6 +773,7 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 			 * EPOLLOUT only when its buffer drains). Sleep on the
 			 * credit doorbell instead, as after a vetoed report. */
 			e->out_veto = true;
+			e->out_told = false;
 			rd_ent_sync(ep, e, s);
 		}
 		if (r)
@@ -801,8 +841,11 @@ static void rd_ep_merge(struct rd_ep *ep, struct rd_out *o,
 			r &= (e->events & 0xffff) | EPOLLERR | EPOLLHUP;
 		}
 		if ((kr & EPOLLOUT) && (e->events & EPOLLOUT) &&
-		    !(r & EPOLLOUT))
+		    !(r & EPOLLOUT)) {
 			e->out_veto = true;
+			e->out_told = false;
+		}
+		r = rd_et_out(e, s, r);
 		if (r) {
 			rd_report(o, e, r);
 		} else if (e->events & EPOLLONESHOT) {

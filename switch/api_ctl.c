@@ -5,6 +5,7 @@
  * POSIX here: -1 and errno.
  */
 #include <errno.h>
+#include <linux/sockios.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 
 #include "buffers.h"
 #include "credits.h"
+#include "flusher.h"
 #include "fallback.h"
 #include "holders.h"
 #include "session.h"
@@ -45,6 +47,13 @@ int sw_shutdown(struct sw_sock *s, int how)
 		if (!s->ss.fin_sent && !s->ss.fin_pending)
 			s->ss.fin_pending = true;
 		sw_credit_maybe_update(s);
+		if (s->ss.fin_pending) {
+			/* no credit for it now: the flusher sends it when
+			 * one comes, whatever the program does meanwhile */
+			if (!atomic_load(&s->ptx_since_ns))
+				atomic_store(&s->ptx_since_ns, sw_now_ns());
+			sw_flusher_watch(s);
+		}
 	}
 	if (how == SHUT_RD || how == SHUT_RDWR) {
 		/* later reads see EOF, as TCP's do */
@@ -74,7 +83,7 @@ int sw_close(struct sw_sock *s, int fd)
 	}
 	if (s->state == SW_SAN && !s->ss.peer_dead && !s->ss.error) {
 		if (s->linger0) {
-			if (sw_credit_can_send(&s->ss, SDP_MSG_WAKE_ME))
+			if (sw_credit_can_send(&s->ss, SDP_MSG_ABORT))
 				sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0,
 					     0);
 		} else if (!s->ss.fin_sent) {
@@ -153,6 +162,14 @@ int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 			*(int *)arg = s->ss.oob_valid && !s->ss.rx_queued;
 			*ret = 0;
 			handled = 1;
+		} else if (req == SIOCOUTQ || req == SIOCOUTQNSD) {
+			/* the bytes not yet with the peer: those kept back
+			 * here (the TCP fd's queue holds only doorbells) */
+			sw_progress(s);
+			*(int *)arg = s->ptx_len > 0x7fffffff ? 0x7fffffff :
+							       (int)s->ptx_len;
+			*ret = 0;
+			handled = 1;
 		}
 	} else if (req == FIONREAD && s->prefix_len) {
 		int k = 0;
@@ -181,6 +198,13 @@ int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret)
 {
+	if (level == SOL_SOCKET && name == SO_RCVLOWAT &&
+	    len >= sizeof(int)) {
+		/* as the kernel takes it: negative is INT_MAX, 0 is 1 */
+		int v = *(const int *)val;
+
+		atomic_store(&s->rcvlowat, v < 0 ? 0x7fffffff : v);
+	}
 	if (level == SOL_SOCKET && name == SO_LINGER &&
 	    len >= sizeof(struct linger)) {
 		const struct linger *l = val;

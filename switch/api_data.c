@@ -54,15 +54,26 @@ static ssize_t tcp_prefix(struct sw_sock *s, struct msghdr *msg, int flags)
 }
 
 static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
-			      int flags);
+			      int flags, bool *by_kernel);
 
 ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 {
+	bool by_kernel = false;
 	ssize_t r;
 
 	atomic_fetch_add(&s->users, 1);
-	r = recvmsg_do(s, msg, flags);
+	r = recvmsg_do(s, msg, flags, &by_kernel);
 	atomic_fetch_sub(&s->users, 1);
+	if (r >= 0 && !by_kernel) {
+		/* what the kernel answers for a connected TCP socket: no
+		 * address, no ancillary data (the switch delivers none:
+		 * docs/semantics.md), and in msg_flags MSG_CMSG_CLOEXEC as
+		 * asked and MSG_OOB for an urgent byte; the program's buffer
+		 * behind msg_control is left as it was */
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = flags & (MSG_CMSG_CLOEXEC | MSG_OOB);
+	}
 	return sw_posix(r);
 }
 
@@ -209,8 +220,31 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 	}
 }
 
+#define SW_DISCARD_CHUNK 16384
+#define SW_DISCARD_IOV 64
+
+/* MSG_TRUNC on the SAN: up to want bytes go through a scratch buffer the
+ * program never sees (at most 1 MiB per call, as TCP may return less). */
+static ssize_t recv_discard(struct sw_sock *s, size_t want, int flags)
+{
+	static __thread uint8_t scratch[SW_DISCARD_CHUNK];
+	struct iovec iov[SW_DISCARD_IOV];
+	int n = 0;
+
+	while (want && n < SW_DISCARD_IOV) {
+		size_t k = want < SW_DISCARD_CHUNK ? want : SW_DISCARD_CHUNK;
+
+		iov[n].iov_base = scratch;
+		iov[n++].iov_len = k;
+		want -= k;
+	}
+	if (!n)
+		return 0;
+	return sw_session_recv(s, iov, n, flags & ~MSG_TRUNC);
+}
+
 static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
-			      int flags)
+			      int flags, bool *by_kernel)
 {
 	ssize_t r;
 
@@ -230,7 +264,20 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			return r;
 		}
 	}
-	if (s->state == SW_SAN) {
+	if (s->state == SW_SAN && (flags & MSG_TRUNC) && !(flags & MSG_OOB)) {
+		/* TCP's MSG_TRUNC: the bytes are taken (or, with MSG_PEEK,
+		 * counted) but never written to the program's buffer */
+		r = recv_discard(s, msg_total(msg), flags);
+		if (r != SW_RX_DOWNGRADE) {
+			pthread_mutex_unlock(&s->lock);
+			return r;
+		}
+		sw_downgrade_rx_point(s);
+		if (s->state == SW_SAN) {
+			pthread_mutex_unlock(&s->lock);
+			return -EAGAIN;
+		}
+	} else if (s->state == SW_SAN) {
 		r = sw_session_recv(s, msg->msg_iov, msg->msg_iovlen, flags);
 		if (r != SW_RX_DOWNGRADE) {
 			pthread_mutex_unlock(&s->lock);
@@ -264,6 +311,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 		return r;
 	}
 	pthread_mutex_unlock(&s->lock);
+	*by_kernel = true;
 	r = sdp_sys.recvmsg(s->fd, msg, flags);
 	if (r < 0)
 		return -errno;
@@ -350,6 +398,9 @@ ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 	atomic_fetch_add(&s->users, 1);
 	r = sendmsg_do(s, msg, flags);
 	atomic_fetch_sub(&s->users, 1);
+	if (r == -EAGAIN)
+		atomic_fetch_add_explicit(&s->nospace_seq, 1,
+					  memory_order_relaxed);
 	return sw_posix(r);
 }
 

@@ -38,7 +38,10 @@ static short san_revents(struct sw_sock *s, short events, bool rx)
 	short r = 0;
 	/* the peer's DOWNGRADE alone is no byte for the program: what
 	 * follows it comes on TCP, where the kernel reports it */
-	bool data = ss->rxq && ss->rxq->kind != RX_DOWNGRADE;
+	int lowat = atomic_load(&s->rcvlowat);
+	/* readable from SO_RCVLOWAT bytes on, as TCP's poll says */
+	bool data = ss->rxq && ss->rxq->kind != RX_DOWNGRADE &&
+		    (lowat <= 1 || ss->rx_queued >= (uint64_t)lowat);
 
 	if (rx && (events & (POLLIN | POLLRDNORM)) &&
 	    (data || ss->fin_rcvd || ss->abort_rcvd || ss->error ||
@@ -308,4 +311,9 @@ void sw_poll_upgrade_woken(struct sw_sock *s)
 uint64_t sw_event_seq(struct sw_sock *s)
 {
 	return atomic_load_explicit(&s->event_seq, memory_order_relaxed);
+}
+
+uint64_t sw_nospace_seq(struct sw_sock *s)
+{
+	return atomic_load_explicit(&s->nospace_seq, memory_order_relaxed);
 }

@@ -18,6 +18,7 @@
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "tcp_inband.h"
 #include "util.h"
 #include "wire.h"
 
@@ -31,7 +32,17 @@ bool sw_credit_can_send(struct sw_session *ss, uint8_t type)
 			type == SDP_MSG_XOFFER) ?
 			       2 : 1;
 
-	return ss->peer_nrecv && ss->credits >= need;
+	if (!ss->peer_nrecv || ss->credits < need)
+		return false;
+	/*
+	 * The last credit goes only with a buffer returned in its header
+	 * (or on ABORT, after which nothing more is sent): then the peer
+	 * holds a credit when this side holds none, and two sides can never
+	 * both be left without one while each owes the other buffers, where
+	 * neither could send the return the other waits for.
+	 */
+	return ss->credits > 1 || ss->credits_owed > 0 ||
+	       type == SDP_MSG_ABORT;
 }
 
 /*
@@ -154,6 +165,22 @@ void sw_credit_return_owed(struct sw_sock *s)
 	    !sw_credit_can_send(ss, SDP_MSG_CREDIT))
 		return;
 	sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
+}
+
+/*
+ * A sender short of credits for data asks a sleeping peer for them: a
+ * doorbell, which costs no credit. The peer's wait wakes, takes what came
+ * and asks again to be woken; that WAKE_ME returns every buffer it owes
+ * (the peer's program need not call). Nothing is asked of a peer that is
+ * not asleep on this connection: it returns them in its next message.
+ */
+void sw_credit_ask(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (s->state == SW_SAN && ss->peer_wants_wake && !ss->error &&
+	    !ss->peer_dead)
+		sw_doorbell_ring(s);
 }
 
 /* ---- credit deltas: buffers follow the traffic ----------------------------- */

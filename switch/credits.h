@@ -42,6 +42,7 @@ uint16_t sw_credit_take_owed(struct sw_session *ss);
 
 /* Before this side sleeps: returns the buffers it owes (two or more). */
 void sw_credit_return_owed(struct sw_sock *s);
+void sw_credit_ask(struct sw_sock *s);
 
 int sw_credit_send_releases(struct sw_sock *s);
 

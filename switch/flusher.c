@@ -16,6 +16,7 @@
 
 #include "buffers.h"
 #include "config.h"
+#include "credits.h"
 #include "flusher.h"
 #include "log.h"
 #include "session_msg.h"
@@ -71,6 +72,19 @@ static uint64_t due_ns(struct sw_sock *s)
 	return due > retry ? due : retry;
 }
 
+#define SW_FLUSH_RETRY_MAX_NS 10000000ull
+
+static uint64_t retry_ns(struct sw_sock *s, uint64_t now)
+{
+	uint64_t since = atomic_load_explicit(&s->ptx_since_ns,
+					      memory_order_relaxed);
+	uint64_t d = since && now > since ? (now - since) / 4 : 0;
+
+	if (d < bound_ns())
+		d = bound_ns();
+	return d > SW_FLUSH_RETRY_MAX_NS ? SW_FLUSH_RETRY_MAX_NS : d;
+}
+
 /*
  * Looks at one socket whose kept bytes are due. Sends them as far as the
  * credits allow (progress first: the credits the peer has returned since
@@ -88,22 +102,37 @@ static bool flush_one(struct sw_sock *s, uint64_t now)
 				      memory_order_relaxed);
 		return false;
 	}
-	if (s->ptx_len && !s->closed && s->state == SW_SAN && s->ss.cq &&
-	    now >= due_ns(s)) {
-		SW_DBG("fd %d: flusher sends %zu kept bytes (credits %d)",
-		       s->fd, s->ptx_len, s->ss.credits);
+	if ((s->ptx_len || s->ss.fin_pending) && !s->closed &&
+	    s->state == SW_SAN && s->ss.cq && now >= due_ns(s)) {
+		SW_DBG("fd %d: flusher sends %zu kept bytes%s (credits %d)",
+		       s->fd, s->ptx_len, s->ss.fin_pending ? " and FIN" : "",
+		       s->ss.credits);
 		sw_progress(s);
 		if (s->ptx_len && s->state == SW_SAN && s->ss.cq &&
 		    !s->ss.error && !s->ss.peer_dead)
 			sw_ptx_flush(s);
+		/* a FIN after them (shutdown), as TCP's goes on its own */
+		if (s->ss.fin_pending && s->state == SW_SAN && s->ss.cq &&
+		    !s->ss.error && !s->ss.peer_dead)
+			sw_credit_maybe_update(s);
+		if ((s->ptx_len || s->ss.fin_pending) && s->state == SW_SAN &&
+		    !sw_credit_can_send(&s->ss, SDP_MSG_DATA))
+			sw_credit_ask(s);
 	}
-	done = !s->ptx_len || s->closed || s->state != SW_SAN || !s->ss.cq ||
-	       s->ss.error || s->ss.peer_dead;
-	if (done)
+	done = (!s->ptx_len && !s->ss.fin_pending) || s->closed ||
+	       s->state != SW_SAN || !s->ss.cq || s->ss.error ||
+	       s->ss.peer_dead;
+	if (done) {
 		s->flush_listed = false;
+		if (!s->ptx_len)
+			atomic_store_explicit(&s->ptx_since_ns, 0,
+					      memory_order_relaxed);
+	}
 	else
-		/* credits short (the peer has not read): look again */
-		atomic_store_explicit(&s->flush_retry_ns, now + bound_ns(),
+		/* credits short (the peer has not read): look again, less
+		 * often the longer the peer's program stays away (a quarter
+		 * of the time waited, at most 10 ms) */
+		atomic_store_explicit(&s->flush_retry_ns, now + retry_ns(s, now),
 				      memory_order_relaxed);
 	pthread_mutex_unlock(&s->lock);
 	return done;

@@ -148,6 +148,8 @@ int sw_idle_sleep_ms(void);
 /* An arrival counter for edge-triggered emulation: changes whenever new
  * data, a credit return or a state change arrives for s. */
 uint64_t sw_event_seq(struct sw_sock *s);
+/* Counts the program's sends on s that found no room (EAGAIN). */
+uint64_t sw_nospace_seq(struct sw_sock *s);
 
 /* ---- process events -------------------------------------------------------- */
 

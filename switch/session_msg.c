@@ -565,6 +565,12 @@ int sw_progress(struct sw_sock *s)
 		 * for our receives, and the provider hands them out before
 		 * its receive completions say the peer is gone (peer_dead);
 		 * the program's own sends see the close through TCP */
+		/* kept bytes first: their DATA's header returns what is
+		 * owed, where a CREDIT sent before would take the credit the
+		 * data needs (two idle ends traded WAKE_ME and CREDIT for
+		 * ever while their kept bytes waited) */
+		if (s->ptx_len && sw_ptx_due(s))
+			sw_ptx_flush(s);
 		sw_credit_maybe_update(s);
 		if (ss->grow_wanted)
 			sw_credit_adapt(s);

@@ -243,7 +243,9 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 	bool nb = sw_nonblocking(s, flags);
 	bool peek = flags & MSG_PEEK;
 	bool waitall = (flags & MSG_WAITALL) && !peek;
-	int i;
+	uint64_t deadline = 0;	/* SO_RCVTIMEO's, at the first wait */
+	size_t target;		/* bytes a blocking call waits for */
+	int i, r, lowat = atomic_load(&s->rcvlowat);
 
 	for (i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
@@ -260,6 +262,11 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 	}
 	if (!want)
 		return 0;
+	/* as TCP: the whole request with MSG_WAITALL, else SO_RCVLOWAT's
+	 * bytes (1 by default), never more than asked */
+	target = waitall ? want : lowat > 1 ? (size_t)lowat : 1;
+	if (target > want)
+		target = want;
 	for (;;) {
 		ssize_t n;
 
@@ -303,11 +310,11 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			ss->last_rx_ns = sw_now_ns();
 			if (!peek)
 				sw_credit_maybe_update(s);
-			if (got == want || !waitall)
+			if (got >= target)
 				break;
 			continue;
 		}
-		if (got && !waitall)
+		if (got >= target)
 			break;
 		if (ss->abort_rcvd || ss->error) {
 			if (got)
@@ -331,10 +338,19 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 				break;
 			return -EAGAIN;
 		}
-		if (sw_session_wait(s, POLLIN, 0) == -EINTR && !ss->rxq) {
+		if (!deadline)
+			deadline = sw_timeo_deadline(s, true);
+		r = sw_session_wait(s, POLLIN, deadline);
+		if (r == -EINTR && !ss->rxq) {
 			if (got)
 				break;
 			return -EINTR;
+		}
+		if (r == -ETIMEDOUT && !ss->rxq) {
+			/* SO_RCVTIMEO ran out: what came, or EAGAIN */
+			if (got)
+				break;
+			return -EAGAIN;
 		}
 	}
 	return got;

@@ -54,6 +54,8 @@ int sw_tx_error(struct sw_sock *s)
 
 static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			    int iovcnt, int flags, bool copy_only);
+static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
+		     size_t total, size_t limit);
 
 /* Sends what the program wrote while the upgrade was pending (s->ptx), as
  * far as credits allow, without waiting and without releasing the lock
@@ -130,6 +132,68 @@ static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 	return true;
 }
 
+/*
+ * TCP's send buffer: a send the credits do not let go now (the peer's
+ * switch has not returned its buffers: its program is in no call, or
+ * computes) keeps the bytes from off on in s->ptx, up to SW_SNDBUF_KEEP in
+ * all, and returns as a TCP send returns once its buffer took the bytes.
+ * The flusher thread (flusher.c) sends them when the credits come back,
+ * whatever this program does meanwhile; so a sender never waits for its
+ * peer's next call for bytes TCP would have buffered (docs/protocol.md 5).
+ * Returns true when the bytes were kept.
+ */
+static bool sndbuf_keep(struct sw_sock *s, const struct iovec *iov,
+			int iovcnt, size_t off, size_t total)
+{
+	struct sw_session *ss = &s->ss;
+	size_t left = total - off, done = 0;
+
+	if (ptx_busy || s->state != SW_SAN || ss->dg_sent || sw_tx_error(s) ||
+	    s->ptx_len + left > SW_SNDBUF_KEEP)
+		return false;
+	if (sw_flusher_watch(s))
+		return false;
+	while (done < left) {
+		struct iovec one;
+		uint8_t *p;
+		size_t plen;
+
+		sw_iov_at(iov, iovcnt, off + done, &p, &plen);
+		if (plen > left - done)
+			plen = left - done;
+		one.iov_base = p;
+		one.iov_len = plen;
+		if (!ptx_keep(s, &one, 1, plen, SW_SNDBUF_KEEP)) {
+			s->ptx_len -= done;	/* none of it was kept */
+			return false;
+		}
+		done += plen;
+	}
+	if (!atomic_load_explicit(&s->ptx_since_ns, memory_order_relaxed))
+		atomic_store_explicit(&s->ptx_since_ns, sw_now_ns(),
+				      memory_order_relaxed);
+	return true;
+}
+
+/* A blocking send's wait for room, bounded by the program's SO_SNDTIMEO
+ * (read at the first wait: *looked). Returns 0 to look again, -EINTR (a
+ * signal handler ran) or -EAGAIN (the timeout ran out), as TCP's send. */
+static int tx_wait(struct sw_sock *s, uint64_t *deadline, bool *looked)
+{
+	int r;
+
+	if (!*looked) {
+		*deadline = sw_timeo_deadline(s, false);
+		*looked = true;
+	}
+	r = sw_session_wait(s, POLLOUT, *deadline);
+	if (r == -EINTR)
+		return -EINTR;
+	if (r == -ETIMEDOUT)
+		return -EAGAIN;
+	return 0;
+}
+
 /* The peer has not consumed what went before: more than one of its
  * buffers is still out (it returns them before it waits). */
 static bool peer_behind(struct sw_session *ss)
@@ -183,6 +247,8 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 {
 	bool nb = sw_nonblocking(s, flags);
 	size_t total = sw_iov_total(iov, iovcnt);
+	uint64_t deadline = 0;	/* SO_SNDTIMEO's */
+	bool looked = false;
 	int e, r;
 
 	if (!total)
@@ -207,12 +273,14 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 		if (!s->ptx_len)
 			break;
 		e = sw_tx_error(s);
+		if (!e && sndbuf_keep(s, iov, iovcnt, 0, total))
+			return total;
 		if (e || nb) {
 			return -(e ? e : EAGAIN);
 		}
-		if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
-			return -EINTR;
-		}
+		r = tx_wait(s, &deadline, &looked);
+		if (r)
+			return r;
 	}
 	return session_send(s, iov, iovcnt, flags,
 			    sw_cfg.path == SW_PATH_COPY);
@@ -228,7 +296,9 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 	bool nb = sw_nonblocking(s, flags);
 	bool xslot = !copy_only && s->ss.peer_xslot && !s->ss.xs_backoff;
 	bool force_copy = false;
-	int e;
+	uint64_t deadline = 0;	/* SO_SNDTIMEO's */
+	bool looked = false;
+	int e, r;
 
 	if (total == 0)
 		return 0;
@@ -251,12 +321,17 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			if (s->st && !stalled)
 				s->st->credit_stalls++;
 			stalled = true;
+			if (sndbuf_keep(s, iov, iovcnt, sent, total)) {
+				sent = total;
+				break;
+			}
 			if (nb)
 				break;
-			if (sw_session_wait(s, POLLOUT, 0) == -EINTR) {
+			r = tx_wait(s, &deadline, &looked);
+			if (r) {
 				if (sent)
 					break;
-				return -EINTR;
+				return r;
 			}
 			continue;
 		}
@@ -329,11 +404,12 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					/* a signal handler ran: return what
 					 * went, or EINTR, as a blocked TCP
 					 * send does */
-					if (!nb && sw_session_wait(s, POLLOUT,
-							0) == -EINTR) {
+					r = nb ? 0 : tx_wait(s, &deadline,
+							      &looked);
+					if (r) {
 						if (sent)
 							break;
-						return -EINTR;
+						return r;
 					}
 					continue;
 				}
@@ -357,7 +433,7 @@ copy:
 							       inline_max(ss);
 			int k = sw_iov_slice(iov, iovcnt, sent, chunk, part);
 			size_t got = 0;
-			int i, r;
+			int i;
 
 			for (i = 0; i < k; i++)
 				got += part[i].iov_len;

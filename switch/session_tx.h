@@ -13,6 +13,9 @@
 #include "sock.h"
 
 #define SW_PTX_MAX (4 * 1024 * 1024)
+/* bytes a send may leave in s->ptx for want of credits (TCP's send
+ * buffer, session_tx.c sndbuf_keep) */
+#define SW_SNDBUF_KEEP (64 * 1024)
 
 /* The program's bytes on the SAN: bytes sent or -errno (-EPIPE when the
  * peer is gone; the caller raises SIGPIPE). */

@@ -257,6 +257,11 @@ struct sw_sock {
 	_Atomic uint64_t flush_retry_ns;
 
 	_Atomic uint64_t event_seq;
+	/* sends that found no room (EAGAIN), as the kernel's SOCK_NOSPACE:
+	 * the next room is an edge-triggered EPOLLOUT (shim/epoll.c) */
+	_Atomic uint64_t nospace_seq;
+	/* the program's SO_RCVLOWAT (also set on the TCP fd); 0: 1 */
+	_Atomic int rcvlowat;
 	/* busy-poll budget of the blocking calls on s (spin.c) */
 	struct sw_spin spin;
 	/* threads inside a data call on s: with more than one, a thread

@@ -41,13 +41,14 @@
  */
 int sw_hello_server_read(struct sw_sock *s)
 {
-	ssize_t n = sdp_sys.recv(s->fd, s->hello_buf, sizeof(s->hello_buf),
+	uint8_t look[sizeof(struct sdp_hello)];
+	ssize_t n = sdp_sys.recv(s->fd, look, sizeof(look),
 				 MSG_PEEK | MSG_DONTWAIT);
 
 	if (n > 0) {
 		size_t cmp = n < SDP_MAGIC_LEN ? (size_t)n : SDP_MAGIC_LEN;
 
-		if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp))
+		if (memcmp(look, SDP_HELLO_MAGIC, cmp))
 			return 0;
 		if ((size_t)n < sizeof(struct sdp_hello))
 			return -EAGAIN;
@@ -193,6 +194,10 @@ ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
 	struct iovec iov[65];
 	struct msghdr m = *msg;
 	size_t i, k = 1;
+	/* the look goes to this thread's own buffer: with the lock released,
+	 * another thread may take the hello into s->hello_buf and check it
+	 * meanwhile, and the bytes behind it must not land there */
+	uint8_t look[sizeof(struct sdp_hello)];
 	ssize_t n;
 	int e;
 
@@ -200,21 +205,25 @@ ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
 		return SW_HELLO_OTHER;
 	if (block) {
 		pthread_mutex_unlock(&s->lock);
-		n = sdp_sys.recv(s->fd, s->hello_buf, hl, MSG_PEEK);
+		n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK);
 		e = errno;
 		pthread_mutex_lock(&s->lock);
 		if (!sw_hello_read_merges(s, flags))
 			return SW_HELLO_OTHER;
+		if (n == (ssize_t)hl) {
+			/* what is there now, under the lock */
+			n = sdp_sys.recv(s->fd, look, hl,
+					 MSG_PEEK | MSG_DONTWAIT);
+			e = errno;
+		}
 	} else {
-		n = sdp_sys.recv(s->fd, s->hello_buf, hl,
-				 MSG_PEEK | MSG_DONTWAIT);
+		n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK | MSG_DONTWAIT);
 		e = errno;
 	}
 	if (n < 0)
 		return e == EAGAIN || e == EWOULDBLOCK || e == EINTR ? -e :
 								       SW_HELLO_OTHER;
-	if ((size_t)n < hl || memcmp(s->hello_buf, SDP_HELLO_MAGIC,
-				     SDP_MAGIC_LEN))
+	if ((size_t)n < hl || memcmp(look, SDP_HELLO_MAGIC, SDP_MAGIC_LEN))
 		return SW_HELLO_OTHER;
 	iov[0].iov_base = s->hello_buf;
 	iov[0].iov_len = hl;

@@ -139,8 +139,12 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
  */
 void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing)
 {
-	int r = sw_hello_server_read(s);
+	int r;
 
+	/* a hello already taken stays as it was checked */
+	if (s->state != SW_HELLO_WAIT)
+		return;
+	r = sw_hello_server_read(s);
 	if (s->state != SW_HELLO_WAIT)
 		return;
 	if (r == 1) {

@@ -95,6 +95,27 @@ int sw_cq_sleep_fd(struct sw_sock *s)
 	return fd;
 }
 
+/*
+ * The deadline of a blocking call on s under the program's SO_RCVTIMEO
+ * (rcv) or SO_SNDTIMEO, which it set on the TCP fd, counted from now: 0
+ * for none. A carried connection's wait honours it as the kernel's does.
+ */
+uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (sdp_sys.getsockopt(s->fd, SOL_SOCKET,
+			       rcv ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len) ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return 0;
+	return sw_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull +
+	       (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* the longest sleep of a wait no doorbell is sure to end */
+#define SW_NAP_MS 10
+
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 {
 	struct sw_session *ss = &s->ss;
@@ -109,6 +130,7 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	uint64_t slept;
 	unsigned spins = 0;
 	int timeout, r, cfd;
+	bool nap;
 
 	/* poll first: this is where the latency is won */
 	while (sw_now_ns() < spin_end) {
@@ -140,9 +162,14 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	 * shrunk to two idle buffers hung here). The last credit goes as a
 	 * CREDIT: the peer then owes two and returns them, ringing. */
 	if ((events & POLLOUT) && ss->wake_armed && ss->credits == 1 &&
-	    s->state == SW_SAN && !ss->error && !ss->peer_dead)
+	    s->state == SW_SAN && !ss->error && !ss->peer_dead &&
+	    sw_credit_can_send(ss, SDP_MSG_CREDIT))
 		sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
-	arm_wake(s);
+	/* no wake-up could be asked for (the last credit goes only with a
+	 * returned buffer, credits.c), or a sender short of credits: the
+	 * peer's switch holds our buffer and may not ring: nap, and look */
+	nap = (!arm_wake(s) && ss->switch_rcvd) ||
+	      ((events & POLLOUT) && !sw_credit_can_send(ss, SDP_MSG_DATA));
 	cfd = sw_cq_sleep_fd(s);
 	r = sw_progress(s);
 	if (r < 0)
@@ -155,6 +182,11 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	 * ends wake each other for ever. */
 	if (ss->peer_wants_wake && (ss->sends_pending || ss->rdma_waiting))
 		sw_doorbell_ring(s);
+	/* a sender short of credits whose peer sleeps: the doorbell asks
+	 * for them (the peer's wait, woken, asks to be woken again, and
+	 * that WAKE_ME returns what it owes) */
+	if ((events & POLLOUT) && !sw_credit_can_send(ss, SDP_MSG_DATA))
+		sw_credit_ask(s);
 	if (deadline_ns) {
 		uint64_t now = sw_now_ns();
 
@@ -174,6 +206,8 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	 * for credits while it has not read all the peer's TCP bytes) */
 	if (!s->rx_san && (timeout < 0 || timeout > 1))
 		timeout = 1;
+	if (nap && s->state == SW_SAN && (timeout < 0 || timeout > SW_NAP_MS))
+		timeout = SW_NAP_MS;
 	pthread_mutex_unlock(&s->lock);
 	{
 		struct pollfd pfd[2] = {

@@ -26,4 +26,6 @@ int sw_cq_sleep_fd(struct sw_sock *s);
  * wake-me and sleeps on the TCP fd. events: POLLIN or POLLOUT interest. */
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
 
+uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv);
+
 #endif /* SW_WAKEUP_H */

@@ -24,16 +24,9 @@ CASE = re.compile(r'^(test\w*) \(([\w.]+)\)(?: \.\.\.|\n)')
 RESULT = re.compile(r'\.\.\. (ok|FAIL|ERROR|skipped|expected failure|'
 		    r'unexpected success)')
 # differences that are understood: case -> what became of it
-RECVMSG = ('recvmsg on a carried connection leaves msg_controllen as the '
-	   'caller set it (the kernel sets 0): the program reads its own stale '
-	   'buffer as control messages; a fix in switch/api_data.c is under '
-	   'way, drop this entry with it')
 UNEXPLAINED = ('seen in one full run of two, not in 10 runs of the case '
 	       'alone; cause not found yet (the error is printed above)')
 KNOWN = {
-	'test.test_socket.RecvmsgTCPTest.testRecvmsgLongAncillaryBuf': RECVMSG,
-	'test.test_socket.RecvmsgIntoTCPTest.testRecvmsgLongAncillaryBuf':
-		RECVMSG,
 	'test.test_socket.FileObjectClassTestCase.testCloseAfterMakefile':
 		UNEXPLAINED,
 	'test.test_socket.LineBufferedFileObjectClassTestCase.'
