@@ -65,19 +65,53 @@ static int expect_event(struct rdma_event_channel *ch, int ms,
 	return ret;
 }
 
-/* Resolves address and route of dst on a fresh id of a private channel. */
+/* The RDMA port of TCP port P on an iWARP device (VERBS_IWARP_PORT_XOR). */
+static void iwarp_port(struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port ^=
+			htons(VERBS_IWARP_PORT_XOR);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port ^=
+			htons(VERBS_IWARP_PORT_XOR);
+}
+
+static int resolve_once(struct verbs_provider *vp, struct sockaddr_storage *ss,
+			void *ctx, struct rdma_event_channel **chp,
+			struct rdma_cm_id **idp);
+
+/*
+ * Resolves address and route of dst on a fresh id of a private channel.
+ * The device is known only then: one that follows iWARP rules is resolved
+ * again with the port it uses for dst's (iwarp_port).
+ */
 static int resolve(struct verbs_provider *vp, const struct sockaddr *dst,
 		   socklen_t dstlen, void *ctx, struct rdma_event_channel **chp,
 		   struct rdma_cm_id **idp)
 {
 	struct sockaddr_storage ss;
-	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
 	int ret;
 
 	ret = verbs_map_addr(vp, dst, dstlen, &ss);
 	if (ret)
 		return ret;
+	ret = resolve_once(vp, &ss, ctx, chp, idp);
+	if (ret || !vp->dev[verbs_dev_index(vp, (*idp)->verbs)].iwarp)
+		return ret;
+	rdma_destroy_id(*idp);
+	rdma_destroy_event_channel(*chp);
+	iwarp_port(&ss);
+	return resolve_once(vp, &ss, ctx, chp, idp);
+}
+
+static int resolve_once(struct verbs_provider *vp, struct sockaddr_storage *ss,
+			void *ctx, struct rdma_event_channel **chp,
+			struct rdma_cm_id **idp)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	int ret;
+
 	ch = rdma_create_event_channel();
 	if (!ch)
 		return verbs_errno(ENODEV);
@@ -85,7 +119,7 @@ static int resolve(struct verbs_provider *vp, const struct sockaddr *dst,
 		ret = verbs_errno(ENOMEM);
 		goto destroy_channel;
 	}
-	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss,
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)ss,
 			      vp->opt.resolve_ms)) {
 		ret = verbs_errno(ENETUNREACH);
 		goto destroy_id;
@@ -175,8 +209,8 @@ static int create_qp(struct sdp_ep *ep)
 	qa.recv_cq = ep->cq->dev[ep->devi].cq;
 	qa.cap.max_send_wr = vp->opt.qp_send < maxwr ? vp->opt.qp_send : maxwr;
 	qa.cap.max_recv_wr = vp->opt.qp_recv < maxwr ? vp->opt.qp_recv : maxwr;
-	qa.cap.max_send_sge = VERBS_MAX_SGE;
-	qa.cap.max_recv_sge = VERBS_MAX_SGE;
+	qa.cap.max_send_sge = d->max_sge;
+	qa.cap.max_recv_sge = d->max_sge;
 	if (rdma_create_qp(ep->id, d->pd, &qa)) {
 		int ret = verbs_errno(ENOMEM);
 
@@ -207,11 +241,13 @@ static struct sdp_ep *ep_new(struct verbs_provider *vp, struct sdp_cq *cq,
 	ep->cq = cq;
 	ep->ep_context = ep_context;
 	ep->state = VERBS_EP_CONNECTING;
+	pthread_mutex_init(&ep->gate_lock, NULL);
 	return ep;
 }
 
 void verbs_ep_free(struct sdp_ep *ep)
 {
+	pthread_mutex_destroy(&ep->gate_lock);
 	free(ep);
 }
 
@@ -238,6 +274,7 @@ int verbs_connect(struct sdp_provider *p, struct sdp_cq *cq,
 	ep = ep_new(vp, cq, ep_context);
 	if (!ep)
 		return -ENOMEM;
+	ep->active = true;
 	ret = resolve(vp, dst, dstlen, ep, &ch, &ep->id);
 	if (ret)
 		goto free_ep;
@@ -279,7 +316,7 @@ destroy_id:
 	if (ch)
 		rdma_destroy_event_channel(ch);
 free_ep:
-	free(ep);
+	verbs_ep_free(ep);
 	return ret;
 }
 
@@ -387,8 +424,30 @@ int verbs_listen(struct sdp_provider *p, const struct sockaddr *addr,
 		ret = verbs_errno(EADDRNOTAVAIL);
 		goto destroy_id;
 	}
+	/* an iWARP device (or, bound to any address, a host with one)
+	 * listens on the port of iwarp_port: the program holds this one */
+	if (l->id->verbs ? vp->dev[verbs_dev_index(vp, l->id->verbs)].iwarp :
+			   vp->any_iwarp) {
+		rdma_destroy_id(l->id);
+		iwarp_port(&ss);
+		if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
+			ret = verbs_errno(ENOMEM);
+			goto destroy_channel;
+		}
+		if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) {
+			ret = verbs_errno(EADDRNOTAVAIL);
+			goto destroy_id;
+		}
+	}
 	if (rdma_listen(l->id, backlog > 0 ? backlog : 128)) {
 		ret = verbs_errno(EADDRINUSE);
+		if (vp->any_iwarp)
+			vlog(vp, 4, "iWARP listener on TCP port %u: %s (the "
+			     "port is taken on this host)",
+			     ntohs(ss.ss_family == AF_INET ?
+				   ((struct sockaddr_in *)&ss)->sin_port :
+				   ((struct sockaddr_in6 *)&ss)->sin6_port),
+			     strerror(-ret));
 		goto destroy_id;
 	}
 	*lp = l;
@@ -503,6 +562,13 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 	ret = create_qp(ep);
 	if (ret)
 		goto reject;
+	if (req->vp->dev[ep->devi].iwarp) {
+		/* first in the receive queue: the active side's hello */
+		ep->gate_closed = true;
+		ret = verbs_hello_post(ep);
+		if (ret)
+			goto destroy_qp;
+	}
 
 	pthread_mutex_lock(&cq->lock);
 	ep->id->context = ep;
@@ -534,12 +600,23 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 	return SDP_PENDING;
 
 destroy_qp:
-	rdma_destroy_qp(ep->id);
+	if (ep->hello) {
+		/* the posted hello flushes: take its completion first */
+		pthread_mutex_lock(&cq->lock);
+		ibv_modify_qp(ep->id->qp, &(struct ibv_qp_attr){
+			.qp_state = IBV_QPS_ERR }, IBV_QP_STATE);
+		ep->closed = true;
+		if (verbs_cq_drain_ep(cq, ep, VERBS_CLOSE_DRAIN_MS))
+			ep = NULL;	/* still named by a completion */
+		pthread_mutex_unlock(&cq->lock);
+	}
+	rdma_destroy_qp(req->id);
 reject:
 	rdma_reject(req->id, NULL, 0);
 	rdma_destroy_id(req->id);
 	free(req);
-	free(ep);
+	if (ep)
+		verbs_ep_free(ep);
 	return ret;
 }
 
@@ -580,7 +657,7 @@ int verbs_ep_query(struct sdp_ep *ep, struct sdp_ep_attr *attr)
 	a.max_msg_size = VERBS_MAX_MSG;
 	a.max_send = ep->max_send;
 	a.max_recv = ep->max_recv;
-	a.max_sge = VERBS_MAX_SGE;
+	a.max_sge = ep->vp->dev[ep->devi].max_sge;
 	a.max_rdma_size = ep->max_rdma;
 	memcpy(a.peer_priv, ep->peer_priv, ep->peer_priv_len);
 	a.peer_priv_len = ep->peer_priv_len;
@@ -616,6 +693,18 @@ void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 				 ev->param.conn.private_data_len,
 				 ep->peer_priv, &ep->peer_priv_len);
 		ep->state = VERBS_EP_CONNECTED;
+		if (ep->active && cq->vp->dev[ep->devi].iwarp) {
+			/* MPA: the initiator speaks first */
+			int ret = verbs_hello_post(ep);
+
+			if (ret) {
+				vlog(cq->vp, 3, "iWARP hello: %s",
+				     strerror(-ret));
+				ep->state = VERBS_EP_DEAD;
+				push_connect(cq, ep, ret);
+				break;
+			}
+		}
 		push_connect(cq, ep, 0);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
@@ -659,6 +748,7 @@ int verbs_ep_close(struct sdp_ep *ep)
 	if (ep->id->qp)
 		ibv_modify_qp(ep->id->qp, &(struct ibv_qp_attr){
 			.qp_state = IBV_QPS_ERR }, IBV_QP_STATE);
+	verbs_gate_open(ep, false);	/* held work completes as flushed */
 	ret = verbs_cq_drain_ep(cq, ep, VERBS_CLOSE_DRAIN_MS);
 	rdma_destroy_qp(ep->id);
 	rdma_destroy_id(ep->id);

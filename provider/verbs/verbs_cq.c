@@ -212,6 +212,19 @@ static bool convert_wc(struct sdp_cq *cq, const struct ibv_wc *wc,
 		op->status = wc_status_errno(wc->status);
 	if (--op->pieces > 0)
 		return false;	/* the last piece reports the transfer */
+	if (op->op == VERBS_OP_HELLO) {
+		/* the iWARP start: the passive side may send now (or the
+		 * connection failed before it could) */
+		if (!ep->active) {
+			ep->hello = NULL;
+			verbs_gate_open(ep, !op->status);
+		}
+		free(op);
+		if (ep->closed && !ep->outstanding &&
+		    ep->state == VERBS_EP_DEAD && !ep->id)
+			verbs_ep_free(ep);
+		return false;
+	}
 	c->context = op->context;
 	c->ep = ep;
 	c->ep_context = ep->ep_context;
@@ -234,6 +247,24 @@ static bool convert_wc(struct sdp_cq *cq, const struct ibv_wc *wc,
 	    !ep->id)
 		verbs_ep_free(ep);
 	return keep;
+}
+
+/*
+ * Completes a chain of work requests that never reached the QP (held on
+ * an iWARP passive side when its connection failed) as the QP would have:
+ * with status. Called with the cq lock held.
+ */
+void verbs_fail_wr(struct sdp_cq *cq, struct ibv_send_wr *wr,
+		   enum ibv_wc_status status)
+{
+	struct sdp_completion c;
+
+	for (; wr; wr = wr->next) {
+		struct ibv_wc wc = { .wr_id = wr->wr_id, .status = status };
+
+		if (convert_wc(cq, &wc, &c))
+			verbs_cq_push(cq, &c);
+	}
 }
 
 static void process_cm_events(struct sdp_cq *cq)

@@ -188,9 +188,12 @@ static void release_devices(struct verbs_provider *vp)
 {
 	int i;
 
-	for (i = 0; i < vp->ndev; i++)
+	for (i = 0; i < vp->ndev; i++) {
+		if (vp->dev[i].hello_mr)
+			ibv_dereg_mr(vp->dev[i].hello_mr);
 		if (vp->dev[i].pd)
 			ibv_dealloc_pd(vp->dev[i].pd);
+	}
 	if (vp->ctx_list)
 		rdma_free_devices(vp->ctx_list);
 	vp->ctx_list = NULL;
@@ -382,9 +385,30 @@ static int open_devices(struct verbs_provider *vp)
 		d->max_msg_sz = 1u << 20;
 		if (!ibv_query_port(d->ctx, 1, &pa))
 			d->max_msg_sz = pa.max_msg_sz;
+		/* the device's limits, not RoCE's: siw takes 6 SGEs per
+		 * work request and one for an RDMA read's sink */
+		d->iwarp = d->ctx->device->transport_type ==
+			   IBV_TRANSPORT_IWARP;
+		vp->any_iwarp |= d->iwarp;
+		d->max_sge = d->attr.max_sge < VERBS_MAX_SGE ?
+			     d->attr.max_sge : VERBS_MAX_SGE;
+		d->max_sge_rd = d->attr.max_sge_rd < d->max_sge ?
+				d->attr.max_sge_rd : d->max_sge;
+		if (d->max_sge < 1)
+			d->max_sge = 1;
+		if (d->max_sge_rd < 1)
+			d->max_sge_rd = 1;
 		d->pd = ibv_alloc_pd(d->ctx);
 		if (!d->pd)
 			return verbs_errno(ENOMEM);
+		if (d->iwarp) {
+			/* siw takes no receive without an SGE */
+			d->hello_mr = ibv_reg_mr(d->pd, &d->hello_buf,
+						 sizeof(d->hello_buf),
+						 IBV_ACCESS_LOCAL_WRITE);
+			if (!d->hello_mr)
+				return verbs_errno(ENOMEM);
+		}
 	}
 	return 0;
 }
