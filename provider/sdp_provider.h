@@ -349,6 +349,10 @@ struct sdp_provider_info {
 #define SDP_CAP_RDMA_ERR_FATAL (1ull << 2)
 /* post_send takes SDP_SEND_INLINE. */
 #define SDP_CAP_SEND_INLINE (1ull << 3)
+/* An RdmaWrite completes once it is sent, not once the target placed it
+ * (iWARP): a write the target refuses (a stale key) completes without error
+ * and the target ends the connection instead. Implies SDP_CAP_RDMA_ERR_FATAL. */
+#define SDP_CAP_RDMA_WRITE_UNACKED (1ull << 4)
 
 /* post_send flags */
 #define SDP_SEND_INLINE 1u

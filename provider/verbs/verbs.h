@@ -88,6 +88,7 @@ struct verbs_provider {
 	struct sockaddr_storage addrs[VERBS_MAX_ADDRS];
 	size_t naddrs;
 	bool any_iwarp;			/* a device follows iWARP rules */
+	int reapers;			/* probe ids still being destroyed */
 
 	/* all CQs, so polling one also drives the CM of the others */
 	pthread_mutex_t cq_list_lock;

@@ -320,6 +320,53 @@ free_ep:
 	return ret;
 }
 
+struct probe_reap {
+	struct verbs_provider *vp;
+	struct rdma_cm_id *id;
+	struct rdma_event_channel *ch;
+};
+
+static void *probe_reap(void *arg)
+{
+	struct probe_reap *r = arg;
+
+	rdma_destroy_qp(r->id);
+	rdma_destroy_id(r->id);
+	rdma_destroy_event_channel(r->ch);
+	__atomic_sub_fetch(&r->vp->reapers, 1, __ATOMIC_SEQ_CST);
+	free(r);
+	return NULL;
+}
+
+/*
+ * iWARP cannot cancel a connect in flight: destroying its id waits for the
+ * answer or the peer's MPA timeout (siw: 10 s). A probe left unanswered is
+ * destroyed by a thread of its own, so the caller goes on at probe_ms.
+ * False when that thread could not start (the caller destroys it).
+ */
+static bool probe_reap_later(struct verbs_provider *vp, struct rdma_cm_id *id,
+			     struct rdma_event_channel *ch)
+{
+	struct probe_reap *r = malloc(sizeof(*r));
+	pthread_attr_t attr;
+	pthread_t t;
+	bool ok;
+
+	if (!r)
+		return false;
+	*r = (struct probe_reap){ .vp = vp, .id = id, .ch = ch };
+	__atomic_add_fetch(&vp->reapers, 1, __ATOMIC_SEQ_CST);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ok = !pthread_create(&t, &attr, probe_reap, r);
+	pthread_attr_destroy(&attr);
+	if (!ok) {
+		__atomic_sub_fetch(&vp->reapers, 1, __ATOMIC_SEQ_CST);
+		free(r);
+	}
+	return ok;
+}
+
 /*
  * probe: a real connection attempt marked as a probe. A listener of this
  * provider answers with a reject carrying a probe acknowledgement (0); the
@@ -365,6 +412,9 @@ int verbs_probe(struct sdp_provider *p, const struct sockaddr *addr,
 	}
 	ret = wait_event(ch, vp->opt.probe_ms, &ev);
 	if (ret == -ETIMEDOUT) {
+		if (vp->dev[verbs_dev_index(vp, id->verbs)].iwarp &&
+		    probe_reap_later(vp, id, ch))
+			return 0;
 		ret = 0;
 		goto destroy_qp;
 	}

@@ -203,7 +203,13 @@ static void release_devices(struct verbs_provider *vp)
 static void verbs_cleanup(struct sdp_provider *p)
 {
 	struct verbs_provider *vp = (struct verbs_provider *)p;
+	int ms;
 
+	/* unanswered iWARP probes still being destroyed hold a QP of our
+	 * PD: their wait ends with the peer's MPA timeout */
+	for (ms = 0; __atomic_load_n(&vp->reapers, __ATOMIC_SEQ_CST) &&
+	     ms < 15000; ms += 10)
+		usleep(10000);
 	verbs_mr_cache_flush(vp);
 	release_devices(vp);
 	pthread_mutex_destroy(&vp->cache_lock);
@@ -466,6 +472,8 @@ SDP_PROVIDER_EXPORT int sdp_provider_startup(const struct sdp_startup_args *a,
 		     strerror(-ret));
 		goto release;
 	}
+	if (vp->any_iwarp)
+		info->caps |= SDP_CAP_RDMA_WRITE_UNACKED;
 	scan_addresses(vp);
 	if (!vp->naddrs)
 		vlog(vp, 4, "RDMA devices found but no IP address is bound to "
