@@ -350,8 +350,9 @@ struct sdp_provider_info {
 /* post_send takes SDP_SEND_INLINE. */
 #define SDP_CAP_SEND_INLINE (1ull << 3)
 /* An RdmaWrite completes once it is sent, not once the target placed it
- * (iWARP): a write the target refuses (a stale key) completes without error
- * and the target ends the connection instead. Implies SDP_CAP_RDMA_ERR_FATAL. */
+ * (iWARP): the target refuses a key it does not know (a stale one) by ending
+ * the connection, so such a write completes without error and such a read
+ * with -ECONNRESET. Implies SDP_CAP_RDMA_ERR_FATAL. */
 #define SDP_CAP_RDMA_WRITE_UNACKED (1ull << 4)
 
 /* post_send flags */
