@@ -138,6 +138,7 @@ struct sdp_cq {
 	struct sdp_cq *next;			/* vp->cqs */
 	struct verbs_backlog *bl_head, *bl_tail;
 	int neps;				/* eps still attached */
+	struct sdp_ep *accepts;			/* deferred iWARP accepts */
 };
 
 /* Send-queue work held back until an iWARP passive side may send. */
@@ -177,6 +178,13 @@ struct sdp_ep {
 	pthread_mutex_t gate_lock;
 	struct verbs_held *held_head, *held_tail;
 	struct verbs_op *hello;		/* passive side's posted receive */
+	/* iWARP passive side: rdma_accept waits for the next poll of the
+	 * CQ, so the caller's receives are posted first (no RNR retry) */
+	struct sdp_ep *accept_next;	/* cq->accepts */
+	bool accept_due;
+	struct rdma_conn_param accept_cp;
+	uint8_t accept_priv[sizeof(struct verbs_priv_hdr) +
+			    SDP_MAX_PRIVATE_DATA];
 };
 
 struct sdp_listener {
@@ -259,6 +267,7 @@ int verbs_ep_close(struct sdp_ep *ep);
 /* Handles one CM event of a CQ's channel (cq lock held). */
 void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev);
 void verbs_ep_free(struct sdp_ep *ep);
+void verbs_run_accepts(struct sdp_cq *cq);
 
 /* verbs_mr.c */
 int verbs_register_memory(struct sdp_provider *p, void *addr, size_t len,

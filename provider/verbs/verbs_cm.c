@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include "verbs.h"
 
 #define VERBS_CLOSE_DRAIN_MS 2000
@@ -638,7 +639,18 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 			     rd : req->responder_resources;
 	cp.retry_count = 7;
 	cp.rnr_retry_count = 7;
-	if (rdma_accept(ep->id, &cp)) {
+	if (ep->gate_closed) {
+		/* iWARP: accepted at the next poll of cq, after the
+		 * caller's receives (verbs_run_accepts) */
+		memcpy(ep->accept_priv, buf, cp.private_data_len);
+		ep->accept_cp = cp;
+		ep->accept_cp.private_data = ep->accept_priv;
+		ep->accept_due = true;
+		ep->accept_next = cq->accepts;
+		cq->accepts = ep;
+		if (eventfd_write(cq->evfd, 1))
+			vlog(req->vp, 3, "eventfd_write: %s", strerror(errno));
+	} else if (rdma_accept(ep->id, &cp)) {
 		ret = verbs_errno(ECONNABORTED);
 		pthread_mutex_unlock(&cq->lock);
 		goto destroy_qp;
@@ -728,6 +740,33 @@ static void push_connect(struct sdp_cq *cq, struct sdp_ep *ep, int status)
 		verbs_cq_push(cq, &c);
 }
 
+/*
+ * The deferred iWARP accepts of cq (cq lock held): an iWARP sender that
+ * finds no posted receive ends the connection, and the active side may
+ * send as soon as it is accepted, so the passive side accepts only when
+ * its caller polls again, its receives (posted after accept returned)
+ * in place.
+ */
+void verbs_run_accepts(struct sdp_cq *cq)
+{
+	struct sdp_ep *ep;
+
+	while ((ep = cq->accepts)) {
+		cq->accepts = ep->accept_next;
+		ep->accept_next = NULL;
+		ep->accept_due = false;
+		if (ep->closed || ep->state != VERBS_EP_CONNECTING)
+			continue;
+		if (rdma_accept(ep->id, &ep->accept_cp)) {
+			int ret = verbs_errno(ECONNABORTED);
+
+			vlog(cq->vp, 4, "rdma_accept: %s", strerror(-ret));
+			ep->state = VERBS_EP_DEAD;
+			push_connect(cq, ep, ret);
+		}
+	}
+}
+
 void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 {
 	struct sdp_ep *ep = ev->id->context;
@@ -791,6 +830,16 @@ int verbs_ep_close(struct sdp_ep *ep)
 		return -EINVAL;
 	cq = ep->cq;
 	pthread_mutex_lock(&cq->lock);
+	if (ep->accept_due) {
+		struct sdp_ep **pp;
+
+		for (pp = &cq->accepts; *pp; pp = &(*pp)->accept_next)
+			if (*pp == ep) {
+				*pp = ep->accept_next;
+				break;
+			}
+		ep->accept_due = false;
+	}
 	ep->closed = true;
 	if (ep->state != VERBS_EP_DEAD)
 		rdma_disconnect(ep->id);

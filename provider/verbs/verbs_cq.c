@@ -342,6 +342,7 @@ int verbs_cq_poll(struct sdp_cq *cq, struct sdp_completion *c, int max)
 	if (!cq || !c || max < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
+	verbs_run_accepts(cq);
 	process_cm_events(cq);
 	got = take_backlog(cq, c, max);
 	if (got < max) {
