@@ -68,6 +68,7 @@ struct verbs_options {
 	bool mr_cache;
 	bool cache_keep;	/* keep unused MRs (needs the callback) */
 	bool loopback_map;
+	bool iwarp_defer_accept;	/* accept at the next CQ poll */
 	int probe_ms;
 	int resolve_ms;
 	uint32_t qp_send;
@@ -139,6 +140,8 @@ struct sdp_cq {
 	struct verbs_backlog *bl_head, *bl_tail;
 	int neps;				/* eps still attached */
 	struct sdp_ep *accepts;			/* deferred iWARP accepts */
+	struct sdp_ep *hellos;			/* deferred iWARP hellos */
+	bool foreign;		/* CM events driven by another CQ's poll */
 };
 
 /* Send-queue work held back until an iWARP passive side may send. */
@@ -182,6 +185,10 @@ struct sdp_ep {
 	 * CQ, so the caller's receives are posted first (no RNR retry) */
 	struct sdp_ep *accept_next;	/* cq->accepts */
 	bool accept_due;
+	/* iWARP active side connected while another thread polled: the
+	 * hello and the connect completion wait for the owner's poll */
+	struct sdp_ep *hello_next;	/* cq->hellos */
+	bool hello_due;
 	struct rdma_conn_param accept_cp;
 	uint8_t accept_priv[sizeof(struct verbs_priv_hdr) +
 			    SDP_MAX_PRIVATE_DATA];
@@ -268,6 +275,7 @@ int verbs_ep_close(struct sdp_ep *ep);
 void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev);
 void verbs_ep_free(struct sdp_ep *ep);
 void verbs_run_accepts(struct sdp_cq *cq);
+void verbs_run_hellos(struct sdp_cq *cq);
 
 /* verbs_mr.c */
 int verbs_register_memory(struct sdp_provider *p, void *addr, size_t len,

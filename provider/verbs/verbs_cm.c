@@ -639,7 +639,7 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 			     rd : req->responder_resources;
 	cp.retry_count = 7;
 	cp.rnr_retry_count = 7;
-	if (ep->gate_closed) {
+	if (ep->gate_closed && req->vp->opt.iwarp_defer_accept) {
 		/* iWARP: accepted at the next poll of cq, after the
 		 * caller's receives (verbs_run_accepts) */
 		memcpy(ep->accept_priv, buf, cp.private_data_len);
@@ -740,6 +740,28 @@ static void push_connect(struct sdp_cq *cq, struct sdp_ep *ep, int status)
 		verbs_cq_push(cq, &c);
 }
 
+/* The due iWARP hellos of cq and their connect completions (cq lock held,
+ * the owner's poll). */
+void verbs_run_hellos(struct sdp_cq *cq)
+{
+	struct sdp_ep *ep;
+	int ret;
+
+	while ((ep = cq->hellos)) {
+		cq->hellos = ep->hello_next;
+		ep->hello_next = NULL;
+		ep->hello_due = false;
+		if (ep->closed || ep->state != VERBS_EP_CONNECTED)
+			continue;
+		ret = verbs_hello_post(ep);
+		if (ret) {
+			vlog(cq->vp, 3, "iWARP hello: %s", strerror(-ret));
+			ep->state = VERBS_EP_DEAD;
+		}
+		push_connect(cq, ep, ret);
+	}
+}
+
 /*
  * The deferred iWARP accepts of cq (cq lock held): an iWARP sender that
  * finds no posted receive ends the connection, and the active side may
@@ -783,16 +805,17 @@ void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 				 ep->peer_priv, &ep->peer_priv_len);
 		ep->state = VERBS_EP_CONNECTED;
 		if (ep->active && cq->vp->dev[ep->devi].iwarp) {
-			/* MPA: the initiator speaks first */
-			int ret = verbs_hello_post(ep);
-
-			if (ret) {
-				vlog(cq->vp, 3, "iWARP hello: %s",
-				     strerror(-ret));
-				ep->state = VERBS_EP_DEAD;
-				push_connect(cq, ep, ret);
-				break;
-			}
+			/* MPA: the initiator speaks first, but only once the
+			 * caller's receives are up: the peer may answer at
+			 * once. Another thread's poll leaves it to ours. */
+			ep->hello_due = true;
+			ep->hello_next = cq->hellos;
+			cq->hellos = ep;
+			if (cq->foreign)
+				eventfd_write(cq->evfd, 1);
+			else
+				verbs_run_hellos(cq);
+			break;
 		}
 		push_connect(cq, ep, 0);
 		break;
@@ -839,6 +862,16 @@ int verbs_ep_close(struct sdp_ep *ep)
 				break;
 			}
 		ep->accept_due = false;
+	}
+	if (ep->hello_due) {
+		struct sdp_ep **pp;
+
+		for (pp = &cq->hellos; *pp; pp = &(*pp)->hello_next)
+			if (*pp == ep) {
+				*pp = ep->hello_next;
+				break;
+			}
+		ep->hello_due = false;
 	}
 	ep->closed = true;
 	if (ep->state != VERBS_EP_DEAD)

@@ -329,7 +329,9 @@ static void drive_other_cqs(struct sdp_cq *cq)
 	for (o = vp->cqs; o; o = o->next) {
 		if (o == cq || pthread_mutex_trylock(&o->lock))
 			continue;
+		o->foreign = true;
 		process_cm_events(o);
+		o->foreign = false;
 		pthread_mutex_unlock(&o->lock);
 	}
 	pthread_mutex_unlock(&vp->cq_list_lock);
@@ -344,6 +346,7 @@ int verbs_cq_poll(struct sdp_cq *cq, struct sdp_completion *c, int max)
 	pthread_mutex_lock(&cq->lock);
 	verbs_run_accepts(cq);
 	process_cm_events(cq);
+	verbs_run_hellos(cq);
 	got = take_backlog(cq, c, max);
 	if (got < max) {
 		n = poll_hw(cq, c + got, max - got);

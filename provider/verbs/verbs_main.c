@@ -299,6 +299,7 @@ static bool env_true(const char *name)
  * Options: space or comma separated words from the catalog:
  *   no_rdma_read  mr_cache=0|1  cache_keep=0|1  cache_entries=N
  *   loopback_map=0|1  probe_ms=N  resolve_ms=N  qp_send=N  qp_recv=N
+ *   iwarp_defer_accept=0|1
  * Environment: SDP_VERBS_NO_RDMA_READ=1, SDP_VERBS_MR_CACHE=0,
  * SDP_VERBS_MR_CACHE_KEEP=1.
  */
@@ -359,6 +360,8 @@ static int parse_options(struct verbs_provider *vp, const char *s)
 			vp->opt.cache_keep = n != 0;
 		else if (!strcmp(tok, "cache_entries") && eq)
 			vp->opt.cache_max_entries = n;
+		else if (!strcmp(tok, "iwarp_defer_accept") && eq)
+			vp->opt.iwarp_defer_accept = n != 0;
 		else
 			goto bad;
 	}
@@ -367,7 +370,8 @@ bad:
 	vlog(vp, 3, "bad option '%s' in \"%s\"; known: no_rdma_read "
 	     "mr_cache=0|1 cache_keep=0|1 loopback_map=0|1 probe_ms=N "
 	     "resolve_ms=N "
-	     "qp_send=N qp_recv=N cache_entries=N", tok, s);
+	     "qp_send=N qp_recv=N cache_entries=N iwarp_defer_accept=0|1",
+	     tok, s);
 	return -EINVAL;
 }
 

@@ -20,6 +20,7 @@ int side_init(struct side *s, struct sdp_module *m, const char *who)
 
 	s->who = who;
 	s->m = m;
+	s->early_ctl = true;
 	rc = m->ops.cq_create(m->prov, 1024, &s->cq);
 	if (rc < 0)
 		return FAIL("%s: cq_create(depth 1024): %s", who, conf_err(rc));
@@ -482,6 +483,9 @@ int conf_local_pair(struct sdp_module *m, struct side *srv, struct side *cli,
 
 	TRY(side_init(srv, m, "server"));
 	TRY(side_init(cli, m, "client"));
+	/* the cases on one local pair post receives of their own */
+	srv->early_ctl = false;
+	cli->early_ctl = false;
 	srv->buddy = cli;
 	cli->buddy = srv;
 	TRY(side_listen(srv, port, l));

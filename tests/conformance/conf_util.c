@@ -287,7 +287,6 @@ static int pair_server(struct pair_half *h)
 		return FAIL("out of memory");
 	if (side_init(s, h->m, "server") < 0)
 		goto free_side;
-	s->early_ctl = true;
 	if (side_listen(s, h->port, &l) < 0)
 		goto fini_side;
 	if (write(h->ready[1], &one, 1) != 1) {
@@ -324,7 +323,6 @@ static int pair_client(struct pair_half *h)
 		return FAIL("out of memory");
 	if (side_init(s, h->m, "client") < 0)
 		goto free_side;
-	s->early_ctl = true;
 	if (side_connect(s, h->port, NULL, 0, 10000) < 0)
 		goto fini_side;
 	if (side_ctl_init(s) < 0)
