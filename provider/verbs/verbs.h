@@ -185,6 +185,7 @@ struct sdp_ep {
 	 * CQ, so the caller's receives are posted first (no RNR retry) */
 	struct sdp_ep *accept_next;	/* cq->accepts */
 	bool accept_due;
+	pthread_t accept_thread;	/* the thread that accepted */
 	/* iWARP active side connected while another thread polled: the
 	 * hello and the connect completion wait for the owner's poll */
 	struct sdp_ep *hello_next;	/* cq->hellos */
@@ -274,7 +275,8 @@ int verbs_ep_close(struct sdp_ep *ep);
 /* Handles one CM event of a CQ's channel (cq lock held). */
 void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev);
 void verbs_ep_free(struct sdp_ep *ep);
-void verbs_run_accepts(struct sdp_cq *cq);
+void verbs_run_accepts(struct sdp_cq *cq, bool mine_only);
+void verbs_run_all_accepts(struct verbs_provider *vp);
 void verbs_run_hellos(struct sdp_cq *cq);
 
 /* verbs_mr.c */

@@ -528,6 +528,7 @@ int verbs_get_request(struct sdp_listener *l, struct sdp_conn_req **reqp,
 
 	if (!l || !reqp)
 		return -EINVAL;
+	verbs_run_all_accepts(l->vp);
 	for (;;) {
 		if (rdma_get_cm_event(l->ch, &ev)) {
 			int ret = verbs_errno(EAGAIN);
@@ -646,6 +647,7 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 		ep->accept_cp = cp;
 		ep->accept_cp.private_data = ep->accept_priv;
 		ep->accept_due = true;
+		ep->accept_thread = pthread_self();
 		ep->accept_next = cq->accepts;
 		cq->accepts = ep;
 		if (eventfd_write(cq->evfd, 1))
@@ -763,18 +765,44 @@ void verbs_run_hellos(struct sdp_cq *cq)
 }
 
 /*
+ * A thread back at a listener for the next request has posted the receives
+ * of the connections it accepted before: their deferred accepts go out
+ * (the CQs whose owner is polling right now do it themselves). Other
+ * threads' accepts wait for their own poll or listener.
+ */
+void verbs_run_all_accepts(struct verbs_provider *vp)
+{
+	struct sdp_cq *cq;
+
+	if (!vp->any_iwarp || pthread_mutex_trylock(&vp->cq_list_lock))
+		return;
+	for (cq = vp->cqs; cq; cq = cq->next) {
+		if (!cq->accepts || pthread_mutex_trylock(&cq->lock))
+			continue;
+		verbs_run_accepts(cq, true);
+		pthread_mutex_unlock(&cq->lock);
+	}
+	pthread_mutex_unlock(&vp->cq_list_lock);
+}
+
+/*
  * The deferred iWARP accepts of cq (cq lock held): an iWARP sender that
  * finds no posted receive ends the connection, and the active side may
  * send as soon as it is accepted, so the passive side accepts only when
  * its caller polls again, its receives (posted after accept returned)
  * in place.
  */
-void verbs_run_accepts(struct sdp_cq *cq)
+void verbs_run_accepts(struct sdp_cq *cq, bool mine_only)
 {
-	struct sdp_ep *ep;
+	struct sdp_ep *ep, **pp = &cq->accepts;
 
-	while ((ep = cq->accepts)) {
-		cq->accepts = ep->accept_next;
+	while ((ep = *pp)) {
+		if (mine_only &&
+		    !pthread_equal(ep->accept_thread, pthread_self())) {
+			pp = &ep->accept_next;
+			continue;
+		}
+		*pp = ep->accept_next;
 		ep->accept_next = NULL;
 		ep->accept_due = false;
 		if (ep->closed || ep->state != VERBS_EP_CONNECTING)

@@ -344,7 +344,7 @@ int verbs_cq_poll(struct sdp_cq *cq, struct sdp_completion *c, int max)
 	if (!cq || !c || max < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
-	verbs_run_accepts(cq);
+	verbs_run_accepts(cq, false);
 	process_cm_events(cq);
 	verbs_run_hellos(cq);
 	got = take_backlog(cq, c, max);

@@ -311,6 +311,7 @@ static int parse_options(struct verbs_provider *vp, const char *s)
 	vp->opt = (struct verbs_options){
 		.mr_cache = true,
 		.loopback_map = true,
+		.iwarp_defer_accept = true,
 		.probe_ms = 1000,
 		.resolve_ms = 2000,
 		.qp_send = 128,
