@@ -379,6 +379,11 @@ struct sdp_provider_info {
 /* listen_bound, connect_bound and probe_bound are offered; a same-host
  * caller must use them (SPI 1.1). */
 #define SDP_CAP_TCP_BOUND (1ull << 4)
+/* An RdmaWrite completes once it is sent, not once the target placed it
+ * (iWARP): the target refuses a key it does not know (a stale one) by ending
+ * the connection, so such a write completes without error and such a read
+ * with -ECONNRESET. Implies SDP_CAP_RDMA_ERR_FATAL. */
+#define SDP_CAP_RDMA_WRITE_UNACKED (1ull << 5)
 
 /* post_send flags */
 #define SDP_SEND_INLINE 1u

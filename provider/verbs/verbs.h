@@ -49,13 +49,26 @@ struct verbs_dev {
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	uint64_t max_msg_sz;		/* port 1 */
+	bool iwarp;			/* iWARP rules (verbs_cm.c) */
+	int max_sge;			/* send / recv SGEs we use */
+	int max_sge_rd;			/* SGEs of one RDMA read's sink */
+	struct ibv_mr *hello_mr;	/* iWARP: the hello's receive buffer */
+	uint64_t hello_buf;
 };
+
+/*
+ * iWARP runs over the host's own TCP: its listener takes a real TCP port,
+ * which for TCP port P the program already holds. The RDMA side of port P
+ * uses port P ^ VERBS_IWARP_PORT_XOR instead, on both ends.
+ */
+#define VERBS_IWARP_PORT_XOR 0x8000
 
 struct verbs_options {
 	bool no_rdma_read;
 	bool mr_cache;
 	bool cache_keep;	/* keep unused MRs (needs the callback) */
 	bool loopback_map;
+	bool iwarp_defer_accept;	/* accept at the next CQ poll */
 	int probe_ms;
 	int resolve_ms;
 	uint32_t qp_send;
@@ -75,6 +88,8 @@ struct verbs_provider {
 	struct verbs_dev dev[VERBS_MAX_DEVICES];
 	struct sockaddr_storage addrs[VERBS_MAX_ADDRS];
 	size_t naddrs;
+	bool any_iwarp;			/* a device follows iWARP rules */
+	int reapers;			/* probe ids still being destroyed */
 
 	/* all CQs, so polling one also drives the CM of the others */
 	pthread_mutex_t cq_list_lock;
@@ -85,6 +100,9 @@ struct verbs_provider {
 	struct verbs_mr *cache_head;
 	size_t cache_count;
 };
+
+/* Internal work of the iWARP start (verbs_cm.c): never reported. */
+#define VERBS_OP_HELLO 0x100
 
 /* One posted work request; its address is the wr_id. */
 struct verbs_op {
@@ -121,6 +139,17 @@ struct sdp_cq {
 	struct sdp_cq *next;			/* vp->cqs */
 	struct verbs_backlog *bl_head, *bl_tail;
 	int neps;				/* eps still attached */
+	struct sdp_ep *accepts;			/* deferred iWARP accepts */
+	struct sdp_ep *hellos;			/* deferred iWARP hellos */
+	bool foreign;		/* CM events driven by another CQ's poll */
+};
+
+/* Send-queue work held back until an iWARP passive side may send. */
+struct verbs_held {
+	struct verbs_held *next;
+	int n;				/* work requests in wr[] */
+	struct ibv_send_wr wr[VERBS_MAX_PIECES];
+	struct ibv_sge sge[VERBS_MAX_PIECES][VERBS_MAX_SGE];
 };
 
 enum verbs_ep_state {
@@ -142,6 +171,28 @@ struct sdp_ep {
 	uint32_t peer_priv_len;
 	uint32_t max_send, max_recv;
 	uint64_t max_rdma;
+	/*
+	 * iWARP (MPA): the active side must send first. It sends an empty
+	 * hello as soon as it is connected; the passive side holds its
+	 * send-queue work (gate_closed) until the hello has arrived.
+	 */
+	bool active;
+	bool gate_closed;
+	pthread_mutex_t gate_lock;
+	struct verbs_held *held_head, *held_tail;
+	struct verbs_op *hello;		/* passive side's posted receive */
+	/* iWARP passive side: rdma_accept waits for the next poll of the
+	 * CQ, so the caller's receives are posted first (no RNR retry) */
+	struct sdp_ep *accept_next;	/* cq->accepts */
+	bool accept_due;
+	pthread_t accept_thread;	/* the thread that accepted */
+	/* iWARP active side connected while another thread polled: the
+	 * hello and the connect completion wait for the owner's poll */
+	struct sdp_ep *hello_next;	/* cq->hellos */
+	bool hello_due;
+	struct rdma_conn_param accept_cp;
+	uint8_t accept_priv[sizeof(struct verbs_priv_hdr) +
+			    SDP_MAX_PRIVATE_DATA];
 };
 
 struct sdp_listener {
@@ -198,8 +249,11 @@ int verbs_cq_arm(struct sdp_cq *cq);
 int verbs_cq_ack(struct sdp_cq *cq);
 void verbs_cq_push(struct sdp_cq *cq, const struct sdp_completion *c);
 int verbs_cq_drain_ep(struct sdp_cq *cq, struct sdp_ep *ep, int ms);
+void verbs_fail_wr(struct sdp_cq *cq, struct ibv_send_wr *wr,
+		   enum ibv_wc_status status);
 
 /* verbs_cm.c */
+int verbs_hello_post(struct sdp_ep *ep);
 int verbs_probe(struct sdp_provider *p, const struct sockaddr *addr,
 		socklen_t addrlen);
 int verbs_listen(struct sdp_provider *p, const struct sockaddr *addr,
@@ -221,6 +275,9 @@ int verbs_ep_close(struct sdp_ep *ep);
 /* Handles one CM event of a CQ's channel (cq lock held). */
 void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev);
 void verbs_ep_free(struct sdp_ep *ep);
+void verbs_run_accepts(struct sdp_cq *cq, bool mine_only);
+void verbs_run_all_accepts(struct verbs_provider *vp);
+void verbs_run_hellos(struct sdp_cq *cq);
 
 /* verbs_mr.c */
 int verbs_register_memory(struct sdp_provider *p, void *addr, size_t len,
@@ -253,6 +310,9 @@ static inline uint64_t verbs_desc_tag(const struct sdp_rdma_desc *d)
 }
 
 /* verbs_rdma.c */
+int verbs_qp_post(struct sdp_ep *ep, struct ibv_send_wr *wr,
+		  struct ibv_send_wr **bad);
+void verbs_gate_open(struct sdp_ep *ep, bool post);
 int verbs_post_send(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 		    uint64_t context, uint32_t flags);
 int verbs_post_recv(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include "verbs.h"
 
 #define VERBS_CLOSE_DRAIN_MS 2000
@@ -65,19 +66,53 @@ static int expect_event(struct rdma_event_channel *ch, int ms,
 	return ret;
 }
 
-/* Resolves address and route of dst on a fresh id of a private channel. */
+/* The RDMA port of TCP port P on an iWARP device (VERBS_IWARP_PORT_XOR). */
+static void iwarp_port(struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port ^=
+			htons(VERBS_IWARP_PORT_XOR);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port ^=
+			htons(VERBS_IWARP_PORT_XOR);
+}
+
+static int resolve_once(struct verbs_provider *vp, struct sockaddr_storage *ss,
+			void *ctx, struct rdma_event_channel **chp,
+			struct rdma_cm_id **idp);
+
+/*
+ * Resolves address and route of dst on a fresh id of a private channel.
+ * The device is known only then: one that follows iWARP rules is resolved
+ * again with the port it uses for dst's (iwarp_port).
+ */
 static int resolve(struct verbs_provider *vp, const struct sockaddr *dst,
 		   socklen_t dstlen, void *ctx, struct rdma_event_channel **chp,
 		   struct rdma_cm_id **idp)
 {
 	struct sockaddr_storage ss;
-	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
 	int ret;
 
 	ret = verbs_map_addr(vp, dst, dstlen, &ss);
 	if (ret)
 		return ret;
+	ret = resolve_once(vp, &ss, ctx, chp, idp);
+	if (ret || !vp->dev[verbs_dev_index(vp, (*idp)->verbs)].iwarp)
+		return ret;
+	rdma_destroy_id(*idp);
+	rdma_destroy_event_channel(*chp);
+	iwarp_port(&ss);
+	return resolve_once(vp, &ss, ctx, chp, idp);
+}
+
+static int resolve_once(struct verbs_provider *vp, struct sockaddr_storage *ss,
+			void *ctx, struct rdma_event_channel **chp,
+			struct rdma_cm_id **idp)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	int ret;
+
 	ch = rdma_create_event_channel();
 	if (!ch)
 		return verbs_errno(ENODEV);
@@ -85,7 +120,7 @@ static int resolve(struct verbs_provider *vp, const struct sockaddr *dst,
 		ret = verbs_errno(ENOMEM);
 		goto destroy_channel;
 	}
-	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss,
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)ss,
 			      vp->opt.resolve_ms)) {
 		ret = verbs_errno(ENETUNREACH);
 		goto destroy_id;
@@ -175,8 +210,8 @@ static int create_qp(struct sdp_ep *ep)
 	qa.recv_cq = ep->cq->dev[ep->devi].cq;
 	qa.cap.max_send_wr = vp->opt.qp_send < maxwr ? vp->opt.qp_send : maxwr;
 	qa.cap.max_recv_wr = vp->opt.qp_recv < maxwr ? vp->opt.qp_recv : maxwr;
-	qa.cap.max_send_sge = VERBS_MAX_SGE;
-	qa.cap.max_recv_sge = VERBS_MAX_SGE;
+	qa.cap.max_send_sge = d->max_sge;
+	qa.cap.max_recv_sge = d->max_sge;
 	if (rdma_create_qp(ep->id, d->pd, &qa)) {
 		int ret = verbs_errno(ENOMEM);
 
@@ -207,11 +242,13 @@ static struct sdp_ep *ep_new(struct verbs_provider *vp, struct sdp_cq *cq,
 	ep->cq = cq;
 	ep->ep_context = ep_context;
 	ep->state = VERBS_EP_CONNECTING;
+	pthread_mutex_init(&ep->gate_lock, NULL);
 	return ep;
 }
 
 void verbs_ep_free(struct sdp_ep *ep)
 {
+	pthread_mutex_destroy(&ep->gate_lock);
 	free(ep);
 }
 
@@ -238,6 +275,7 @@ int verbs_connect(struct sdp_provider *p, struct sdp_cq *cq,
 	ep = ep_new(vp, cq, ep_context);
 	if (!ep)
 		return -ENOMEM;
+	ep->active = true;
 	ret = resolve(vp, dst, dstlen, ep, &ch, &ep->id);
 	if (ret)
 		goto free_ep;
@@ -279,8 +317,55 @@ destroy_id:
 	if (ch)
 		rdma_destroy_event_channel(ch);
 free_ep:
-	free(ep);
+	verbs_ep_free(ep);
 	return ret;
+}
+
+struct probe_reap {
+	struct verbs_provider *vp;
+	struct rdma_cm_id *id;
+	struct rdma_event_channel *ch;
+};
+
+static void *probe_reap(void *arg)
+{
+	struct probe_reap *r = arg;
+
+	rdma_destroy_qp(r->id);
+	rdma_destroy_id(r->id);
+	rdma_destroy_event_channel(r->ch);
+	__atomic_sub_fetch(&r->vp->reapers, 1, __ATOMIC_SEQ_CST);
+	free(r);
+	return NULL;
+}
+
+/*
+ * iWARP cannot cancel a connect in flight: destroying its id waits for the
+ * answer or the peer's MPA timeout (siw: 10 s). A probe left unanswered is
+ * destroyed by a thread of its own, so the caller goes on at probe_ms.
+ * False when that thread could not start (the caller destroys it).
+ */
+static bool probe_reap_later(struct verbs_provider *vp, struct rdma_cm_id *id,
+			     struct rdma_event_channel *ch)
+{
+	struct probe_reap *r = malloc(sizeof(*r));
+	pthread_attr_t attr;
+	pthread_t t;
+	bool ok;
+
+	if (!r)
+		return false;
+	*r = (struct probe_reap){ .vp = vp, .id = id, .ch = ch };
+	__atomic_add_fetch(&vp->reapers, 1, __ATOMIC_SEQ_CST);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ok = !pthread_create(&t, &attr, probe_reap, r);
+	pthread_attr_destroy(&attr);
+	if (!ok) {
+		__atomic_sub_fetch(&vp->reapers, 1, __ATOMIC_SEQ_CST);
+		free(r);
+	}
+	return ok;
 }
 
 /*
@@ -328,6 +413,9 @@ int verbs_probe(struct sdp_provider *p, const struct sockaddr *addr,
 	}
 	ret = wait_event(ch, vp->opt.probe_ms, &ev);
 	if (ret == -ETIMEDOUT) {
+		if (vp->dev[verbs_dev_index(vp, id->verbs)].iwarp &&
+		    probe_reap_later(vp, id, ch))
+			return 0;
 		ret = 0;
 		goto destroy_qp;
 	}
@@ -387,8 +475,30 @@ int verbs_listen(struct sdp_provider *p, const struct sockaddr *addr,
 		ret = verbs_errno(EADDRNOTAVAIL);
 		goto destroy_id;
 	}
+	/* an iWARP device (or, bound to any address, a host with one)
+	 * listens on the port of iwarp_port: the program holds this one */
+	if (l->id->verbs ? vp->dev[verbs_dev_index(vp, l->id->verbs)].iwarp :
+			   vp->any_iwarp) {
+		rdma_destroy_id(l->id);
+		iwarp_port(&ss);
+		if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
+			ret = verbs_errno(ENOMEM);
+			goto destroy_channel;
+		}
+		if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) {
+			ret = verbs_errno(EADDRNOTAVAIL);
+			goto destroy_id;
+		}
+	}
 	if (rdma_listen(l->id, backlog > 0 ? backlog : 128)) {
 		ret = verbs_errno(EADDRINUSE);
+		if (vp->any_iwarp)
+			vlog(vp, 4, "iWARP listener on TCP port %u: %s (the "
+			     "port is taken on this host)",
+			     ntohs(ss.ss_family == AF_INET ?
+				   ((struct sockaddr_in *)&ss)->sin_port :
+				   ((struct sockaddr_in6 *)&ss)->sin6_port),
+			     strerror(-ret));
 		goto destroy_id;
 	}
 	*lp = l;
@@ -418,6 +528,7 @@ int verbs_get_request(struct sdp_listener *l, struct sdp_conn_req **reqp,
 
 	if (!l || !reqp)
 		return -EINVAL;
+	verbs_run_all_accepts(l->vp);
 	for (;;) {
 		if (rdma_get_cm_event(l->ch, &ev)) {
 			int ret = verbs_errno(EAGAIN);
@@ -503,6 +614,13 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 	ret = create_qp(ep);
 	if (ret)
 		goto reject;
+	if (req->vp->dev[ep->devi].iwarp) {
+		/* first in the receive queue: the active side's hello */
+		ep->gate_closed = true;
+		ret = verbs_hello_post(ep);
+		if (ret)
+			goto destroy_qp;
+	}
 
 	pthread_mutex_lock(&cq->lock);
 	ep->id->context = ep;
@@ -522,7 +640,19 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 			     rd : req->responder_resources;
 	cp.retry_count = 7;
 	cp.rnr_retry_count = 7;
-	if (rdma_accept(ep->id, &cp)) {
+	if (ep->gate_closed && req->vp->opt.iwarp_defer_accept) {
+		/* iWARP: accepted at the next poll of cq, after the
+		 * caller's receives (verbs_run_accepts) */
+		memcpy(ep->accept_priv, buf, cp.private_data_len);
+		ep->accept_cp = cp;
+		ep->accept_cp.private_data = ep->accept_priv;
+		ep->accept_due = true;
+		ep->accept_thread = pthread_self();
+		ep->accept_next = cq->accepts;
+		cq->accepts = ep;
+		if (eventfd_write(cq->evfd, 1))
+			vlog(req->vp, 3, "eventfd_write: %s", strerror(errno));
+	} else if (rdma_accept(ep->id, &cp)) {
 		ret = verbs_errno(ECONNABORTED);
 		pthread_mutex_unlock(&cq->lock);
 		goto destroy_qp;
@@ -534,12 +664,23 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 	return SDP_PENDING;
 
 destroy_qp:
-	rdma_destroy_qp(ep->id);
+	if (ep->hello) {
+		/* the posted hello flushes: take its completion first */
+		pthread_mutex_lock(&cq->lock);
+		ibv_modify_qp(ep->id->qp, &(struct ibv_qp_attr){
+			.qp_state = IBV_QPS_ERR }, IBV_QP_STATE);
+		ep->closed = true;
+		if (verbs_cq_drain_ep(cq, ep, VERBS_CLOSE_DRAIN_MS))
+			ep = NULL;	/* still named by a completion */
+		pthread_mutex_unlock(&cq->lock);
+	}
+	rdma_destroy_qp(req->id);
 reject:
 	rdma_reject(req->id, NULL, 0);
 	rdma_destroy_id(req->id);
 	free(req);
-	free(ep);
+	if (ep)
+		verbs_ep_free(ep);
 	return ret;
 }
 
@@ -580,7 +721,7 @@ int verbs_ep_query(struct sdp_ep *ep, struct sdp_ep_attr *attr)
 	a.max_msg_size = VERBS_MAX_MSG;
 	a.max_send = ep->max_send;
 	a.max_recv = ep->max_recv;
-	a.max_sge = VERBS_MAX_SGE;
+	a.max_sge = ep->vp->dev[ep->devi].max_sge;
 	a.max_rdma_size = ep->max_rdma;
 	memcpy(a.peer_priv, ep->peer_priv, ep->peer_priv_len);
 	a.peer_priv_len = ep->peer_priv_len;
@@ -601,6 +742,81 @@ static void push_connect(struct sdp_cq *cq, struct sdp_ep *ep, int status)
 		verbs_cq_push(cq, &c);
 }
 
+/* The due iWARP hellos of cq and their connect completions (cq lock held,
+ * the owner's poll). */
+void verbs_run_hellos(struct sdp_cq *cq)
+{
+	struct sdp_ep *ep;
+	int ret;
+
+	while ((ep = cq->hellos)) {
+		cq->hellos = ep->hello_next;
+		ep->hello_next = NULL;
+		ep->hello_due = false;
+		if (ep->closed || ep->state != VERBS_EP_CONNECTED)
+			continue;
+		ret = verbs_hello_post(ep);
+		if (ret) {
+			vlog(cq->vp, 3, "iWARP hello: %s", strerror(-ret));
+			ep->state = VERBS_EP_DEAD;
+		}
+		push_connect(cq, ep, ret);
+	}
+}
+
+/*
+ * A thread back at a listener for the next request has posted the receives
+ * of the connections it accepted before: their deferred accepts go out
+ * (the CQs whose owner is polling right now do it themselves). Other
+ * threads' accepts wait for their own poll or listener.
+ */
+void verbs_run_all_accepts(struct verbs_provider *vp)
+{
+	struct sdp_cq *cq;
+
+	if (!vp->any_iwarp || pthread_mutex_trylock(&vp->cq_list_lock))
+		return;
+	for (cq = vp->cqs; cq; cq = cq->next) {
+		if (!cq->accepts || pthread_mutex_trylock(&cq->lock))
+			continue;
+		verbs_run_accepts(cq, true);
+		pthread_mutex_unlock(&cq->lock);
+	}
+	pthread_mutex_unlock(&vp->cq_list_lock);
+}
+
+/*
+ * The deferred iWARP accepts of cq (cq lock held): an iWARP sender that
+ * finds no posted receive ends the connection, and the active side may
+ * send as soon as it is accepted, so the passive side accepts only when
+ * its caller polls again, its receives (posted after accept returned)
+ * in place.
+ */
+void verbs_run_accepts(struct sdp_cq *cq, bool mine_only)
+{
+	struct sdp_ep *ep, **pp = &cq->accepts;
+
+	while ((ep = *pp)) {
+		if (mine_only &&
+		    !pthread_equal(ep->accept_thread, pthread_self())) {
+			pp = &ep->accept_next;
+			continue;
+		}
+		*pp = ep->accept_next;
+		ep->accept_next = NULL;
+		ep->accept_due = false;
+		if (ep->closed || ep->state != VERBS_EP_CONNECTING)
+			continue;
+		if (rdma_accept(ep->id, &ep->accept_cp)) {
+			int ret = verbs_errno(ECONNABORTED);
+
+			vlog(cq->vp, 4, "rdma_accept: %s", strerror(-ret));
+			ep->state = VERBS_EP_DEAD;
+			push_connect(cq, ep, ret);
+		}
+	}
+}
+
 void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 {
 	struct sdp_ep *ep = ev->id->context;
@@ -616,6 +832,19 @@ void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 				 ev->param.conn.private_data_len,
 				 ep->peer_priv, &ep->peer_priv_len);
 		ep->state = VERBS_EP_CONNECTED;
+		if (ep->active && cq->vp->dev[ep->devi].iwarp) {
+			/* MPA: the initiator speaks first, but only once the
+			 * caller's receives are up: the peer may answer at
+			 * once. Another thread's poll leaves it to ours. */
+			ep->hello_due = true;
+			ep->hello_next = cq->hellos;
+			cq->hellos = ep;
+			if (cq->foreign)
+				eventfd_write(cq->evfd, 1);
+			else
+				verbs_run_hellos(cq);
+			break;
+		}
 		push_connect(cq, ep, 0);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
@@ -652,6 +881,26 @@ int verbs_ep_close(struct sdp_ep *ep)
 		return -EINVAL;
 	cq = ep->cq;
 	pthread_mutex_lock(&cq->lock);
+	if (ep->accept_due) {
+		struct sdp_ep **pp;
+
+		for (pp = &cq->accepts; *pp; pp = &(*pp)->accept_next)
+			if (*pp == ep) {
+				*pp = ep->accept_next;
+				break;
+			}
+		ep->accept_due = false;
+	}
+	if (ep->hello_due) {
+		struct sdp_ep **pp;
+
+		for (pp = &cq->hellos; *pp; pp = &(*pp)->hello_next)
+			if (*pp == ep) {
+				*pp = ep->hello_next;
+				break;
+			}
+		ep->hello_due = false;
+	}
 	ep->closed = true;
 	if (ep->state != VERBS_EP_DEAD)
 		rdma_disconnect(ep->id);
@@ -659,6 +908,7 @@ int verbs_ep_close(struct sdp_ep *ep)
 	if (ep->id->qp)
 		ibv_modify_qp(ep->id->qp, &(struct ibv_qp_attr){
 			.qp_state = IBV_QPS_ERR }, IBV_QP_STATE);
+	verbs_gate_open(ep, false);	/* held work completes as flushed */
 	ret = verbs_cq_drain_ep(cq, ep, VERBS_CLOSE_DRAIN_MS);
 	rdma_destroy_qp(ep->id);
 	rdma_destroy_id(ep->id);

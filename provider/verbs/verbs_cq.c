@@ -212,6 +212,19 @@ static bool convert_wc(struct sdp_cq *cq, const struct ibv_wc *wc,
 		op->status = wc_status_errno(wc->status);
 	if (--op->pieces > 0)
 		return false;	/* the last piece reports the transfer */
+	if (op->op == VERBS_OP_HELLO) {
+		/* the iWARP start: the passive side may send now (or the
+		 * connection failed before it could) */
+		if (!ep->active) {
+			ep->hello = NULL;
+			verbs_gate_open(ep, !op->status);
+		}
+		free(op);
+		if (ep->closed && !ep->outstanding &&
+		    ep->state == VERBS_EP_DEAD && !ep->id)
+			verbs_ep_free(ep);
+		return false;
+	}
 	c->context = op->context;
 	c->ep = ep;
 	c->ep_context = ep->ep_context;
@@ -234,6 +247,24 @@ static bool convert_wc(struct sdp_cq *cq, const struct ibv_wc *wc,
 	    !ep->id)
 		verbs_ep_free(ep);
 	return keep;
+}
+
+/*
+ * Completes a chain of work requests that never reached the QP (held on
+ * an iWARP passive side when its connection failed) as the QP would have:
+ * with status. Called with the cq lock held.
+ */
+void verbs_fail_wr(struct sdp_cq *cq, struct ibv_send_wr *wr,
+		   enum ibv_wc_status status)
+{
+	struct sdp_completion c;
+
+	for (; wr; wr = wr->next) {
+		struct ibv_wc wc = { .wr_id = wr->wr_id, .status = status };
+
+		if (convert_wc(cq, &wc, &c))
+			verbs_cq_push(cq, &c);
+	}
 }
 
 static void process_cm_events(struct sdp_cq *cq)
@@ -298,7 +329,9 @@ static void drive_other_cqs(struct sdp_cq *cq)
 	for (o = vp->cqs; o; o = o->next) {
 		if (o == cq || pthread_mutex_trylock(&o->lock))
 			continue;
+		o->foreign = true;
 		process_cm_events(o);
+		o->foreign = false;
 		pthread_mutex_unlock(&o->lock);
 	}
 	pthread_mutex_unlock(&vp->cq_list_lock);
@@ -311,7 +344,9 @@ int verbs_cq_poll(struct sdp_cq *cq, struct sdp_completion *c, int max)
 	if (!cq || !c || max < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
+	verbs_run_accepts(cq, false);
 	process_cm_events(cq);
+	verbs_run_hellos(cq);
 	got = take_backlog(cq, c, max);
 	if (got < max) {
 		n = poll_hw(cq, c + got, max - got);

@@ -175,9 +175,12 @@ static void release_devices(struct verbs_provider *vp)
 {
 	int i;
 
-	for (i = 0; i < vp->ndev; i++)
+	for (i = 0; i < vp->ndev; i++) {
+		if (vp->dev[i].hello_mr)
+			ibv_dereg_mr(vp->dev[i].hello_mr);
 		if (vp->dev[i].pd)
 			ibv_dealloc_pd(vp->dev[i].pd);
+	}
 	if (vp->ctx_list)
 		rdma_free_devices(vp->ctx_list);
 	vp->ctx_list = NULL;
@@ -187,7 +190,13 @@ static void release_devices(struct verbs_provider *vp)
 static void verbs_cleanup(struct sdp_provider *p)
 {
 	struct verbs_provider *vp = (struct verbs_provider *)p;
+	int ms;
 
+	/* unanswered iWARP probes still being destroyed hold a QP of our
+	 * PD: their wait ends with the peer's MPA timeout */
+	for (ms = 0; __atomic_load_n(&vp->reapers, __ATOMIC_SEQ_CST) &&
+	     ms < 15000; ms += 10)
+		usleep(10000);
 	verbs_mr_cache_flush(vp);
 	release_devices(vp);
 	pthread_mutex_destroy(&vp->cache_lock);
@@ -277,6 +286,7 @@ static bool env_true(const char *name)
  * Options: space or comma separated words from the catalog:
  *   no_rdma_read  mr_cache=0|1  cache_keep=0|1  cache_entries=N
  *   loopback_map=0|1  probe_ms=N  resolve_ms=N  qp_send=N  qp_recv=N
+ *   iwarp_defer_accept=0|1
  * Environment: SDP_VERBS_NO_RDMA_READ=1, SDP_VERBS_MR_CACHE=0,
  * SDP_VERBS_MR_CACHE_KEEP=1.
  */
@@ -288,6 +298,7 @@ static int parse_options(struct verbs_provider *vp, const char *s)
 	vp->opt = (struct verbs_options){
 		.mr_cache = true,
 		.loopback_map = true,
+		.iwarp_defer_accept = true,
 		.probe_ms = 1000,
 		.resolve_ms = 2000,
 		.qp_send = 128,
@@ -337,6 +348,8 @@ static int parse_options(struct verbs_provider *vp, const char *s)
 			vp->opt.cache_keep = n != 0;
 		else if (!strcmp(tok, "cache_entries") && eq)
 			vp->opt.cache_max_entries = n;
+		else if (!strcmp(tok, "iwarp_defer_accept") && eq)
+			vp->opt.iwarp_defer_accept = n != 0;
 		else
 			goto bad;
 	}
@@ -345,7 +358,8 @@ bad:
 	vlog(vp, 3, "bad option '%s' in \"%s\"; known: no_rdma_read "
 	     "mr_cache=0|1 cache_keep=0|1 loopback_map=0|1 probe_ms=N "
 	     "resolve_ms=N "
-	     "qp_send=N qp_recv=N cache_entries=N", tok, s);
+	     "qp_send=N qp_recv=N cache_entries=N iwarp_defer_accept=0|1",
+	     tok, s);
 	return -EINVAL;
 }
 
@@ -369,9 +383,30 @@ static int open_devices(struct verbs_provider *vp)
 		d->max_msg_sz = 1u << 20;
 		if (!ibv_query_port(d->ctx, 1, &pa))
 			d->max_msg_sz = pa.max_msg_sz;
+		/* the device's limits, not RoCE's: siw takes 6 SGEs per
+		 * work request and one for an RDMA read's sink */
+		d->iwarp = d->ctx->device->transport_type ==
+			   IBV_TRANSPORT_IWARP;
+		vp->any_iwarp |= d->iwarp;
+		d->max_sge = d->attr.max_sge < VERBS_MAX_SGE ?
+			     d->attr.max_sge : VERBS_MAX_SGE;
+		d->max_sge_rd = d->attr.max_sge_rd < d->max_sge ?
+				d->attr.max_sge_rd : d->max_sge;
+		if (d->max_sge < 1)
+			d->max_sge = 1;
+		if (d->max_sge_rd < 1)
+			d->max_sge_rd = 1;
 		d->pd = ibv_alloc_pd(d->ctx);
 		if (!d->pd)
 			return verbs_errno(ENOMEM);
+		if (d->iwarp) {
+			/* siw takes no receive without an SGE */
+			d->hello_mr = ibv_reg_mr(d->pd, &d->hello_buf,
+						 sizeof(d->hello_buf),
+						 IBV_ACCESS_LOCAL_WRITE);
+			if (!d->hello_mr)
+				return verbs_errno(ENOMEM);
+		}
 	}
 	return 0;
 }
@@ -427,6 +462,8 @@ SDP_PROVIDER_EXPORT int sdp_provider_startup(const struct sdp_startup_args *a,
 		     strerror(-ret));
 		goto release;
 	}
+	if (vp->any_iwarp)
+		info->caps |= SDP_CAP_RDMA_WRITE_UNACKED;
 	scan_addresses(vp);
 	if (!vp->naddrs)
 		vlog(vp, 4, "RDMA devices found but no IP address is bound to "

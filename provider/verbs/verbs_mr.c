@@ -107,8 +107,13 @@ int verbs_register_memory(struct sdp_provider *p, void *addr, size_t len,
 	m->access = access;
 	m->refs = 1;
 	for (i = 0; i < vp->ndev; i++) {
-		m->mr[i] = ibv_reg_mr(vp->dev[i].pd, addr, len,
-				      ibv_access_of(access));
+		int a = ibv_access_of(access);
+
+		/* iWARP: an RDMA read's response is placed like a remote
+		 * write, so its sink needs remote-write access */
+		if (vp->dev[i].iwarp && (access & SDP_ACCESS_LOCAL_WRITE))
+			a |= IBV_ACCESS_REMOTE_WRITE;
+		m->mr[i] = ibv_reg_mr(vp->dev[i].pd, addr, len, a);
 		if (!m->mr[i]) {
 			ret = verbs_errno(ENOMEM);
 			vlog(vp, 6, "ibv_reg_mr(%p, %zu) failed: %s", addr,

@@ -2,7 +2,8 @@
 /*
  * verbs_rdma.c - the data path of the verbs provider: control messages
  * (send / receive) and RDMA write / read on the endpoint's RC QP, with the
- * descriptor checks done before posting and ibv_post_* errors normalised.
+ * descriptor checks done before posting and ibv_post_* errors normalised;
+ * the iWARP start (the active side's hello, the passive side's held work).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,6 +53,137 @@ static struct verbs_op *op_new(struct sdp_ep *ep, uint32_t kind,
 	return op;
 }
 
+/*
+ * Every send-queue post goes through here. On an iWARP passive side whose
+ * peer has not spoken yet (MPA: the initiator sends first; a reply frame
+ * the initiator finds followed by our data fails its connection) the work
+ * is copied and held, in order, until verbs_gate_open. Returns what
+ * ibv_post_send does (0 or a positive errno, *bad the first not taken).
+ */
+int verbs_qp_post(struct sdp_ep *ep, struct ibv_send_wr *wr,
+		  struct ibv_send_wr **bad)
+{
+	struct verbs_held *h;
+	struct ibv_send_wr *w;
+	int n = 0;
+
+	if (!__atomic_load_n(&ep->gate_closed, __ATOMIC_ACQUIRE))
+		return ibv_post_send(ep->id->qp, wr, bad);
+	pthread_mutex_lock(&ep->gate_lock);
+	if (!ep->gate_closed) {
+		pthread_mutex_unlock(&ep->gate_lock);
+		return ibv_post_send(ep->id->qp, wr, bad);
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		pthread_mutex_unlock(&ep->gate_lock);
+		*bad = wr;
+		return ENOMEM;
+	}
+	for (w = wr; w && n < VERBS_MAX_PIECES; w = w->next, n++) {
+		h->wr[n] = *w;
+		memcpy(h->sge[n], w->sg_list, w->num_sge * sizeof(*w->sg_list));
+		h->wr[n].sg_list = h->sge[n];
+		h->wr[n].next = NULL;
+		if (n)
+			h->wr[n - 1].next = &h->wr[n];
+	}
+	h->n = n;
+	if (ep->held_tail)
+		ep->held_tail->next = h;
+	else
+		ep->held_head = h;
+	ep->held_tail = h;
+	pthread_mutex_unlock(&ep->gate_lock);
+	return 0;
+}
+
+/*
+ * Opens the gate: the held work is posted in order (post) or completed
+ * as flushed (the connection is going). Called with the cq lock held.
+ */
+void verbs_gate_open(struct sdp_ep *ep, bool post)
+{
+	struct ibv_send_wr *bad;
+	struct verbs_held *h;
+
+	pthread_mutex_lock(&ep->gate_lock);
+	while ((h = ep->held_head)) {
+		ep->held_head = h->next;
+		bad = h->wr;
+		if (post && !ibv_post_send(ep->id->qp, h->wr, &bad))
+			bad = NULL;
+		if (bad) {
+			post = false;
+			verbs_fail_wr(ep->cq, bad, IBV_WC_WR_FLUSH_ERR);
+		}
+		free(h);
+	}
+	ep->held_tail = NULL;
+	__atomic_store_n(&ep->gate_closed, false, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&ep->gate_lock);
+}
+
+static struct verbs_op *op_new(struct sdp_ep *ep, uint32_t kind,
+			       uint64_t context, uint64_t bytes);
+
+/*
+ * ibv_post_* answer a positive errno (libsiw: negative); ENOMEM means the
+ * queue is full.
+ */
+static int post_errno(int ret)
+{
+	if (ret < 0)
+		ret = -ret;
+	return ret == ENOMEM ? -ENOBUFS : -ret;
+}
+
+/*
+ * The iWARP start: the passive side posts an empty receive before it
+ * accepts (the first of its receive queue), the active side fills it with
+ * an empty send once connected. Neither completion is reported.
+ */
+int verbs_hello_post(struct sdp_ep *ep)
+{
+	struct verbs_op *op = op_new(ep, VERBS_OP_HELLO, 0, 0);
+	int ret;
+
+	if (!op)
+		return -ENOMEM;
+	__atomic_add_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
+	if (ep->active) {
+		struct ibv_send_wr wr = {
+			.wr_id = (uintptr_t)op,
+			.opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED,
+		}, *bad;
+
+		ret = ibv_post_send(ep->id->qp, &wr, &bad);
+	} else {
+		struct verbs_dev *d = &ep->vp->dev[ep->devi];
+		struct ibv_sge sge = {
+			.addr = (uintptr_t)&d->hello_buf,
+			.length = sizeof(d->hello_buf),
+			.lkey = d->hello_mr->lkey,
+		};
+		struct ibv_recv_wr wr = {
+			.wr_id = (uintptr_t)op,
+			.sg_list = &sge,
+			.num_sge = 1,
+		}, *bad;
+
+		ret = ibv_post_recv(ep->id->qp, &wr, &bad);
+		if (!ret)
+			ep->hello = op;
+	}
+	if (ret) {
+		__atomic_sub_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
+		free(op);
+		return post_errno(ret);
+	}
+	return 0;
+}
+
 static int post_send_wr(struct sdp_ep *ep, struct ibv_send_wr *wr,
 			struct verbs_op *op)
 {
@@ -61,12 +193,11 @@ static int post_send_wr(struct sdp_ep *ep, struct ibv_send_wr *wr,
 	wr->wr_id = (uintptr_t)op;
 	wr->send_flags = IBV_SEND_SIGNALED;
 	__atomic_add_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
-	ret = ibv_post_send(ep->id->qp, wr, &bad);
+	ret = verbs_qp_post(ep, wr, &bad);
 	if (ret) {
 		__atomic_sub_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
 		free(op);
-		/* positive errno; ENOMEM means the send queue is full */
-		return ret == ENOMEM ? -ENOBUFS : -ret;
+		return post_errno(ret);
 	}
 	return SDP_PENDING;
 }
@@ -94,6 +225,8 @@ int verbs_post_send(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 	ret = ep_usable(ep);
 	if (ret)
 		return ret;
+	if (nsge > ep->vp->dev[ep->devi].max_sge)
+		return -EINVAL;
 	ret = build_sgl(ep, sgl, nsge, false, sge, &total);
 	if (ret)
 		return ret;
@@ -123,6 +256,8 @@ int verbs_post_recv(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 		return -EINVAL;
 	if (ep->state == VERBS_EP_DEAD)
 		return -ECONNRESET;
+	if (nsge > ep->vp->dev[ep->devi].max_sge)
+		return -EINVAL;
 	ret = build_sgl(ep, sgl, nsge, true, sge, &total);
 	if (ret)
 		return ret;
@@ -138,20 +273,24 @@ int verbs_post_recv(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 	if (ret) {
 		__atomic_sub_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
 		free(op);
-		return ret == ENOMEM ? -ENOBUFS : -ret;
+		return post_errno(ret);
 	}
 	return SDP_PENDING;
 }
 
 /*
  * Posts one RDMA transfer as a chain of work requests of at most the port's
- * max_msg_sz each (a piece may take parts of several SGEs); all share op.
+ * max_msg_sz and the device's SGE limit each (a piece may take parts of
+ * several SGEs); all share op.
  */
 static int post_pieces(struct sdp_ep *ep, const struct ibv_sge *sge, int nsge,
 		       uint64_t total, uint64_t raddr, uint32_t rkey,
 		       bool is_read, struct verbs_op *op)
 {
-	uint64_t chunk = ep->vp->dev[ep->devi].max_msg_sz, done = 0;
+	struct verbs_dev *d = &ep->vp->dev[ep->devi];
+	/* an RDMA read's sink may take fewer SGEs (iWARP: one) */
+	int maxsge = is_read ? d->max_sge_rd : d->max_sge;
+	uint64_t chunk = d->max_msg_sz, done = 0;
 	struct ibv_send_wr wr[VERBS_MAX_PIECES], *bad;
 	struct ibv_sge psge[VERBS_MAX_PIECES][VERBS_MAX_SGE];
 	uint64_t in_sge = 0;	/* bytes of sge[si] already used */
@@ -168,7 +307,7 @@ static int post_pieces(struct sdp_ep *ep, const struct ibv_sge *sge, int nsge,
 		w->send_flags = IBV_SEND_SIGNALED;
 		w->wr.rdma.remote_addr = raddr + done;
 		w->wr.rdma.rkey = rkey;
-		while (want && si < nsge) {
+		while (want && si < nsge && w->num_sge < maxsge) {
 			uint64_t take = sge[si].length - in_sge;
 
 			if (take > want)
@@ -197,7 +336,7 @@ static int post_pieces(struct sdp_ep *ep, const struct ibv_sge *sge, int nsge,
 	}
 	op->pieces = n;
 	__atomic_add_fetch(&ep->outstanding, n, __ATOMIC_SEQ_CST);
-	ret = ibv_post_send(ep->id->qp, wr, &bad);
+	ret = verbs_qp_post(ep, wr, &bad);
 	if (ret) {
 		int posted = bad - wr;
 
@@ -205,7 +344,7 @@ static int post_pieces(struct sdp_ep *ep, const struct ibv_sge *sge, int nsge,
 				   __ATOMIC_SEQ_CST);
 		if (!posted) {
 			free(op);
-			return ret == ENOMEM ? -ENOBUFS : -ret;
+			return post_errno(ret);
 		}
 		/* some pieces went out: their completions report the
 		 * transfer as failed */

@@ -1,8 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Builds the sdp-switch lab image from Debian packages: a bookworm rootfs with
-# a kernel that has rdma_rxe, rdma-core, the tool chain and Check, packed into
-# an ext4 image in $SDP_LAB_CACHE (default /var/cache/sdp-lab), outside the tree.
+# a kernel that has rdma_rxe (soft-RoCE), soft-iWARP's siw module built from
+# Debian's own kernel source (Debian's kernel config leaves it out),
+# rdma-core, the tool chain and Check, packed into an ext4 image in
+# $SDP_LAB_CACHE (default /var/cache/sdp-lab), outside the tree.
 #
 #   scripts/rxe-lab/build-image.sh [--force]
 #
@@ -87,6 +89,27 @@ chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
 	>> "$LOG" 2>&1 || lab_die "package installation failed; see $LOG"
 chroot "$ROOT" update-initramfs -u -k all >> "$LOG" 2>&1 ||
 	lab_die "update-initramfs failed; see $LOG"
+
+# soft-iWARP: Debian builds its kernels without CONFIG_RDMA_SIW, so the
+# module is compiled here from the linux-source package of the same kernel
+# series against the image kernel's headers, into /lib/modules/KVER/updates.
+kver=$(ls "$ROOT/lib/modules" | sort -V | tail -n 1)
+kser=$(echo "$kver" | cut -d. -f1,2)
+lab_say "building soft-iWARP (siw) for $kver from linux-source-$kser (log: $LOG)"
+chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
+	apt-get install -y -q --no-install-recommends \
+	"linux-headers-$kver" "linux-source-$kser" >> "$LOG" 2>&1 ||
+	lab_die "installing linux-headers-$kver and linux-source-$kser failed; see $LOG"
+chroot "$ROOT" sh -ec "
+	rm -rf /usr/src/siw && mkdir /usr/src/siw
+	tar -xJf /usr/src/linux-source-$kser.tar.xz -C /usr/src/siw \
+		--strip-components=5 linux-source-$kser/drivers/infiniband/sw/siw
+	make -C /usr/src/linux-headers-$kver M=/usr/src/siw CONFIG_RDMA_SIW=m modules
+	install -D -m 644 /usr/src/siw/siw.ko /lib/modules/$kver/updates/siw.ko
+	depmod $kver
+	rm -rf /usr/src/siw
+	apt-get purge -y -q linux-source-$kser
+" >> "$LOG" 2>&1 || lab_die "building the siw module failed; see $LOG"
 chroot "$ROOT" apt-get clean >> "$LOG" 2>&1
 unmount_all
 rm -f "$ROOT/etc/apt/sources.list.d/lab.sources" "$ROOT/etc/apt/sources.list.d/lab.list"
@@ -99,9 +122,10 @@ printf '/dev/vda / ext4 rw 0 1\n' > "$ROOT/etc/fstab"
 mkdir -p "$ROOT/etc/security/limits.d" "$ROOT/lab" "$ROOT/src"
 printf '* - memlock unlimited\n' > "$ROOT/etc/security/limits.d/sdp-lab.conf"
 
-kver=$(ls "$ROOT/lib/modules" | sort -V | tail -n 1)
 [ -f "$ROOT/lib/modules/$kver/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko" ] ||
 	lab_die "kernel $kver has no rdma_rxe module"
+[ -f "$ROOT/lib/modules/$kver/updates/siw.ko" ] ||
+	lab_die "kernel $kver has no siw module after the build; see $LOG"
 cp "$ROOT/boot/vmlinuz-$kver" "$LAB_CACHE/vmlinuz.new"
 cp "$ROOT/boot/initrd.img-$kver" "$LAB_CACHE/initrd.img.new"
 

@@ -1,10 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-# The lab subset CI runs (about 8 minutes on 2 cores): reuses or builds the
-# cached image, then in one VM builds everything the lab needs into
-# build-lab/ and runs the conformance suite on verbs; then one cross-VM
-# switch test (a 256 MiB hashed transfer over verbs between two VMs).
-# Exits non-zero when any part fails. `make check-rxe` is the full run.
+# The lab subset CI runs: reuses or builds the cached image, then on
+# soft-RoCE one VM builds everything the lab needs into build-lab/ and runs
+# the conformance suite on verbs, and two VMs run one cross-VM switch test
+# (a 256 MiB hashed transfer over verbs); then on soft-iWARP one VM runs the
+# conformance suite on verbs and one switch transfer between two processes.
+# Prints each part's wall time; exits non-zero when any part fails.
+# `make check-rxe` is the full run (LAB_TRANSPORT=siw for soft-iWARP).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -14,14 +16,37 @@ if ! lab_image_ready; then
 fi
 O=build-lab
 rc=0
-echo "=== conformance suite on verbs (one VM) ==="
-LAB_TIMEOUT=${LAB_TIMEOUT:-600} "$here/run.sh" -c "
+times=""
+
+# part NAME CMD...: runs one part, notes its wall time and result.
+part()
+{
+	local name=$1 s=$(date +%s) r
+	shift
+	echo "=== $name ==="
+	"$@"
+	r=$?
+	[ $r = 0 ] || rc=1
+	times="$times
+  $name: $(( $(date +%s) - s )) s, $([ $r = 0 ] && echo PASS || echo "FAIL (exit $r)")"
+}
+
+conformance="
 make -s O=$O $O/lib/sdp/libsdp-verbs.so $O/lib/sdp/libsdp-shm.so \
 	$O/lib/libsdp_switch.so $O/tests/sdp-xfer $O/tests/sdp-echo \
 	$O/bin/sdp-conformance || exit 1
-SDP_PROVIDER_DIR=\$PWD/$O/lib/sdp timeout 420 $O/bin/sdp-conformance --provider verbs
-" || rc=1
-echo "=== the switch across two VMs: 256 MiB each way is in check-rxe; CI: one way ==="
-LAB_TIMEOUT=${LAB_TIMEOUT:-600} "$here/two-vm-switch.sh" xfer_up || rc=1
+SDP_PROVIDER_DIR=\$PWD/$O/lib/sdp timeout 420 $O/bin/sdp-conformance --provider verbs"
+
+part "soft-RoCE: conformance suite on verbs (one VM)" \
+	env LAB_TRANSPORT=rxe LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
+	"$here/run.sh" -c "$conformance"
+part "soft-RoCE: the switch across two VMs (xfer_up, 256 MiB)" \
+	env LAB_TRANSPORT=rxe LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
+	"$here/two-vm-switch.sh" xfer_up
+part "soft-iWARP: conformance suite on verbs and the switch (one VM)" \
+	env LAB_TRANSPORT=siw LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
+	"$here/run.sh" -c "$conformance || exit 1
+SWT_STEPS=xfer_up SWT_BYTES=67108864 bash scripts/rxe-lab/switch-tests.sh local"
+echo "rxe-lab ci:$times"
 echo "rxe-lab ci: $([ $rc = 0 ] && echo PASS || echo FAIL) after $(( $(date +%s) - t0 )) s"
 exit $rc

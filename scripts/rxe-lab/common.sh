@@ -14,7 +14,7 @@ LAB_SUITE=bookworm
 LAB_PKGS="linux-image-amd64 initramfs-tools kmod iproute2 procps udev
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	libibverbs-dev librdmacm-dev build-essential pkg-config make
-	check libsubunit-dev iperf3 netcat-openbsd strace
+	check libsubunit-dev iperf3 sockperf netcat-openbsd strace
 	python3 ${SDP_LAB_EXTRA_PKGS:-}"
 LAB_PKGS=$(echo $LAB_PKGS)
 
@@ -33,7 +33,7 @@ lab_die()
 # changed list means build-image.sh must run again.
 lab_image_stamp()
 {
-	echo "suite=$LAB_SUITE pkgs=$LAB_PKGS"
+	echo "suite=$LAB_SUITE pkgs=$LAB_PKGS siw=source"
 }
 
 lab_image_ready()

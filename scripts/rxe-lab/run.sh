@@ -8,13 +8,15 @@
 #   scripts/rxe-lab/run.sh [-d DIR] [-v] -- PROGRAM ARGS...
 #
 # DIR defaults to the project tree. Exit 125: the guest reported no exit
-# code (boot failure, LAB_TIMEOUT, crash); the console log is kept.
+# code (boot failure, LAB_TIMEOUT, crash); the console log is kept. Exit 3:
+# the transport did not come up (module missing, device not created).
 # Environment:
 #   LAB_TIMEOUT=S   wall-clock bound of the whole run (default 1200)
 #   LAB_MEM=MiB (2048)  LAB_SMP=N (2)
 #   LAB_LINK=listen:PORT|connect:PORT  LAB_LINK_IP=192.168.100.N
 #                   a second NIC joined by a qemu socket to another lab VM,
-#                   with soft-RoCE device rxe1 on it (two-vm.sh uses this)
+#                   with the transport's second device on it (two-vm.sh)
+#   LAB_TRANSPORT=rxe|siw  soft-RoCE (default) or soft-iWARP devices
 #   LAB_KEEP=1      keep the run directory even on success
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -31,6 +33,11 @@ while [ $# -gt 0 ]; do
 	*) lab_die "unknown argument '$1'; usage: run.sh [-d DIR] [-v] -c CMD | -- PROG ARGS" ;;
 	esac
 done
+transport=${LAB_TRANSPORT:-rxe}
+case $transport in
+rxe|siw) ;;
+*) lab_die "LAB_TRANSPORT must be rxe (soft-RoCE) or siw (soft-iWARP), not '$transport'" ;;
+esac
 [ -n "$cmd" ] || lab_die "no command; usage: run.sh [-d DIR] [-v] -c CMD | -- PROG ARGS"
 lab_image_ready || lab_die "no up-to-date image in $LAB_CACHE; run scripts/rxe-lab/build-image.sh (as root)"
 command -v qemu-system-x86_64 >/dev/null ||
@@ -43,6 +50,7 @@ printf '%s\n' "$cmd" > "$run/cmd.sh"
 {
 	printf 'LAB_LINK_IP=%q\n' "${LAB_LINK_IP:-}"
 	printf 'LAB_VERBOSE=%q\n' "$verbose"
+	printf 'LAB_TRANSPORT=%q\n' "$transport"
 } > "$run/env"
 
 qemu=(qemu-system-x86_64 -accel tcg -cpu max
@@ -67,7 +75,7 @@ if [ -n "${LAB_LINK:-}" ]; then
 	       -device "virtio-net-pci,netdev=n1,romfile=,mac=52:54:00:5d:00:$(printf %02x "${LAB_LINK_IP##*.}")")
 fi
 
-lab_say "booting (TCG), run dir $run"
+lab_say "booting (TCG, $transport), run dir $run"
 t0=$(date +%s)
 set +e
 if [ $verbose = 1 ]; then

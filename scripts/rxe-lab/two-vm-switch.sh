@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-# The switch across two lab VMs joined by a virtual cable (soft-RoCE rxe1 on
+# The switch across two lab VMs joined by a virtual cable (rxe1 or siw1 on
 # each end): VM 1 builds and runs the server end of switch-tests.sh, VM 2 the
 # client end; they step together through marker files in the shared tree.
 # Exit 0 only when both ends pass every step.

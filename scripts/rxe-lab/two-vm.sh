@@ -1,9 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Cross-host test: two lab VMs joined by a virtual cable (qemu socket
-# netdev), soft-RoCE rxe1 on each end. VM 1 builds the verbs provider and
-# serves; VM 2 connects over the cable, RDMA-writes and reads a region and
-# both check the bytes. Exit 0 only when both VMs pass.
+# netdev), rxe1 or siw1 (LAB_TRANSPORT) on each end. VM 1 builds the verbs
+# provider and serves; VM 2 connects over the cable, RDMA-writes and reads
+# a region and both check the bytes. Exit 0 only when both VMs pass.
 #   scripts/rxe-lab/two-vm.sh      (LAB_TIMEOUT bounds each VM, default 900)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

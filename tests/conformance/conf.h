@@ -101,6 +101,11 @@ struct side {
 	struct sdp_ep *ep;
 	struct sdp_ep_attr attr;
 	struct side *buddy;	/* polled too while waiting (one thread) */
+	/* control receives go up when the connection starts, before it
+	 * completes: the peer may send at once, and iWARP has no
+	 * receiver-not-ready retry (a send that finds none ends it). Set by
+	 * side_init; off for a local pair (conf_local_pair) */
+	bool early_ctl;
 	/* message slots: 0..CONF_CTL_SLOTS-1 receive, the last sends */
 	uint8_t *ctl;
 	size_t ctl_len;		/* bytes allocated at ctl */

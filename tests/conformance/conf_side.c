@@ -20,6 +20,7 @@ int side_init(struct side *s, struct sdp_module *m, const char *who)
 
 	s->who = who;
 	s->m = m;
+	s->early_ctl = true;
 	rc = m->ops.cq_create(m->prov, 1024, &s->cq);
 	if (rc < 0)
 		return FAIL("%s: cq_create(depth 1024): %s", who, conf_err(rc));
@@ -206,6 +207,8 @@ int side_accept(struct side *s, struct sdp_listener *l, const void *priv,
 	if (rc < 0)
 		return FAIL("%s: accept: %s", s->who, conf_err(rc));
 	pending = rc == SDP_PENDING;
+	if (s->early_ctl)
+		TRY(side_ctl_init(s));
 	return side_connect_finish(s, pending, ms);
 }
 
@@ -223,7 +226,7 @@ int side_connect_start(struct side *s, uint16_t port, const void *priv,
 	if (rc != 0 && rc != SDP_PENDING)
 		return FAIL("%s: connect returned %d", s->who, rc);
 	*pending = rc == SDP_PENDING;
-	return 0;
+	return s->early_ctl ? side_ctl_init(s) : 0;
 }
 
 int side_connect_finish(struct side *s, int pending, int ms)
@@ -282,6 +285,14 @@ int side_ctl_init(struct side *s)
 	size_t len;
 	int rc, i;
 
+	if (s->ctl) {
+		/* receives went up when the connection started; what the
+		 * peer sent with its accept is known only now */
+		s->attr.size = sizeof(s->attr);
+		rc = s->m->ops.ep_query(s->ep, &s->attr);
+		return rc < 0 ? FAIL("%s: ep_query: %s", s->who,
+				     conf_err(rc)) : 0;
+	}
 	memset(&s->attr, 0, sizeof(s->attr));
 	s->attr.size = sizeof(s->attr);
 	rc = s->m->ops.ep_query(s->ep, &s->attr);
@@ -472,6 +483,9 @@ int conf_local_pair(struct sdp_module *m, struct side *srv, struct side *cli,
 
 	TRY(side_init(srv, m, "server"));
 	TRY(side_init(cli, m, "client"));
+	/* the cases on one local pair post receives of their own */
+	srv->early_ctl = false;
+	cli->early_ctl = false;
 	srv->buddy = cli;
 	cli->buddy = srv;
 	TRY(side_listen(srv, port, l));

@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Runs in the lab guest under sdp-lab-init, copied fresh by run.sh on each
-# boot: network, soft-RoCE devices (rxe0 on the NIC, rxe1 on the optional
-# link to a second VM), the /src share, then the command; its output goes
-# to the console and /lab/output.log, its exit code to /lab/rc.
+# boot: network, the RDMA transport ($LAB_TRANSPORT: soft-RoCE rxe0 or
+# soft-iWARP siw0 on the NIC, rxe1 or siw1 on the optional link to a second
+# VM), the /src share, then the command; its output goes to the console and
+# /lab/output.log, its exit code to /lab/rc (3: the transport did not come up).
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C
 . /lab/env
 ulimit -l unlimited
@@ -31,20 +32,46 @@ if [ -n "$nic" ]; then
 	ip route add default via 10.0.2.2 dev "$nic"
 fi
 export LAB_IP=10.0.2.15
-modprobe rdma_rxe && modprobe ib_uverbs && modprobe rdma_ucm
-[ -n "$nic" ] && rdma link add rxe0 type rxe netdev "$nic"
+LAB_TRANSPORT=${LAB_TRANSPORT:-rxe}
+case $LAB_TRANSPORT in
+rxe) mod=rdma_rxe ;;
+siw) mod=siw ;;
+*) mod="" ;;
+esac
+export LAB_TRANSPORT
+
+# transport_fail WHAT: the command never runs on a missing transport.
+transport_fail()
+{
+	echo "[lab] error: transport $LAB_TRANSPORT: $*; the command was not run"
+	echo "[lab] error: transport $LAB_TRANSPORT: $*" > /lab/output.log
+	echo 3 > /lab/rc
+	sync
+	exit 0
+}
+
+[ -n "$mod" ] || transport_fail "unknown (LAB_TRANSPORT is rxe or siw)"
+err=$(modprobe "$mod" 2>&1) ||
+	transport_fail "modprobe $mod failed: ${err:-no message} (kernel $(uname -r); an image without the module needs scripts/rxe-lab/build-image.sh --force)"
+modprobe ib_uverbs && modprobe rdma_ucm ||
+	transport_fail "modprobe ib_uverbs/rdma_ucm failed"
+if [ -n "$nic" ]; then
+	err=$(rdma link add ${LAB_TRANSPORT}0 type $LAB_TRANSPORT netdev "$nic" 2>&1) ||
+		transport_fail "rdma link add ${LAB_TRANSPORT}0 on $nic failed: $err"
+fi
 if [ -n "$LAB_LINK_IP" ]; then
 	link=$(nic_with_mac '52:54:00:5d:00:*') || echo "[lab] no link NIC"
 	ip link set "$link" up
 	ip addr add "$LAB_LINK_IP/24" dev "$link"
-	rdma link add rxe1 type rxe netdev "$link"
+	err=$(rdma link add ${LAB_TRANSPORT}1 type $LAB_TRANSPORT netdev "$link" 2>&1) ||
+		transport_fail "rdma link add ${LAB_TRANSPORT}1 on $link failed: $err"
 	export LAB_LINK_IP
 fi
 mkdir -p /src
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 src /src ||
 	echo "[lab] mounting the source share failed"
 cd /src
-echo "[lab] ready at $(cut -d' ' -f1 /proc/uptime)s: $(uname -r); $(rdma link show | tr '\n' ' ')"
+echo "[lab] ready at $(cut -d' ' -f1 /proc/uptime)s: $(uname -r), transport $LAB_TRANSPORT; $(rdma link show | tr '\n' ' ')"
 bash /lab/cmd.sh 2>&1 | tee /lab/output.log
 echo "${PIPESTATUS[0]}" > /lab/rc
 sync
