@@ -18,8 +18,10 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -34,19 +36,30 @@
 /* ---- the descriptor reserve ---------------------------------------------- */
 
 /*
- * The kernel hands out the lowest free descriptor, so a new fd's number
- * tells how full the table is. The provider keeps what it needs only below
- * RLIMIT_NOFILE less a reserve (a quarter, at least 16), and what it keeps
- * only for speed (a memfd to pass again, a watch) below a quarter of the
- * limit: the program's own calls find their descriptors as without us.
+ * The kernel hands out the lowest free descriptor, so the number a new
+ * descriptor would get tells how full the table is. It is asked with a
+ * raw system call: a descriptor the provider makes through libc may be
+ * moved by the switch to a range of its own at the top of the table,
+ * whose numbers say nothing of the program's. The provider keeps what it
+ * needs only while that number is below RLIMIT_NOFILE less a reserve (a
+ * quarter, at least 16), and what it keeps only for speed (a memfd to
+ * pass again, a watch) below a quarter of the limit: the program's own
+ * calls find their descriptors as without us.
  */
 static bool fd_below(int fd, bool optional)
 {
 	struct rlimit rl;
 	uint64_t lim, reserve;
+	int probe;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		return true;
+	probe = (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC);
+	if (probe >= 0) {
+		syscall(SYS_close, probe);
+		if (probe < fd)
+			fd = probe;
+	}
 	lim = rl.rlim_cur;
 	if (optional)
 		return (uint64_t)fd < lim / 4;

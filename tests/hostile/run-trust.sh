@@ -15,7 +15,7 @@ bin=$top/$O/tests/hostile
 lib=$top/$O/lib/libsdp_switch.so
 export SDP_PROVIDER_DIR=$top/$O/lib/sdp SDP_PROVIDERS=shm
 unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
-. "$top/tests/lib.sh"
+. "$top/tests/lib/lib.sh"
 sdp_preload "$lib"
 sdp_workdir sdp-trust
 # below the ephemeral range, so that no other connection takes them
