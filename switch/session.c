@@ -126,12 +126,35 @@ int sw_session_peer_params(struct sw_sock *s, uint32_t msg_size,
 }
 
 
+/* What this connected endpoint cannot do although its provider can (the
+ * kernel may let us read one peer process and not another): known before
+ * SETUP says what this side offers, so no transfer depends on a path that
+ * would fail in mid-stream. */
+static void session_ep_limits(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sdp_ep_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	if (ss->prov->mod.ops.ep_query(ss->ep, &a) || a.size < sizeof(a))
+		return;
+	ss->write_staged = (a.flags & SDP_EP_F_WRITE_STAGED) != 0;
+	if ((a.flags & SDP_EP_F_NO_RDMA_READ) && ss->can_read) {
+		SW_INFO("fd %d: the provider cannot read this peer's memory: its large sends come through the staging ring",
+			s->fd);
+		ss->can_read = false;
+		session_choose_path(ss);
+	}
+}
+
 int sw_session_send_setup(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 	struct sdp_msg_setup setup;
 	int r;
 
+	session_ep_limits(s);
 	sw_xslot_attach(s);
 	memset(&setup, 0, sizeof(setup));
 	setup.msg_size = ss->msg_size;

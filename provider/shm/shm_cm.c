@@ -204,14 +204,17 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 			(int)req->pid, strerror(-ret));
 		goto close_memfd;
 	}
-	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma;
+	shm_cma_publish(ep);
+	/* this side's own verdict: the client may be reachable by us and
+	 * not we by it (another uid, a worker that dropped privileges) */
+	ep->cma = (req->flags & SHM_F_CMA) && shm_cma_check(ep, req->pid);
 	fds[0] = memfd;
 	fds[1] = shm_bell_get(req->prov, &bell_id);
 	if (fds[1] < 0) {
 		ret = fds[1];
 		goto close_memfd;
 	}
-	ret = shm_hs_send(req->sock, SHM_ACCEPT, ep->cma ? SHM_F_CMA : 0, priv,
+	ret = shm_hs_send(req->sock, SHM_ACCEPT, req->prov->cma ? SHM_F_CMA : 0, priv,
 		      privlen, fds, 2, bell_id);
 	if (ret)
 		goto close_memfd;
@@ -285,6 +288,7 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	ret = shm_region_get(sp, ep, NULL, cr.pid, &memfd);
 	if (ret)
 		goto free_ep;
+	shm_cma_publish(ep);
 	fds[0] = memfd;
 	fds[1] = shm_bell_get(sp, &bell_id);
 	if (fds[1] < 0) {
@@ -344,7 +348,8 @@ static void connect_answer(struct shm_ep *ep)
 			}
 			ep->peer_pid = pid;
 			ep->same_pid = pid == getpid();
-			ep->cma = (hs.flags & SHM_F_CMA) && ep->prov->cma;
+			ep->cma = (hs.flags & SHM_F_CMA) &&
+				  shm_cma_check(ep, pid);
 			ep->peer_priv_len = hs.priv_len;
 			memcpy(ep->peer_priv, hs.priv, hs.priv_len);
 			ep->state = SHM_EP_CONNECTED;
@@ -425,6 +430,9 @@ int shm_ep_query(struct sdp_ep *e, struct sdp_ep_attr *attr)
 	a.max_rdma_size = SHM_MAX_RDMA;
 	a.peer_priv_len = ep->peer_priv_len;
 	memcpy(a.peer_priv, ep->peer_priv, ep->peer_priv_len);
+	/* the kernel refused us the peer's memory (shm_cma_check) */
+	if (ep->state == SHM_EP_CONNECTED && !ep->cma)
+		a.flags = SDP_EP_F_NO_RDMA_READ | SDP_EP_F_WRITE_STAGED;
 	pthread_mutex_unlock(&ep->lock);
 	memcpy(attr, &a, size);
 	return 0;
