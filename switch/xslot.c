@@ -32,7 +32,9 @@
 
 /* The transfer slots live in the provider's shared area, when it has one
  * (SharedArea extension, fetched by GUID: only a provider whose two ends
- * share memory offers it). Without one, no XOFFER either way. */
+ * share memory offers it). Without one, no XOFFER either way. A side that
+ * cannot read its peer still offers in its own slot (the peer may read
+ * it: root facing an unprivileged worker), but takes no offers (SETUP). */
 void sw_xslot_attach(struct sw_sock *s)
 {
 	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
@@ -43,7 +45,8 @@ void sw_xslot_attach(struct sw_sock *s)
 	size_t len;
 
 	ss->xs_mine = ss->xs_peer = NULL;
-	if (!sw_cfg.xslot || sw_cfg.path != SW_PATH_AUTO || !ss->can_read)
+	if (!sw_cfg.xslot || sw_cfg.path != SW_PATH_AUTO ||
+	    !p->mod.ext.rdma_read)
 		return;
 	if (p->mod.ops.ioctl(p->mod.prov,
 			     SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER, &g,
