@@ -81,7 +81,7 @@ static void stats_map(void)
 	stat_pid = getpid();
 	snprintf(stat_path, sizeof(stat_path), "%s/sdp-stat.%d", dir,
 		 (int)stat_pid);
-	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		goto private;
 	if (ftruncate(fd, sizeof(*proc)) < 0) {
@@ -144,7 +144,7 @@ void sw_stats_after_fork_child(void)
 		goto keep;
 	snprintf(stat_path, sizeof(stat_path), "%s/sdp-stat.%d", dir,
 		 (int)stat_pid);
-	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(stat_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		goto keep;
 	/* the mapping is still the parent's file: write a copy */
