@@ -126,12 +126,14 @@ struct sdp_ep_attr {
 	uint64_t max_rdma_size;	 /* largest single RDMA transfer */
 	uint8_t peer_priv[64];	 /* private data the peer sent at connect/accept */
 	uint32_t peer_priv_len;
-	uint32_t flags;		 /* SDP_EP_F_* (SPI 1.1; zero before) */
+	uint32_t flags;		 /* SDP_EP_F_*: what this endpoint lacks */
 };
 
-/* RdmaRead answers -EOPNOTSUPP on this endpoint although the provider has
- * it (shm between two users: each end stages what it is sent). */
-#define SDP_EP_F_NO_RDMA_READ 1u
+/* sdp_ep_attr.flags: limits of one endpoint within what the provider's caps
+ * promise (set at connect, e.g. the kernel lets one peer process be read
+ * and another not). 0 means the endpoint can do all the caps say. */
+#define SDP_EP_F_NO_RDMA_READ	(1u << 0) /* RdmaRead answers EOPNOTSUPP */
+#define SDP_EP_F_WRITE_STAGED	(1u << 1) /* RdmaWrite costs an extra copy */
 
 /* Private data carried by connect and accept. 48 bytes: what an
  * InfiniBand/RoCE connect request holds (56) less a provider's own header. */

@@ -70,21 +70,3 @@ int sw_bind_probe(struct sw_provider *p, int tcp_fd,
 		return p->mod.ops.probe_bound(p->mod.prov, tcp_fd);
 	return p->mod.ops.probe(p->mod.prov, dst, dstlen);
 }
-
-/*
- * What the connected endpoint can do, which the provider may decide per
- * connection (shm: no RdmaRead between two users, who stage instead): an
- * endpoint that cannot read offers no RdmaRead in its SETUP, so the peer
- * never offers it a pull that would fail.
- */
-void sw_bind_ep_caps(struct sw_sock *s)
-{
-	struct sdp_ep_attr a = { .size = sizeof(a) };
-	struct sw_session *ss = &s->ss;
-
-	if (!ss->ep || ss->prov->mod.ops.ep_query(ss->ep, &a) ||
-	    a.size < sizeof(a) || !(a.flags & SDP_EP_F_NO_RDMA_READ))
-		return;
-	ss->can_read = false;
-	ss->offer_read = false;
-}

@@ -23,6 +23,5 @@ int sw_bind_connect(struct sw_provider *p, int tcp_fd, struct sdp_cq *cq,
 int sw_bind_probe(struct sw_provider *p, int tcp_fd,
 		  const struct sockaddr *dst, socklen_t dstlen);
 
-void sw_bind_ep_caps(struct sw_sock *s);
 
 #endif /* SW_BIND_H */

@@ -60,7 +60,10 @@ int sw_rdata_on_ack(struct sw_sock *s, uint32_t idx,
 		if (!ss->xfer_wait_id || ack.xfer_id != ss->xfer_wait_id ||
 		    ss->xfer_done)
 			return sw_proto_error(s, "XFER_DONE for no pending transfer");
+		if (ack.bytes > ss->xfer_wait_len)
+			return sw_proto_error(s, "XFER_DONE beyond the transfer");
 		ss->xfer_done = true;
+		ss->xfer_done_bytes = ack.bytes;
 	} else {
 		if (ack.bytes > ss->peer_staging_head - ss->peer_staging_freed)
 			return sw_proto_error(s, "STAGING_FREE beyond what was written");
@@ -70,8 +73,10 @@ int sw_rdata_on_ack(struct sw_sock *s, uint32_t idx,
 }
 
 /* RDATA: expose [p, p+len) read-only, let the receiver pull it, wait for
- * XFER_DONE. Returns bytes sent (len) or < 0 (-ENOBUFS: registration
- * failed, nothing sent). */
+ * XFER_DONE. Returns bytes sent (len, or fewer when the receiver's
+ * RdmaRead was refused in mid-transfer: the caller sends the rest another
+ * way) or < 0 (-ENOBUFS: registration failed or the receiver took
+ * nothing, nothing sent). */
 ssize_t sw_rdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 {
 	struct sw_session *ss = &s->ss;
@@ -99,6 +104,7 @@ ssize_t sw_rdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 		return r;
 	}
 	ss->xfer_wait_id = rd.xfer_id;
+	ss->xfer_wait_len = len;
 	ss->xfer_done = false;
 	while (!ss->xfer_done) {
 		if (ss->error || ss->peer_dead || ss->abort_rcvd ||
@@ -118,6 +124,15 @@ ssize_t sw_rdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 	pv->mod.ext.deregister_rdma_memory(ss->ep, rmr);
 	if (r)
 		return r;
+	if (ss->xfer_done_bytes < len) {
+		/* the kernel stopped letting the receiver read us: it took
+		 * what it could, the rest goes by the staging ring */
+		ss->peer_can_read = false;
+		ss->peer_xslot = false;
+		len = ss->xfer_done_bytes;
+		if (!len)
+			return -ENOBUFS;
+	}
 	if (s->st)
 		s->st->tx_rdma_read += len;
 	return len;

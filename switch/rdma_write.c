@@ -114,13 +114,20 @@ ssize_t sw_wdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 		r = sw_rdma_wait(s, ctx);
 	}
 	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
-	if (r < 0)
-		return r == -EIO || r == -ENOMEM ? -ENOBUFS : r;
 	/* the wait ran progress: the peer may have taken the ring back (or
 	 * offered another) meanwhile; the bytes written there are not
-	 * announced and go by copy instead */
+	 * announced and go by copy instead. A write the provider stages
+	 * (an extra copy the target makes later) finds the ring already
+	 * gone: refused, nothing written, and the same answer. */
 	if (memcmp(&ring_desc, &ss->peer_staging, sizeof(ring_desc)))
 		return -ENOBUFS;
+	if (r == -SDP_EBADKEY || r == -SDP_EBOUNDS || r == -SDP_ERIGHTS)
+		/* the peer tore down a ring it still offered: it closed
+		 * (or broke the protocol); never a provider code for the
+		 * program */
+		return -ECONNRESET;
+	if (r < 0)
+		return r == -EIO || r == -ENOMEM ? -ENOBUFS : r;
 	wd.offset = off;
 	wd.bytes = n;
 	r = sw_send_ctrl(s, SDP_MSG_WDATA, &wd, sizeof(wd), NULL, 0, 0);

@@ -129,6 +129,17 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 
 		tmp.off += skip;
 		r = sw_rdata_pull(s, &tmp, dst, n);
+		if (r == -EOPNOTSUPP) {
+			/* RdmaRead refused since SETUP: the sender sends
+			 * the rest of this transfer again, by staging */
+			ss->can_read = false;
+			ss->xfer_ack_pending = true;
+			ss->xfer_ack_id = it->xfer_id;
+			ss->xfer_ack_bytes = it->off;
+			sw_xslot_drop(ss, it, consume ? NULL : peek_it,
+				      peek_off);
+			return -EAGAIN;
+		}
 		if (r == -SDP_EBADKEY || r == -SDP_EBOUNDS ||
 		    r == -SDP_ERIGHTS) {
 			/* the peer described memory it does not expose */

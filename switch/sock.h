@@ -129,6 +129,7 @@ struct sw_session {
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
 	bool can_read;		/* our provider offers RdmaRead */
+	bool write_staged;	/* our RdmaWrite costs an extra copy */
 	bool offer_read;	/* SETUP invites the peer's RDATA */
 	size_t staging_size;	/* our staging ring's size when offered */
 	size_t wdata_piece;	/* largest RDMA write into the peer's ring */
@@ -144,7 +145,9 @@ struct sw_session {
 	/* outstanding RDATA we sent */
 	uint32_t next_xfer_id;
 	uint32_t xfer_wait_id;
+	uint64_t xfer_wait_len;		/* its length */
 	bool xfer_done;
+	uint64_t xfer_done_bytes;	/* XFER_DONE: bytes the receiver took */
 
 	/* RDMA op completion (PENDING ones) */
 	uint64_t rdma_ctx_next;

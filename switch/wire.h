@@ -217,6 +217,9 @@ enum sdp_xslot_state {
 	SDP_XS_OFFERED = 1,	/* sender: bytes wait; receiver may claim */
 	SDP_XS_CLAIMED = 2,	/* receiver is copying (bounded) */
 	SDP_XS_CANCELLED = 3,	/* sender took the offer back */
+	SDP_XS_REFUSED = 4,	/* receiver: its RdmaRead was refused since
+				 * SETUP; the sender takes the offer back
+				 * and makes no more */
 };
 enum sdp_xslot_push {
 	SDP_XP_NONE = 0,
@@ -231,7 +234,7 @@ enum sdp_xslot_push {
 struct sdp_xslot {
 	_Atomic uint64_t state;		/* sender: IDLE->OFFERED, OFFERED->
 					 * CANCELLED; receiver: OFFERED<->
-					 * CLAIMED */
+					 * CLAIMED, CLAIMED->REFUSED */
 	_Atomic uint64_t consumed;	/* receiver: offer bytes taken so
 					 * far, written while CLAIMED */
 	_Atomic uint64_t push;		/* receiver: NONE->REQ, REQ->NONE

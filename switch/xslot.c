@@ -32,7 +32,9 @@
 
 /* The transfer slots live in the provider's shared area, when it has one
  * (SharedArea extension, fetched by GUID: only a provider whose two ends
- * share memory offers it). Without one, no XOFFER either way. */
+ * share memory offers it). Without one, no XOFFER either way. A side that
+ * cannot read its peer still offers in its own slot (the peer may read
+ * it: root facing an unprivileged worker), but takes no offers (SETUP). */
 void sw_xslot_attach(struct sw_sock *s)
 {
 	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
@@ -43,7 +45,8 @@ void sw_xslot_attach(struct sw_sock *s)
 	size_t len;
 
 	ss->xs_mine = ss->xs_peer = NULL;
-	if (!sw_cfg.xslot || sw_cfg.path != SW_PATH_AUTO || !ss->can_read)
+	if (!sw_cfg.xslot || sw_cfg.path != SW_PATH_AUTO ||
+	    !p->mod.ext.rdma_read)
 		return;
 	if (p->mod.ops.ioctl(p->mod.prov,
 			     SDP_IOCTL_GET_EXTENSION_FUNCTION_POINTER, &g,
@@ -109,6 +112,13 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 	const char *bad = NULL;
 	int r;
 
+	/* a write that costs us a copy more than the receiver's own pull
+	 * (the kernel lets it read us, not us write it): it pulls instead */
+	if (ss->write_staged) {
+		atomic_compare_exchange_strong(&xs->push, &req,
+					       SDP_XS_WORD(seq, SDP_XP_FAILED));
+		return NULL;
+	}
 	if (!atomic_compare_exchange_strong(&xs->push, &req,
 					    SDP_XS_WORD(seq, SDP_XP_STARTED)))
 		return NULL;	/* taken back */
@@ -272,6 +282,17 @@ ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
 				}
 				break;
 			}
+		} else if (w == SDP_XS_WORD(seq, SDP_XS_REFUSED)) {
+			/* the receiver can no longer read us: what it took
+			 * went, the rest and every later send go by staging */
+			ss->peer_xslot = false;
+			ss->peer_can_read = false;
+			got = atomic_load(&xs->consumed);
+			if (got > len || got < last)
+				bad = got > len ?
+				      "transfer slot count beyond the offer" :
+				      "transfer slot count went back";
+			break;
 		} else if (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)) {
 			uint64_t pw = atomic_load_explicit(
 				&xs->push, memory_order_acquire);
@@ -314,7 +335,7 @@ ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
 	}
 	/* a broken slot, a dead peer or an error: what the receiver had
 	 * counted when we last looked is what went */
-	if (bad || (w == SDP_XS_WORD(seq, SDP_XS_CLAIMED)))
+	if (bad || w == SDP_XS_WORD(seq, SDP_XS_CLAIMED))
 		got = last;
 	if (bad)
 		sw_proto_error(s, bad);
@@ -432,6 +453,7 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	struct rx_item tmp = *it;
 	const char *bad = NULL;
 	size_t half = len;
+	bool refused;
 	int r, pw;
 
 	/* a slot found broken before stays broken: said once */
@@ -489,16 +511,26 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	if (!r && !bad && consume)
 		atomic_store_explicit(&xs->consumed, base + len,
 				      memory_order_relaxed);
+	/* the kernel refused our RdmaRead since SETUP (the sender changed
+	 * its credentials): this offer ends at what we counted, and the
+	 * sender makes no more (REFUSED); the program sees no error */
+	refused = r == -EOPNOTSUPP && !bad;
+	if (refused)
+		ss->can_read = false;
 	/* the claim is ours: only a broken sender changes it meanwhile */
 	w = SDP_XS_WORD(seq, SDP_XS_CLAIMED);
 	if (!atomic_compare_exchange_strong(&xs->state, &w,
-					    SDP_XS_WORD(seq, SDP_XS_OFFERED)) &&
+					    SDP_XS_WORD(seq, refused ?
+							SDP_XS_REFUSED :
+							SDP_XS_OFFERED)) &&
 	    !bad && !ss->peer_dead)
 		bad = "transfer slot state changed during our claim";
 	if (bad) {
 		sw_proto_error(s, bad);
 		return -EPROTO;
 	}
+	if (refused)
+		return -EAGAIN;
 	return r ? r : (ssize_t)len;
 }
 

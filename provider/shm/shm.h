@@ -53,7 +53,7 @@ struct shm_opts {
 /* ---- shared region (one per endpoint, owned by that endpoint) ------------ */
 
 #define SHM_MAGIC 0x4d485353u		/* "SSHM" little-endian */
-#define SHM_LAYOUT_VERSION 3
+#define SHM_LAYOUT_VERSION 4
 #define SHM_AREA_LEN 256		/* shared_area: bytes per side */
 
 /* Written once by the owner before the region is shared; read by the peer,
@@ -89,6 +89,12 @@ struct shm_hdr {
 	 * a peer process that dies is seen through its pidfd): 1, then 2
 	 * once it will touch the region no more (SHM_CLOSED_DONE) */
 	_Alignas(SHM_CL) _Atomic uint32_t closed;
+	/* written by the owner before the region is shared: the address, in
+	 * the owner's memory, of probe_word, and its random value; the peer
+	 * reads it there with process_vm_readv to learn whether the kernel
+	 * lets it reach the owner at all (shm_cma_check) */
+	_Alignas(SHM_CL) uint64_t probe_addr;
+	uint64_t probe_word;
 	/* the owner's shared area (SharedArea extension): the switch's
 	 * own use; both ends read and write it */
 	_Alignas(SHM_CL) uint8_t area[SHM_AREA_LEN];
@@ -538,6 +544,8 @@ int shm_rdma_read(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 int shm_shared_area(struct sdp_ep *ep, void **mine, void **peers,
 		    size_t *len);
 int shm_stage_rx(struct shm_ep *ep);
+void shm_cma_publish(struct shm_ep *ep);
+bool shm_cma_check(struct shm_ep *ep, pid_t pid);
 int shm_stage_tx_progress(struct shm_ep *ep);
 bool shm_cma_probe(void);
 

@@ -237,18 +237,17 @@ int shm_accept(struct sdp_conn_req *r, struct sdp_cq *c, const void *priv,
 			(int)req->pid, strerror(-ret));
 		goto close_memfd;
 	}
-	/* CMA only between processes of one user: across users the kernel
-	 * lets at most one of them in (root into anyone), and they must not
-	 * trust each other's checks anyway: both stage (provider-shm.md) */
-	ep->cma = (req->flags & SHM_F_CMA) && req->prov->cma &&
-		  req->uid == geteuid();
+	shm_cma_publish(ep);
+	/* this side's own verdict: the client may be reachable by us and
+	 * not we by it (another uid, a worker that dropped privileges) */
+	ep->cma = (req->flags & SHM_F_CMA) && shm_cma_check(ep, req->pid);
 	fds[0] = memfd;
 	fds[1] = shm_bell_get(req->prov, &bell_id);
 	if (fds[1] < 0) {
 		ret = fds[1];
 		goto close_memfd;
 	}
-	ret = shm_hs_send(req->sock, SHM_ACCEPT, ep->cma ? SHM_F_CMA : 0, priv,
+	ret = shm_hs_send(req->sock, SHM_ACCEPT, req->prov->cma ? SHM_F_CMA : 0, priv,
 		      privlen, fds, 2, bell_id);
 	if (ret)
 		goto close_memfd;
@@ -303,6 +302,7 @@ static int hello_prepare(struct shm_ep *ep, pid_t lsn_pid)
 		ep->hello_memfd = -1;
 		return ret;
 	}
+	shm_cma_publish(ep);
 	ep->hello_bell = shm_bell_get(sp, &ep->hello_bell_id);
 	return ep->hello_bell < 0 ? ep->hello_bell : 0;
 }
@@ -523,7 +523,8 @@ static void connect_answer(struct shm_ep *ep)
 			}
 			ep->peer_pid = pid;
 			ep->same_pid = pid == getpid();
-			ep->cma = (hs.flags & SHM_F_CMA) && ep->prov->cma;
+			ep->cma = (hs.flags & SHM_F_CMA) &&
+				  shm_cma_check(ep, pid);
 			ep->peer_priv_len = hs.priv_len;
 			memcpy(ep->peer_priv, hs.priv, hs.priv_len);
 			ep->state = SHM_EP_CONNECTED;
@@ -600,8 +601,9 @@ int shm_ep_query(struct sdp_ep *e, struct sdp_ep_attr *attr)
 	a.max_rdma_size = SHM_MAX_RDMA;
 	a.peer_priv_len = ep->peer_priv_len;
 	memcpy(a.peer_priv, ep->peer_priv, ep->peer_priv_len);
+	/* the kernel refused us the peer's memory (shm_cma_check) */
 	if (ep->state == SHM_EP_CONNECTED && !ep->cma && !ep->same_pid)
-		a.flags |= SDP_EP_F_NO_RDMA_READ;
+		a.flags = SDP_EP_F_NO_RDMA_READ | SDP_EP_F_WRITE_STAGED;
 	pthread_mutex_unlock(&ep->lock);
 	memcpy(attr, &a, size);
 	return 0;

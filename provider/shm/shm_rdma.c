@@ -3,14 +3,17 @@
  * shm_rdma.c - RdmaWrite and RdmaRead: one copy with process_vm_writev /
  * process_vm_readv (memcpy within one process) after the peer's table says
  * yes, or, where the kernel forbids that, RDMA write through the staging
- * ring that the target drains from its cq_poll. Also the start-up probe.
+ * ring that the target drains from its cq_poll. Also the start-up probe and
+ * the per-connection one (which of the two the kernel allows for this peer).
  */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -216,12 +219,67 @@ int shm_stage_rx(struct shm_ep *ep)
 	return n;
 }
 
+/* The kernel refused a copy it allowed at connect (the peer changed its
+ * credentials or became non-dumpable since): from now on writes are staged
+ * and reads answer EOPNOTSUPP, which the switch takes as "send it another
+ * way" without failing the program's call. */
 static void cma_denied(struct shm_ep *ep)
 {
 	shm_log(ep->prov, 4,
-		"process_vm_* to pid %d denied (EPERM, e.g. Yama ptrace_scope); connection continues in staging mode",
+		"process_vm_* to pid %d denied (EPERM) after connect; connection continues in staging mode",
 		(int)ep->peer_pid);
 	ep->cma = false;
+}
+
+/* Before the region is shared: publish where, in this process, a random
+ * word lies, so the peer can try to read it (shm_cma_check). */
+void shm_cma_publish(struct shm_ep *ep)
+{
+	uint64_t w = 0;
+
+	struct timespec ts;
+
+	if (getrandom(&w, sizeof(w), GRND_NONBLOCK) != sizeof(w) || !w) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		w = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+		    ((uint64_t)getpid() << 40) ^ 1;
+	}
+	ep->own->probe_word = w;
+	ep->own->probe_addr = (uint64_t)(uintptr_t)&ep->own->probe_word;
+}
+
+/*
+ * Does the kernel let this process reach process pid with process_vm_*?
+ * That takes ptrace rights over it, which another uid, Yama ptrace_scope,
+ * a non-dumpable or setuid peer or a seccomp filter may deny, each side on
+ * its own (root may read a worker that may not read root). Tried once, at
+ * connect, on the word the peer published in its region: a peer that lies
+ * about the address only makes us read 8 bytes of its own memory, or fail
+ * and stage. Readv and writev ask the kernel for the same right.
+ */
+bool shm_cma_check(struct shm_ep *ep, pid_t pid)
+{
+	uint64_t addr, want, got = 0;
+	struct iovec l = { &got, sizeof(got) }, r;
+	ssize_t n;
+
+	if (!ep->prov->cma)
+		return false;
+	if (pid == getpid())
+		return true;
+	addr = __atomic_load_n(&ep->peer->probe_addr, __ATOMIC_RELAXED);
+	want = __atomic_load_n(&ep->peer->probe_word, __ATOMIC_RELAXED);
+	if (!want || !addr || (addr & 7))
+		return false;
+	r.iov_base = (void *)(uintptr_t)addr;
+	r.iov_len = sizeof(got);
+	n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	if (n == (ssize_t)sizeof(got) && got == want)
+		return true;
+	shm_log(ep->prov, 6,
+		"process %d cannot be reached with process_vm_* (%s): this connection stages its RDMA writes and offers no RdmaRead",
+		(int)pid, n < 0 ? strerror(errno) : "word differs");
+	return false;
 }
 
 int shm_rdma_write(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,

@@ -6,11 +6,16 @@ import json
 import os
 import re
 
-ORDER = ['iperf3', 'sockperf', 'qperf', 'connrate', 'redis', 'nginx']
+from sdptest import free_port  # tests/lib
+
+ORDER = ['iperf3', 'sockperf', 'qperf', 'connrate', 'redis', 'nginx',
+	 'haproxy', 'users']
 NEEDS = {'iperf3': ['iperf3'], 'sockperf': ['sockperf'], 'qperf': ['qperf'],
 	 'connrate': ['connrate'],
 	 'redis': ['redis-server', 'redis-benchmark'],
-	 'nginx': ['nginx', 'wrk']}
+	 'nginx': ['nginx', 'wrk'],
+	 'haproxy': ['haproxy', 'iperf3'],
+	 'users': ['iperf3', 'setpriv']}
 PKG = {'redis-server': 'redis-server', 'redis-benchmark': 'redis-tools'}
 
 # metric -> (unit, True when higher is better); the first of a record's
@@ -347,5 +352,84 @@ def nginx(ctx):
 			 parse(sizes[page]), t + 1)
 
 
+# -- haproxy ---------------------------------------------------------------
+# iperf3 through haproxy in tcp mode: the client, the proxy and the server
+# each run the switch (or none), so every byte crosses two connections and
+# the proxy reads and writes it, non-blocking, in its own buffers.
+HAPROXY_CONF = '''global
+	maxconn 64
+defaults
+	mode tcp
+	timeout connect 5s
+	timeout client 60s
+	timeout server 60s
+listen fw
+	bind 127.0.0.1:%(front)d
+	server s1 127.0.0.1:%(back)d
+'''
+
+
+def haproxy(ctx):
+	t = 1 if ctx.quick else 2
+	d = os.path.join(ctx.tmp, 'haproxy')
+	os.makedirs(d, exist_ok=True)
+	sizes = ('1M',) if ctx.quick else ('64K', '1M')
+
+	def parse(out):
+		try:
+			j = json.loads(out[out.index('{'):])
+			r = j['end']['sum_received']
+		except (ValueError, KeyError):
+			return None
+		if not r.get('bytes'):
+			return None
+		return {'gbit_s': round(r['bits_per_second'] / 1e9, 3),
+			'_bytes': r['bytes']}
+
+	for size in sizes:
+		def cmds(port, size=size):
+			back = free_port()
+			cfg = os.path.join(d, 'haproxy-%d.cfg' % port)
+			with open(cfg, 'w') as fh:
+				fh.write(HAPROXY_CONF % {'front': port,
+							 'back': back})
+			# the server first, then the proxy in its place (the
+			# suite stops the whole process group)
+			return (['sh', '-c', 'iperf3 -s -p %d & sleep 0.3; '
+				 'exec haproxy -db -f %s' % (back, cfg)],
+				['iperf3', '-c', '127.0.0.1', '-p', str(port),
+				 '-t', str(t), '-l', size, '-J'])
+		ctx.pair('haproxy', 'iperf3-tcp', size, nbytes(size), cmds,
+			 parse, t + 1)
+
+
+# -- users -----------------------------------------------------------------
+# iperf3 between two users: the server as root, the client as nobody, which
+# the kernel keeps from root's memory (root may still read it).
+def users(ctx):
+	t = 1 if ctx.quick else 2
+
+	def parse(out):
+		try:
+			j = json.loads(out[out.index('{'):])
+			r = j['end']['sum_received']
+		except (ValueError, KeyError):
+			return None
+		if not r.get('bytes'):
+			return None
+		return {'gbit_s': round(r['bits_per_second'] / 1e9, 3),
+			'_bytes': r['bytes']}
+
+	for rev, test in (([], 'nobody-to-root'), (['-R'], 'root-to-nobody')):
+		def cmds(port, rev=rev):
+			return (['iperf3', '-s', '-p', str(port)],
+				['setpriv', '--reuid=nobody', '--regid=nogroup',
+				 '--clear-groups', 'iperf3', '-c', '127.0.0.1',
+				 '-p', str(port), '-t', str(t), '-l', '1M',
+				 '-J'] + rev)
+		ctx.pair('users', test, '1M', nbytes('1M'), cmds, parse, t + 1)
+
+
 TOOLS = {'iperf3': iperf3, 'sockperf': sockperf, 'qperf': qperf,
-	 'connrate': connrate, 'redis': redis, 'nginx': nginx}
+	 'connrate': connrate, 'redis': redis, 'nginx': nginx,
+	 'haproxy': haproxy, 'users': users}

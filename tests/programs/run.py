@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # run.py - runs real programs (iperf3, sockperf, qperf, redis, nginx, socat,
-# Python servers) under LD_PRELOAD of the switch, checks the bytes that
-# arrived and the sdp-stat files, and prints PASS/FAIL/SKIP per test.
-#   PYTHONPATH=tests/lib run.py --lib build/lib/libsdp_switch.so --stat build/bin/sdp-stat [TEST...]
+# Python servers; users.py: other users, haproxy) under LD_PRELOAD of the
+# switch, checks the bytes that arrived and the sdp-stat files, and prints
+# PASS/FAIL/SKIP per test.
+#   PYTHONPATH=tests/lib run.py --lib build/lib/libsdp_switch.so \
+#     --stat build/bin/sdp-stat [TEST...]
 # A TEST argument selects the tests whose name starts with it. Environment:
 # SDP_TEST_BIG=1 streams 4 GiB (not 1 GiB) each way in the socat-stream test
 # (16 GiB of scratch files); SDP_TEST_KEEP=1 keeps the
@@ -1197,6 +1199,11 @@ def t_kill_receiver(ctx):
 
 # ---- runner --------------------------------------------------------------
 
+OPTS = None	# the options, for tests that build their own preload
+import users  # noqa: E402 (tests across users and through proxies)
+users.register(sys.modules[__name__])
+
+
 def main():
 	ap = argparse.ArgumentParser(description='program tests of sdp-switch')
 	ap.add_argument('--lib', required=True,
@@ -1219,6 +1226,8 @@ def main():
 	opts.plain = os.environ.get('SDP_TEST_PLAIN') == '1'
 	# an ASan-built preload library needs the ASan runtime first
 	opts.preload = sdptest.preload(opts.lib)
+	global OPTS
+	OPTS = opts
 	os.environ.setdefault('SDP_LOG', 'warn')
 	sel = [(n, f) for n, f in TESTS
 	       if not opts.tests or any(n.startswith(t) for t in opts.tests)]

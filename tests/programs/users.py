@@ -1,0 +1,462 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# users.py - program tests across users and through proxies: iperf3 and a
+# hashed transfer between root and nobody both ways, nginx with workers as
+# www-data, a third user against the two programs' switch objects, and
+# haproxy in tcp and http mode with client, proxy and server preloaded.
+# run.py calls register(run module); the tests join its list.
+import json
+import os
+import pwd
+import socket
+import subprocess
+import sys
+
+R = None		# the run.py module, set by register()
+NOPRE = {'LD_PRELOAD': None}	# as_user preloads after setpriv
+# the Python other users run (the runner's may live in root's home)
+UPY = '/usr/bin/python3' if os.access('/usr/bin/python3', os.X_OK) else \
+	sys.executable
+HOSTILE_USER = 'sdp-outsider'
+
+
+def as_user(user, argv):
+	"""argv run as user (its own group, no supplementary groups). The
+	switch is preloaded after the change of user (env), not into
+	setpriv: a root process's stats file for the same pid would be left
+	in the way of the program's."""
+	pw = pwd.getpwnam(user)
+	pre = [] if R.OPTS.plain else ['LD_PRELOAD=' + R.OPTS.preload]
+	return ['setpriv', '--reuid=%d' % pw.pw_uid, '--regid=%d' % pw.pw_gid,
+		'--clear-groups', 'env'] + pre + argv
+
+
+def need_root():
+	if os.geteuid() != 0:
+		raise R.Skip('needs root (it runs programs as other users)')
+	R.need('setpriv')
+
+
+def ensure_user(name):
+	"""A system user with no login and no home, made once."""
+	try:
+		pwd.getpwnam(name)
+	except KeyError:
+		r = subprocess.run(['useradd', '--system', '--no-create-home',
+				    '--shell', '/usr/sbin/nologin', name],
+				   capture_output=True, text=True)
+		if r.returncode:
+			raise R.Fail('useradd %s: %s' % (name, r.stderr.strip()))
+	return name
+
+
+def open_dirs(ctx):
+	"""Other users must reach the test directory (cwd, files to serve)
+	and create their stats files; they may not list what others made."""
+	os.chmod(ctx.dir, 0o711)
+	os.chmod(ctx.statdir, 0o1733)
+
+
+def stat_path_checks(c, what, want_read):
+	"""The data path each side chose at set-up: a receiver the kernel
+	lets read its peer pulls (RdmaRead); one it does not gets the bytes
+	written into its staging ring, and never tries a pull."""
+	if want_read:
+		R.check(c['rx_rdma_read'] > 0, '%s: nothing came by RdmaRead '
+			'although this side may read its peer: %s' %
+			(what, R.fmt_conn(c)))
+	else:
+		R.check(c['rx_rdma_read'] == 0 and c['rx_rdma_write'] > 0,
+			'%s: this side may not read its peer, so the bytes come '
+			'by RDMA write into its ring: %s' % (what, R.fmt_conn(c)))
+
+
+def cross_iperf3(ctx, suser, cuser, extra):
+	port = R.free_port()
+	sargv = ['iperf3', '-s', '-1', '-B', '127.0.0.1', '-p', str(port)]
+	cargv = ['iperf3', '-c', '127.0.0.1', '-p', str(port), '-t', '2',
+		 '-l', '1M', '-J'] + extra
+	srv = ctx.spawn('iperf3-s-' + (suser or 'root') + ''.join(extra),
+			as_user(suser, sargv) if suser else sargv,
+			env=NOPRE if suser else None)
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('iperf3-c-' + (cuser or 'root') + ''.join(extra),
+		      as_user(cuser, cargv) if cuser else cargv, 40,
+		      env=NOPRE if cuser else None)
+	rc = srv.wait(15)
+	R.check(rc == 0, 'iperf3 server as %s exited %d: %s' %
+		(suser or 'root', rc, srv.err()[-400:] + srv.out()[-400:]))
+	try:
+		j = json.loads(cli.out())
+		rcvd = j['end']['sum_received']['bytes']
+		bps = j['end']['sum_received']['bits_per_second']
+	except (ValueError, KeyError) as e:
+		raise R.Fail('iperf3 -J output unreadable (%s): %s' %
+			     (e, cli.out()[-600:]))
+	R.check(rcvd > 64 * R.MIB, 'iperf3 moved only %d bytes' % rcvd)
+	return srv.pid, cli.pid, bps
+
+
+def cross_hash(ctx, suser, cuser, nbytes):
+	"""peers.py send (nbytes) to sink, each hashing what it sent and got
+	(client to server: a server that speaks first would race its
+	client's hello, a different test)."""
+	port = R.free_port()
+	sargv = [UPY, R.PEERS, 'sink', str(port)]
+	cargv = [UPY, R.PEERS, 'send', str(port), str(nbytes)]
+	srv = ctx.spawn('sink-' + (suser or 'root'),
+			as_user(suser, sargv) if suser else sargv,
+			env=NOPRE if suser else None)
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send-' + (cuser or 'root'),
+		      as_user(cuser, cargv) if cuser else cargv, 120,
+		      env=NOPRE if cuser else None)
+	R.check(srv.wait(30) == 0, 'sink failed: %s' % srv.err()[-600:])
+	s = srv.json_lines()
+	c = cli.json_lines()
+	R.check(len(s) == 1 and len(c) == 1, 'peers printed %s / %s' % (s, c))
+	got, c = s[0], c[0]
+	R.check(c['sent'] == nbytes and got['bytes'] == nbytes and
+		got['sha'] == c['sha'] and got['end'] == 'eof',
+		'client to server: sent %d sha %s, got %d sha %s (%s)' %
+		(c['sent'], c['sha'][:16], got['bytes'], got['sha'][:16],
+		 got['end']))
+	return srv.pid, cli.pid
+
+
+def cross_users(ctx, suser, cuser):
+	"""iperf3 (1 MiB writes) each way and a hashed transfer between a
+	server as suser and a client as cuser (None: root); every connection
+	on shm; the receiver that may read its peer pulls, the other is
+	written to (the choice made at set-up, not by failing)."""
+	need_root()
+	R.need('iperf3')
+	open_dirs(ctx)
+	ispid, icpid, bps = cross_iperf3(ctx, suser, cuser, [])
+	rspid, rcpid, rbps = cross_iperf3(ctx, suser, cuser, ['-R'])
+	hspid, hcpid = cross_hash(ctx, suser, cuser, 160 * R.MIB)
+	st = ctx.stats()
+	srv_reads = suser is None	# root may read nobody, not the reverse
+	for spid, cpid, what in ((ispid, icpid, 'iperf3'),
+				 (rspid, rcpid, 'iperf3 -R'),
+				 (hspid, hcpid, 'hashed transfer')):
+		cs_c = R.by_pid(st, cpid)
+		cs_s = R.by_pid(st, spid)
+		R.check_all_san(cs_c + cs_s, what)
+		R.check_pairs(cs_c, cs_s, what)
+	# the receiving end of each data connection (iperf3's last)
+	stat_path_checks(R.by_pid(st, ispid)[-1], 'iperf3 server', srv_reads)
+	stat_path_checks(R.by_pid(st, rcpid)[-1], 'iperf3 -R client',
+			 not srv_reads)
+	stat_path_checks(R.by_pid(st, hspid)[-1], 'hashed transfer server',
+			 srv_reads)
+	return 'iperf3 %.1f Gbit/s, -R %.1f Gbit/s' % (bps / 1e9, rbps / 1e9)
+
+
+def t_users_nobody_server(ctx):
+	return cross_users(ctx, 'nobody', None)
+
+
+def t_users_nobody_client(ctx):
+	return cross_users(ctx, None, 'nobody')
+
+
+# nginx as Debian ships it: master root, workers www-data; a private
+# prefix, port and document root.
+NGINX_USERS_CONF = """
+user www-data;
+worker_processes 2;
+daemon off;
+pid %(dir)s/nginx.pid;
+error_log %(dir)s/nginx-error.log warn;
+events { worker_connections 768; }
+http {
+	sendfile on;
+	tcp_nopush on;
+	access_log off;
+	client_body_temp_path %(dir)s/tmp;
+	proxy_temp_path %(dir)s/tmp;
+	fastcgi_temp_path %(dir)s/tmp;
+	uwsgi_temp_path %(dir)s/tmp;
+	scgi_temp_path %(dir)s/tmp;
+	default_type application/octet-stream;
+	server {
+		listen %(port)d default_server;
+		root %(dir)s/www;
+	}
+}
+"""
+
+
+def fetch(ctx, name, url, out):
+	if os.environ.get('SANITIZE') == '1':
+		# curl hangs in setlocale under ASan's runtime (run.py t_nginx)
+		return ctx.run(name, [R.PY, R.PEERS, 'http-get', url, out], 60)
+	return ctx.run(name, ['curl', '-sS', '--fail', '-o', out, url], 60)
+
+
+def t_nginx_users(ctx):
+	"""nginx with workers as www-data sends a 100 MiB file with
+	sendfile to curl (hashed) and to wrk as root: every connection is
+	carried by shm, and curl, which may read a worker's memory (not the
+	reverse), pulls what the worker offers."""
+	need_root()
+	R.need('nginx', 'curl', 'wrk')
+	ensure_user('www-data')
+	open_dirs(ctx)
+	port = R.free_port()
+	os.mkdir(ctx.path('www'), 0o755)
+	os.mkdir(ctx.path('tmp'))
+	big = ctx.path('www/big.bin')
+	R.make_random_file(big, 100 * R.MIB)
+	os.chmod(big, 0o644)
+	with open(ctx.path('nginx.conf'), 'w') as f:
+		f.write(NGINX_USERS_CONF % {'dir': ctx.dir, 'port': port})
+	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
+				  ctx.path('nginx-error.log'), '-c',
+				  ctx.path('nginx.conf')])
+	ctx.wait_listen(port, srv)
+	url = 'http://127.0.0.1:%d/big.bin' % port
+	got = ctx.path('got.bin')
+	curls = []
+	for i in range(2):
+		curls.append(fetch(ctx, 'curl%d' % i, url, got))
+		R.check(os.path.getsize(got) == 100 * R.MIB and
+			R.sha_file(got) == R.sha_file(big),
+			'curl got %d bytes of the 100 MiB file, sha256 %s '
+			'(want %s)' % (os.path.getsize(got),
+				       R.sha_file(got)[:16], R.sha_file(big)[:16]))
+		os.unlink(got)
+	wrk = ctx.run('wrk', ['wrk', '-t1', '-c2', '-d2s', url], 30)
+	text = wrk.out()
+	R.check('Non-2xx' not in text and 'Socket errors' not in text,
+		'wrk saw errors: %s' % text)
+	rate = [ln.split(':', 1)[1].strip() for ln in text.splitlines()
+		if ln.startswith('Requests/sec')]
+	R.check(rate and float(rate[0]) > 0, 'wrk made no request: %s' % text)
+	ctx.stop(srv)
+	st = ctx.stats()
+	www = pwd.getpwnam('www-data').pw_uid
+	workers = [s for s in st if s['pid'] != srv.pid and
+		   s['program'].startswith('nginx')]
+	R.check(workers, 'no stats file of an nginx worker')
+	for c in curls:
+		cs = R.by_pid(st, c.pid)
+		R.check(len(cs) == 1, 'curl: %d connections' % len(cs))
+		R.check_all_san(cs, 'curl')
+		# root may read a worker (not the reverse): it pulls
+		stat_path_checks(cs[0], 'curl', True)
+	cs = R.by_pid(st, wrk.pid)
+	probe = [c for c in cs if R.short_lived(c) or
+		 c['state'] in (2,) + R.PENDING_STATES]
+	R.check(len(probe) <= 1, 'wrk: unused connections %s' %
+		[R.fmt_conn(c) for c in probe])
+	R.check_all_san([c for c in cs if c not in probe], 'wrk')
+	uids = set()
+	for w in workers:
+		try:
+			with open('/proc/%d/status' % w['pid']) as f:
+				for ln in f:
+					if ln.startswith('Uid:'):
+						uids.add(int(ln.split()[1]))
+		except OSError:
+			pass
+	R.check(not uids or uids == {www}, 'nginx workers ran as uids %s, '
+		'not www-data' % uids)
+	return 'wrk %s req/s of 100 MiB' % rate[0]
+
+
+OUTSIDER = r'''
+import ctypes, json, os, socket, sys
+pids = [int(p) for p in sys.argv[1].split(',')]
+port = int(sys.argv[2])
+statfiles = sys.argv[3].split(',') if sys.argv[3] else []
+got = []
+def tried(what, fn):
+	try:
+		r = fn()
+		got.append('%s: %r' % (what, r))
+	except OSError as e:
+		pass
+libc = ctypes.CDLL(None, use_errno=True)
+class iovec(ctypes.Structure):
+	_fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
+for pid in pids:
+	# the processes' memory: /proc/PID/mem, process_vm_readv, their
+	# descriptors (memfds, sockets) and mapped files
+	tried('mem of %d' % pid, lambda: open('/proc/%d/mem' % pid, 'rb').read(1))
+	buf = ctypes.create_string_buffer(8)
+	loc = iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
+	try:
+		maps = open('/proc/%d/maps' % pid).read().split('\n')
+		addr = int(maps[0].split('-')[0], 16)
+	except (OSError, ValueError, IndexError):
+		addr = 0x400000
+	rem = iovec(addr, 8)
+	n = libc.process_vm_readv(pid, ctypes.byref(loc), 1, ctypes.byref(rem), 1, 0)
+	if n >= 0:
+		got.append('process_vm_readv of %d read %d bytes' % (pid, n))
+	for d in ('fd', 'map_files'):
+		try:
+			names = os.listdir('/proc/%d/%s' % (pid, d))
+		except OSError:
+			continue
+		for nm in names:
+			p = '/proc/%d/%s/%s' % (pid, d, nm)
+			tried('open ' + p, lambda: open(p, 'rb').read(1))
+for f in statfiles:
+	tried('read ' + f, lambda: open(f, 'rb').read(1))
+	tried('write ' + f, lambda: open(f, 'r+b').write(b'x'))
+# anything of theirs in /dev/shm (the default statistics directory)
+for f in os.listdir('/dev/shm'):
+	if any(f.endswith('.%d' % pid) for pid in pids):
+		tried('open /dev/shm/' + f,
+		      lambda: open('/dev/shm/' + f, 'rb').read(1))
+# the provider's rendezvous: a forged connection gets no descriptor and
+# no byte of anyone's data
+for name in ('127.0.0.1:%d' % port, '*:%d' % port):
+	s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+	s.settimeout(2)
+	try:
+		s.connect('\0sdp-shm/' + name)
+	except OSError:
+		continue
+	try:
+		s.sendall(b'\x01' * 256)
+		msg, anc, fl, _ = s.recvmsg(4096, socket.CMSG_SPACE(64))
+		fds = [a for a in anc if a[1] == socket.SCM_RIGHTS]
+		if fds:
+			got.append('rendezvous %s handed descriptors' % name)
+	except OSError:
+		pass
+	s.close()
+print(json.dumps(got))
+'''
+
+
+def t_users_outsider(ctx):
+	"""A third user, while root and nobody move hashed bytes over shm,
+	tries to read their memory, open their descriptors and mapped
+	files, read or write their stats files, open /dev/shm objects and
+	connect to their provider rendezvous: it gets nothing, and the
+	transfer stays exact."""
+	need_root()
+	out = ensure_user(HOSTILE_USER)
+	open_dirs(ctx)
+	port = R.free_port()
+	nbytes = 256 * R.MIB
+	sargv = [UPY, R.PEERS, 'sink', str(port)]
+	cargv = [UPY, R.PEERS, 'send', str(port), str(nbytes)]
+	srv = ctx.spawn('sink-nobody', as_user('nobody', sargv), env=NOPRE)
+	ctx.wait_listen(port, srv)
+	cli = ctx.spawn('send-root', cargv)
+	# wait for both to be carried (their stats files appear), then
+	# attack while bytes flow
+	end = R.time.monotonic() + 10
+	while R.time.monotonic() < end and len(os.listdir(ctx.statdir)) < 2:
+		R.time.sleep(0.05)
+	R.time.sleep(0.3)
+	stats = [os.path.join(ctx.statdir, f) for f in os.listdir(ctx.statdir)]
+	script = ctx.path('outsider.py')
+	with open(script, 'w') as f:
+		f.write(OUTSIDER)
+	os.chmod(script, 0o644)
+	att = ctx.run('outsider', as_user(out, [
+		UPY, script, '%d,%d' % (srv.pid, cli.pid), str(port),
+		','.join(stats)]), 60, preload=False)
+	alive = cli.alive() and srv.alive()
+	R.check(cli.wait(120) == 0, 'sender failed: %s' % cli.err()[-600:])
+	R.check(srv.wait(30) == 0, 'sink failed: %s' % srv.err()[-600:])
+	try:
+		got = json.loads(att.out())
+	except ValueError:
+		raise R.Fail('outsider printed %r' % att.out()[-400:])
+	R.check(not got, 'the third user got: %s' % '; '.join(got[:8]))
+	s = srv.json_lines()[0]
+	c = cli.json_lines()[0]
+	R.check(s['sha'] == c['sha'] and c['sent'] == nbytes and
+		s['bytes'] == nbytes, 'transfer not exact: %s / %s' % (s, c))
+	st = ctx.stats()
+	R.check_all_san(R.by_pid(st, cli.pid) + R.by_pid(st, srv.pid),
+			'transfer')
+	return 'attacked %s' % ('during the transfer' if alive else
+				'after the transfer (it was quick)')
+
+
+# haproxy between a client and a server, all three preloaded
+HAPROXY_CONF = """
+global
+	maxconn 64
+defaults
+	mode %(mode)s
+	timeout connect 5s
+	timeout client 60s
+	timeout server 60s
+listen fw
+	bind 127.0.0.1:%(front)d
+	server s1 127.0.0.1:%(back)d
+"""
+
+
+def haproxy_test(ctx, mode):
+	R.need('haproxy', 'nginx')
+	front, back = R.free_port(), R.free_port()
+	os.mkdir(ctx.path('www'))
+	os.mkdir(ctx.path('tmp'))
+	big = ctx.path('www/big.bin')
+	R.make_random_file(big, 100 * R.MIB)
+	with open(ctx.path('nginx.conf'), 'w') as f:
+		f.write(R.NGINX_CONF % {'dir': ctx.dir, 'port': back})
+	with open(ctx.path('haproxy.cfg'), 'w') as f:
+		f.write(HAPROXY_CONF % {'mode': mode, 'front': front,
+					'back': back})
+	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
+				  ctx.path('nginx-error.log'), '-c',
+				  ctx.path('nginx.conf')])
+	ctx.wait_listen(back, srv)
+	hap = ctx.spawn('haproxy', ['haproxy', '-db', '-f',
+				    ctx.path('haproxy.cfg')])
+	ctx.wait_listen(front, hap)
+	got = ctx.path('got.bin')
+	url = 'http://127.0.0.1:%d/big.bin' % front
+	t0 = R.time.monotonic()
+	cli = fetch(ctx, 'curl', url, got)
+	secs = R.time.monotonic() - t0
+	R.check(os.path.getsize(got) == 100 * R.MIB and
+		R.sha_file(got) == R.sha_file(big),
+		'curl got %d bytes of the 100 MiB file through haproxy, sha256 '
+		'%s (want %s)' % (os.path.getsize(got), R.sha_file(got)[:16],
+				  R.sha_file(big)[:16]))
+	ctx.stop(hap)
+	ctx.stop(srv)
+	st = ctx.stats()
+	cs = R.by_pid(st, cli.pid)
+	R.check_all_san(cs, 'client')
+	hs = R.by_pid(st, hap.pid)
+	san = R.check_all_san(hs, 'haproxy', need=2)
+	# each side of the proxy: the file, all of it on shm after the
+	# switch point (carried: at most HEAD_MAX on TCP first)
+	R.check(sum(R.san_rx(c) + c['rx_tcp'] for c in san) >= 100 * R.MIB
+		and sum(R.san_tx(c) + c['tx_tcp'] for c in san) >= 100 * R.MIB,
+		'haproxy moved less than the file: %s' %
+		'; '.join(R.fmt_conn(c) for c in hs))
+	return '100 MiB in %.2f s' % secs
+
+
+def t_haproxy_tcp(ctx):
+	return haproxy_test(ctx, 'tcp')
+
+
+def t_haproxy_http(ctx):
+	return haproxy_test(ctx, 'http')
+
+
+def register(run):
+	global R
+	R = run
+	for name, fn in (('users-nobody-server', t_users_nobody_server),
+			 ('users-nobody-client', t_users_nobody_client),
+			 ('users-nginx', t_nginx_users),
+			 ('users-outsider', t_users_outsider),
+			 ('haproxy-tcp', t_haproxy_tcp),
+			 ('haproxy-http', t_haproxy_http)):
+		run.test(name)(fn)
