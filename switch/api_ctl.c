@@ -73,11 +73,18 @@ int sw_close(struct sw_sock *s, int fd)
 	/* a connection kept across fork: others hold it still */
 	sw_holders_leave(s);
 	if (sw_pending(s)) {
-		/* TCP's end goes first: a server that finds our provider
-		 * listener gone then sees why (server_connect) */
-		int r = sdp_sys.close(fd);
+		/* our hello is out: the server's answer is on its way */
+		bool answer_due = s->is_client && s->state == SW_HELLO_SENT;
+		int r;
 
+		/* That answer is taken before TCP closes, or the kernel
+		 * would answer it with a reset that drops what the peer's
+		 * program has not read yet (a client that writes a file and
+		 * closes at once). */
 		sw_fallback(s, SDP_FB_ENDED, NULL);
+		if (answer_due)
+			sw_hello_drain(s);
+		r = sdp_sys.close(fd);
 		pthread_mutex_unlock(&s->lock);
 		return r;
 	}
