@@ -456,14 +456,30 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 		goto out;
 	/* the program's bytes go on TCP meanwhile; keep writing some so the
 	 * upgrade is due, and wait for the server's provider connect */
-	pf.fd = lfd;
-	pf.events = POLLIN;
 	stop = now_ms() + 3000;
-	while (now_ms() < stop && poll(&pf, 1, 20) == 0)
-		if (send(tcp, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-		    errno != EAGAIN)
+	while (c < 0 && now_ms() < stop) {
+		pf.fd = lfd;
+		pf.events = POLLIN;
+		if (poll(&pf, 1, 20) == 0) {
+			if (send(tcp, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+			    errno != EAGAIN)
+				goto out;
+			continue;
+		}
+		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
 			goto out;
-	c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		/* the server probes the name first (probe_bound: connect,
+		 * look at who made it, close): an end with nothing sent is
+		 * that probe, not the provider connection, which waits for
+		 * our proof */
+		pf.fd = c;
+		if (poll(&pf, 1, 20) == 1 &&
+		    recv(c, &hs, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+			close(c);
+			c = -1;
+		}
+	}
 	if (c < 0)
 		goto out;
 	/* our proof is genuine: we are this connection's peer */
