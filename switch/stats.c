@@ -73,7 +73,8 @@ static void stats_collect_stale(int dfd)
 {
 	DIR *d;
 	struct dirent *e;
-	int fd = dup(dfd);
+	/* listed only where we may read the directory */
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
 		return;
@@ -119,7 +120,10 @@ static int stats_dir_open(const char *dir, bool chosen)
 			 "cannot create %s: %s", dir, strerror(errno));
 		return -1;
 	}
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+	/* O_PATH: a directory others may write but not list (a shared
+	 * one of mode 1733) serves as well; the fd is only a base for
+	 * openat and unlinkat */
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC |
 			(chosen ? 0 : O_NOFOLLOW));
 	if (dfd < 0) {
 		snprintf(off_reason, sizeof(off_reason), "cannot open %s: %s%s",

@@ -433,6 +433,7 @@ int shm_tcp_ends(int fd, struct sockaddr_storage *local,
 		 struct sockaddr_storage *peer);
 int shm_tcp_peer(int fd, struct shm_tcp_peer *out);
 int shm_tcp_proof(int got, int fd, struct shm_tcp_peer *want);
+bool shm_pid_holds_socket(pid_t pid, uint64_t ino);
 
 /* shm_fault.c */
 bool shm_fault_reg(struct shm_provider *p);

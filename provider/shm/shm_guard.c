@@ -8,6 +8,7 @@
  * docs/security.md, "Binding", and docs/provider-shm.md, "Trust".
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/inet_diag.h>
@@ -426,4 +427,41 @@ int shm_tcp_proof(int got, int fd, struct shm_tcp_peer *want)
 	    (uint64_t)st.st_ino != want->ino)
 		return -EPERM;
 	return 0;
+}
+
+/*
+ * Does process pid hold the socket of inode ino? Asked when the process
+ * that connects to a bound listener is not of the user that made the other
+ * end's socket: a server whose master (root) listens and whose workers
+ * (another user) accept hold sockets the kernel counts as root's. Its
+ * descriptor table says so, where we may read it (/proc/PID/fd: root, or
+ * the same user); elsewhere the answer is no.
+ */
+bool shm_pid_holds_socket(pid_t pid, uint64_t ino)
+{
+	char dir[64], path[64 + 256], link[64], want[48];
+	struct dirent *e;
+	bool found = false;
+	ssize_t n;
+	DIR *d;
+
+	if (pid <= 0 || !ino)
+		return false;
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
+	d = opendir(dir);
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = 0;
+		found = !strcmp(link, want);
+	}
+	closedir(d);
+	return found;
 }
