@@ -43,8 +43,12 @@ TCP_STATE = 'TCP'
 PENDING_STATES = ('HELLO_SENT', 'UPGRADING', 'HELLO_PENDING', 'HELLO_WAIT')
 # The program's bytes travel on TCP until the upgrade finishes (the
 # asynchronous upgrade, docs/protocol.md section 2): a connection carried by
-# shm moved at most this much on TCP each way first.
-HEAD_MAX = 16 * MIB
+# shm moved at most this much on TCP each way first. iperf3 on loopback
+# moves 3-4 GB/s on TCP, so each millisecond of upgrade is 3-4 MiB: the
+# upgrade's turns (docs/protocol.md 2.7) and the upgrade thread's 1 ms
+# looks put 16-24 MiB there at full speed, a few tenths of a percent of
+# a 5 s run.
+HEAD_MAX = 48 * MIB
 # a connection's copy in a process that handed it over (fork, SCM_RIGHTS)
 HANDED = 'handed-over'
 
