@@ -43,12 +43,10 @@ TCP_STATE = 'TCP'
 PENDING_STATES = ('HELLO_SENT', 'UPGRADING', 'HELLO_PENDING', 'HELLO_WAIT')
 # The program's bytes travel on TCP until the upgrade finishes (the
 # asynchronous upgrade, docs/protocol.md section 2): a connection carried by
-# shm moved at most this much on TCP each way first. iperf3 on loopback
-# moves 3-4 GB/s on TCP, so each millisecond of upgrade is 3-4 MiB: the
-# upgrade's turns (docs/protocol.md 2.7) and the upgrade thread's 1 ms
-# looks put 16-24 MiB there at full speed, a few tenths of a percent of
-# a 5 s run.
-HEAD_MAX = 48 * MIB
+# shm moved at most this much on TCP each way first, or 1% of what went
+# that way when more (at least 99% on the SAN): iperf3 on loopback moves
+# 3-4 GB/s on TCP, so each millisecond of the upgrade is 3-4 MiB there.
+HEAD_MAX = 16 * MIB
 # a connection's copy in a process that handed it over (fork, SCM_RIGHTS)
 HANDED = 'handed-over'
 
@@ -376,7 +374,8 @@ def fmt_conn(c):
 def carried(c):
 	"""On shm, its TCP bytes only those before the switch point."""
 	return (c['provider'] == 'shm' and c['state'] == SAN_STATE and
-		c['tx_tcp'] <= HEAD_MAX and c['rx_tcp'] <= HEAD_MAX)
+		c['tx_tcp'] <= max(HEAD_MAX, (san_tx(c) + c['tx_tcp']) // 100) and
+		c['rx_tcp'] <= max(HEAD_MAX, (san_rx(c) + c['rx_tcp']) // 100))
 
 
 def short_lived(c):
