@@ -280,7 +280,11 @@ wait_for "$work/m-watch.out" "WATCH messages sent"
 as sdpbob env LD_PRELOAD="$preload" timeout 20 "$bin/many_client" $wport 2 \
 	4096 >/dev/null 2>&1
 after=$(ls /proc/$watchpid/fd | wc -l)
-if [ $((after - before)) -le 40 ]; then
+# what mallory may hold, by the provider's caps: 32 watches and 8 silent
+# connections per user and listener (provider-shm.md), where 300 would
+# be unbounded; and bob's last connections and his processes' bells and
+# pidfds may not all be gone yet (up to 16)
+if [ $((after - before)) -le $((32 + 8 + 16)) ]; then
 	result PASS "watch_fds_bounded: $(head -1 "$work/m-watch.out"); the server went from $before to $after descriptors"
 else
 	result FAIL "watch_fds_bounded: $(head -1 "$work/m-watch.out"); the server went from $before to $after descriptors"
