@@ -106,8 +106,7 @@ int case_reject(void)
 	CHECK(!conf_aborted(), "%s", conf_sh->fail);
 	CHECK(rc == -ECONNREFUSED, "rejected connect completed with %s, "
 	      "expected -ECONNREFUSED", conf_err(rc));
-	m.ops.ep_close(cli->ep);
-	cli->ep = NULL;
+	side_close(cli);	/* its endpoint and early receive buffers */
 
 	/* The listener still works. */
 	srv->buddy = cli2;
