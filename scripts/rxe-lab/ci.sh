@@ -46,7 +46,7 @@ part "soft-RoCE: the switch across two VMs (xfer_up, 256 MiB)" \
 part "soft-iWARP: conformance suite on verbs and the switch (one VM)" \
 	env LAB_TRANSPORT=siw LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
 	"$here/run.sh" -c "$conformance || exit 1
-SWT_STEPS=xfer_up SWT_BYTES=67108864 bash scripts/rxe-lab/switch-tests.sh local"
+SWT_STEPS=xfer_up SWT_BYTES=67108864 bash tests/lab/switch-tests.sh local"
 echo "rxe-lab ci:$times"
 echo "rxe-lab ci: $([ $rc = 0 ] && echo PASS || echo FAIL) after $(( $(date +%s) - t0 )) s"
 exit $rc
