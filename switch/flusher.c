@@ -295,9 +295,6 @@ next:;
 
 static int flusher_start(void)
 {
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 	int r;
 
 	if (!hooks_done) {
@@ -306,14 +303,7 @@ static int flusher_start(void)
 		atexit(flusher_exit);
 		hooks_done = true;
 	}
-	/* signals are the program's: none is delivered to this thread */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	r = pthread_create(&t, &attr, flusher_main, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = sw_thread_start(flusher_main);
 	if (r) {
 		SW_WARN("cannot start the flusher thread (%s): small sends are not coalesced",
 			strerror(r));

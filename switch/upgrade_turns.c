@@ -423,9 +423,6 @@ static void turns_exit(void)
 /* Under turn_lock. */
 static int thread_start(void)
 {
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 	int r;
 
 	if (!hooks_done) {
@@ -434,14 +431,7 @@ static int thread_start(void)
 		atexit(turns_exit);
 		hooks_done = true;
 	}
-	/* signals are the program's: none is delivered to this thread */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	r = pthread_create(&t, &attr, thread_main, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = sw_thread_start(thread_main);
 	if (r) {
 		SW_WARN("cannot start the upgrade thread (%s): upgrades move on in the program's calls only",
 			strerror(r));

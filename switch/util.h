@@ -20,6 +20,9 @@ void sw_random(void *buf, size_t len);
 
 /* Blocks until fd has events or timeout_ms passes (-1 = forever). */
 int sw_wait_fd(int fd, short events, int timeout_ms);
+/* Starts fn in a detached thread that no signal is delivered to (signals
+ * are the program's). 0 or pthread_create's error number. */
+int sw_thread_start(void *(*fn)(void *));
 
 /* Writes all of buf on a TCP fd (blocking as needed). */
 int sw_tcp_write_all(int fd, const void *buf, size_t len);
