@@ -60,6 +60,17 @@ if [ "$i" -gt 10 ] && diff -u "$work/reasons.want" "$work/reasons.got"; then
 else
 	failed "fallback reason names differ from switch/fallback_names.c (diff above)"
 fi
+# ... and docs/fallback-reasons.md: its table and its section headings
+sed -n 's/^| \([0-9]*\) | \([a-z-]*\) |.*/\1 \2/p' \
+	"$top/docs/fallback-reasons.md" >"$work/reasons.table"
+sed -n 's/^## \([a-z-]*\) (\([0-9]*\))$/\2 \1/p' \
+	"$top/docs/fallback-reasons.md" >"$work/reasons.heads"
+if diff -u "$work/reasons.want" "$work/reasons.table" &&
+   diff -u <(grep -v '^0 ' "$work/reasons.want") "$work/reasons.heads"; then
+	pass "docs/fallback-reasons.md lists every reason under its number"
+else
+	failed "docs/fallback-reasons.md's table or headings differ from the reasons (diff above)"
+fi
 
 # 2. State names: enum sw_state in switch/stats.h, without SW_.
 sed -n '/^enum sw_state {/,/^};/p' "$top/switch/stats.h" |
