@@ -66,12 +66,24 @@ static int rd_ps_scan(struct rd_pollset *ps, bool arm)
 	return n;
 }
 
+/* A sleep on the switch sockets' TCP fds begins (or ends): until it ends,
+ * other threads leave the doorbells there for it (sw_poll_sleep). */
+static void rd_ps_sleepers(struct rd_pollset *ps, bool begin)
+{
+	nfds_t i;
+
+	for (i = 0; i < ps->nfds; i++)
+		if (ps->socks[i])
+			sw_poll_sleep(ps->socks[i], begin);
+}
+
 static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 		      const struct timespec *t, const sigset_t *mask)
 {
 	struct pollfd *p, *kp;
 	struct timespec nap;
 	int n, k, count = 0, j;
+	bool sleep;
 	nfds_t i;
 	short r;
 
@@ -79,10 +91,16 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 	for (i = 0; i < ps->nfds; i++)
 		ps->pend[i] = false;
 	n = rd_ps_scan(ps, false);
-	if (!n && arm)
+	sleep = !n && arm;
+	if (sleep) {
+		rd_ps_sleepers(ps, true);
 		n = rd_ps_scan(ps, true);
-	if (!kernel && !n)
+	}
+	if (!kernel && !n) {
+		if (sleep)
+			rd_ps_sleepers(ps, false);
 		return 0;
+	}
 	for (i = 0; i < ps->nfds; i++) {
 		p = &ps->fds[i];
 		kp = &ps->kfds[i];
@@ -114,6 +132,12 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 	}
 	k = sdp_sys.ppoll(ps->kfds, ps->nfds + (nfds_t)ps->x.nx, t,
 			 n || t == &rd_zero ? NULL : mask);
+	if (sleep) {
+		int saved = errno;
+
+		rd_ps_sleepers(ps, false);
+		errno = saved;
+	}
 	if (ps->x.nx) {
 		int saved = errno;
 

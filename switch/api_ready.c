@@ -132,7 +132,7 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 		sw_hello_send(s, NULL, 0);
 	if (s->state == SW_SAN && s->rx_san) {
 		if (kernel_revents & (POLLIN | POLLHUP | POLLERR))
-			sw_doorbell_drain(s);
+			sw_doorbell_drain_shared(s);
 		sw_progress(s);
 		if (s->ss.rxq && s->ss.rxq->kind == RX_DOWNGRADE)
 			sw_downgrade_rx_point(s);
@@ -149,7 +149,7 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 		/* r set */
 	} else if (s->state == SW_SAN) {
 		if (kernel_revents & (POLLIN | POLLHUP | POLLERR))
-			sw_doorbell_drain(s);
+			sw_doorbell_drain_shared(s);
 		sw_progress(s);
 		r = san_revents(s, events, true);
 	} else {
@@ -229,6 +229,14 @@ short sw_poll_arm(struct sw_sock *s, short events)
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+void sw_poll_sleep(struct sw_sock *s, bool begin)
+{
+	if (begin)
+		atomic_fetch_add(&s->sleepers, 1);
+	else
+		atomic_fetch_sub(&s->sleepers, 1);
 }
 
 bool sw_poll_carried(struct sw_sock *s)

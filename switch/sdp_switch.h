@@ -118,6 +118,13 @@ void sw_poll_progress(struct sw_sock *s);
  */
 short sw_poll_arm(struct sw_sock *s, short events);
 /*
+ * Brackets a sleep on s's TCP fd (begin before sw_poll_arm, end once the
+ * kernel's sleep returned, before sw_poll_revents): while one thread
+ * sleeps there, another leaves the doorbells in place, which would
+ * otherwise take the wake-up the sleeper waits for.
+ */
+void sw_poll_sleep(struct sw_sock *s, bool begin);
+/*
  * While the upgrade of s is pending: the fds besides the TCP fd whose
  * events move it on (up to max into fds); *tcp_in says the TCP fd must be
  * watched for POLLIN whatever the program asked, *nap_ms bounds the sleep

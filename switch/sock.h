@@ -270,6 +270,10 @@ struct sw_sock {
 	/* threads inside a data call on s: with more than one, a thread
 	 * may take the doorbell another sleeps for, so sleeps are short */
 	atomic_int users;
+	/* threads between arming a sleep on the TCP fd and waking from it
+	 * (poll, select, blocking calls): a doorbell is left in place for
+	 * them, so that no thread takes the one another sleeps for */
+	atomic_int sleepers;
 	struct sw_conn_stats *st;
 };
 

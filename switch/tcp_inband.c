@@ -373,6 +373,13 @@ static ssize_t peek_past_doorbells(struct sw_sock *s, uint8_t *buf,
 	return n;
 }
 
+void sw_doorbell_drain_shared(struct sw_sock *s)
+{
+	if (atomic_load(&s->sleepers) > 0)
+		return;
+	sw_doorbell_drain(s);
+}
+
 void sw_doorbell_drain(struct sw_sock *s)
 {
 	uint8_t buf[256];

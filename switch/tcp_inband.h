@@ -39,6 +39,9 @@ int sw_hello_skip(struct sw_sock *s, bool wait);
 
 /* Reads doorbells from the TCP fd; notes EOF. */
 void sw_doorbell_drain(struct sw_sock *s);
+/* The same, unless another thread sleeps on the TCP fd (s->sleepers): the
+ * doorbell then stays to wake it, and the last thread to wake takes it. */
+void sw_doorbell_drain_shared(struct sw_sock *s);
 
 /* True once the peer's stream has ended without more to come from the
  * provider: the provider reported the peer gone, or TCP ended and the

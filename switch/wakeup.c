@@ -171,11 +171,13 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	nap = (!arm_wake(s) && ss->switch_rcvd) ||
 	      ((events & POLLOUT) && !sw_credit_can_send(ss, SDP_MSG_DATA));
 	cfd = sw_cq_sleep_fd(s);
+	/* from here until the sleep ends, a doorbell is left for us */
+	atomic_fetch_add(&s->sleepers, 1);
 	r = sw_progress(s);
-	if (r < 0)
-		return r;
-	if (atomic_load(&s->event_seq) != seq)
-		return 0;
+	if (r < 0 || atomic_load(&s->event_seq) != seq) {
+		atomic_fetch_sub(&s->sleepers, 1);
+		return r < 0 ? r : 0;
+	}
 	/* what we wait for may need the peer's progress (our queued sends,
 	 * our RDMA in the provider's staging mode): a peer asleep must be
 	 * woken for it. Nothing of ours pending: no doorbell, or two idle
@@ -190,8 +192,10 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	if (deadline_ns) {
 		uint64_t now = sw_now_ns();
 
-		if (now >= deadline_ns)
+		if (now >= deadline_ns) {
+			atomic_fetch_sub(&s->sleepers, 1);
 			return -ETIMEDOUT;
+		}
 		timeout = (int)((deadline_ns - now) / 1000000) + 1;
 	} else {
 		timeout = -1;
@@ -221,6 +225,7 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 			r = -errno;
 		slept = sw_now_ns() - slept;
 	}
+	atomic_fetch_sub(&s->sleepers, 1);
 	pthread_mutex_lock(&s->lock);
 	sw_spin_slept(&s->spin, slept, r > 0);
 	/* closed by another thread meanwhile: the session is gone and the
@@ -230,7 +235,7 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 		return -EBADF;
 	if (cfd >= 0 && ss->cq)
 		ss->prov->mod.ops.cq_ack(ss->cq);
-	sw_doorbell_drain(s);
+	sw_doorbell_drain_shared(s);
 	/* a signal handler ran: the program's call returns EINTR, as a
 	 * blocking socket call does when a handler interrupts it */
 	if (r == -EINTR) {

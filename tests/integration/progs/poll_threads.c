@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * poll_threads.c - two threads wait on one carried socket at once, each in
+ * poll() before its non-blocking call: a writer for POLLOUT, a reader for
+ * POLLIN (as Python's sockets with a timeout do), against an echo server.
+ * A doorbell taken by one of them must not be the wake-up the other sleeps
+ * for. The switch's periodic idle wake-up is set far beyond the test's
+ * bound (SDP_IDLE_MS), so a lost wake-up is a hang, not a slow run.
+ */
+#include <pthread.h>
+#include <sys/wait.h>
+#include "tp_stats.h"
+
+#define PT_MAXCHUNK (256u << 10)
+
+static uint64_t total;
+static int fd;
+
+/* Deterministic chunk sizes from 1 byte to 256 KiB. */
+static size_t chunk(uint64_t *rnd)
+{
+	*rnd = *rnd * 6364136223846793005ull + 1442695040888963407ull;
+	return (size_t)(*rnd >> 33) % PT_MAXCHUNK + 1;
+}
+
+static void wait_for(short ev)
+{
+	struct pollfd p = { .fd = fd, .events = ev };
+	int r;
+
+	do
+		r = poll(&p, 1, -1);
+	while (r < 0 && errno == EINTR);
+	TP_CHECK(r == 1, "poll for 0x%x returned %d", ev, r);
+}
+
+static void *writer(void *arg)
+{
+	unsigned char *buf = malloc(PT_MAXCHUNK);
+	uint64_t off = 0, rnd = 7;
+
+	(void)arg;
+	TP_CHECK(buf != NULL, "malloc");
+	while (off < total) {
+		size_t n = chunk(&rnd), done = 0;
+
+		if (n > total - off)
+			n = (size_t)(total - off);
+		tp_fill(1, off, buf, n);
+		while (done < n) {
+			ssize_t w;
+
+			wait_for(POLLOUT);
+			w = send(fd, buf + done, n - done,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+			TP_CHECK(w > 0 || errno == EAGAIN,
+				 "send at byte %llu: %s",
+				 (unsigned long long)(off + done),
+				 strerror(errno));
+			if (w > 0)
+				done += (size_t)w;
+		}
+		off += n;
+	}
+	TP_CHECK(!shutdown(fd, SHUT_WR), "shutdown");
+	free(buf);
+	return NULL;
+}
+
+static void reader(void)
+{
+	unsigned char *buf = malloc(65536);
+	uint64_t off = 0;
+
+	TP_CHECK(buf != NULL, "malloc");
+	for (;;) {
+		ssize_t n;
+
+		wait_for(POLLIN);
+		n = recv(fd, buf, 65536, MSG_DONTWAIT);
+		if (n < 0 && errno == EAGAIN)
+			continue;
+		TP_CHECK(n >= 0, "recv at byte %llu: %s",
+			 (unsigned long long)off, strerror(errno));
+		if (!n)
+			break;
+		TP_CHECK(off + (uint64_t)n <= total, "%llu bytes echoed, "
+			 "%llu sent", (unsigned long long)(off + n),
+			 (unsigned long long)total);
+		tp_verify(1, (size_t)off, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	TP_CHECK(off == total, "EOF after %llu of %llu echoed bytes",
+		 (unsigned long long)off, (unsigned long long)total);
+	free(buf);
+}
+
+/* The server: one blocking thread that echoes what it reads. */
+static void serve(int l)
+{
+	unsigned char *buf = malloc(65536);
+	struct pollfd p = { .fd = l, .events = POLLIN };
+	int c;
+
+	TP_CHECK(buf != NULL, "malloc");
+	TP_CHECK(poll(&p, 1, 10000) == 1, "no client came");
+	c = accept(l, NULL, NULL);
+	TP_CHECK(c >= 0, "accept");
+	for (;;) {
+		ssize_t n = recv(c, buf, 65536, 0);
+		size_t done = 0;
+
+		TP_CHECK(n >= 0, "server recv: %s", strerror(errno));
+		if (!n)
+			break;
+		while (done < (size_t)n) {
+			ssize_t w = send(c, buf + done, (size_t)n - done,
+					 MSG_NOSIGNAL);
+
+			TP_CHECK(w > 0, "server send: %s", strerror(errno));
+			done += (size_t)w;
+		}
+	}
+	shutdown(c, SHUT_WR);
+	close(c);
+	free(buf);
+}
+
+int main(int argc, char **argv)
+{
+	int family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
+	const char *e = getenv("PT_BYTES");
+	struct sockaddr_storage ss;
+	socklen_t len;
+	pthread_t w;
+	pid_t srv;
+
+	if (!getenv("PT_STEP")) {
+		/* the switch reads its settings at start: run again with
+		 * them (both ends are this program's processes) */
+		setenv("SDP_IDLE_MS", "3600000", 1);
+		setenv("PT_STEP", "1", 1);
+		execv("/proc/self/exe", argv);
+		tp_fail("execv: %s", strerror(errno));
+	}
+	tp_start("poll_threads", 50);
+	total = e ? strtoull(e, NULL, 0) :
+		getenv("SANITIZE") && !strcmp(getenv("SANITIZE"), "1") ?
+		128ull << 20 : 1ull << 30;
+	srv = tp_fork_server(family, "poll_threads server", serve, &ss, &len);
+	fd = tp_connect(&ss, len);
+	tp_wait_carried(fd);
+	tp_nonblock(fd);
+	TP_CHECK(!pthread_create(&w, NULL, writer, NULL), "pthread_create");
+	reader();
+	pthread_join(w, NULL);
+	{
+		const struct sw_conn_stats *st = tp_conn_stats(fd);
+		uint64_t san;
+
+		TP_CHECK(st && st->state == TP_STATE_SAN,
+			 "the connection left the provider (state %d)",
+			 st ? (int)st->state : -1);
+		san = st->rx_copy + st->rx_rdma_read + st->rx_rdma_write;
+		TP_CHECK(san >= total / 2, "only %llu of %llu echoed bytes "
+			 "came by the provider", (unsigned long long)san,
+			 (unsigned long long)total);
+	}
+	close(fd);
+	tp_reap(srv, "the echo server");
+	tp_pass();
+	return 0;
+}
