@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -242,6 +243,44 @@ static inline void tp_pair(int family, int *c, int *s)
 	TP_CHECK(*s >= 0, "accept");
 	setsockopt(*c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	close(l);
+}
+
+/* A connected loopback TCP pair that the switch never sees, made with raw
+ * system calls only (no libc socket call the preload could catch): the
+ * reference a test compares a carried pair's answers with. *c is the
+ * connecting end (TCP_NODELAY, as tp_pair's), *s the accepted one. */
+static inline void tp_raw_pair(int family, int *c, int *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	int one = 1;
+	long l;
+
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET6) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_loopback;
+		len = sizeof(*in6);
+	} else {
+		in4->sin_family = AF_INET;
+		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*in4);
+	}
+	l = syscall(SYS_socket, family, SOCK_STREAM, 0);
+	TP_CHECK(l >= 0, "raw socket");
+	TP_CHECK(!syscall(SYS_bind, l, &ss, len), "raw bind");
+	TP_CHECK(!syscall(SYS_listen, l, 4), "raw listen");
+	TP_CHECK(!syscall(SYS_getsockname, l, &ss, &len), "raw getsockname");
+	*c = (int)syscall(SYS_socket, family, SOCK_STREAM, 0);
+	TP_CHECK(*c >= 0, "raw socket");
+	TP_CHECK(!syscall(SYS_connect, *c, &ss, len), "raw connect");
+	*s = (int)syscall(SYS_accept4, l, NULL, NULL, 0);
+	TP_CHECK(*s >= 0, "raw accept");
+	syscall(SYS_setsockopt, *c, IPPROTO_TCP, TCP_NODELAY, &one,
+		sizeof(one));
+	syscall(SYS_close, l);
 }
 
 static inline void tp_nonblock(int fd)
