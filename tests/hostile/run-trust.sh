@@ -9,15 +9,7 @@
 # reason, every byte checked. Also a low RLIMIT_NOFILE and a full /dev/shm.
 #   tests/hostile/run-trust.sh [BUILD_DIR]     (as root: it makes the users)
 set -u
-O=${1:-build}
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/$O/tests/hostile
-lib=$top/$O/lib/libsdp_switch.so
-export SDP_PROVIDER_DIR=$top/$O/lib/sdp SDP_PROVIDERS=shm
-unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
-. "$top/tests/lib/lib.sh"
-sdp_preload "$lib"
-sdp_workdir sdp-trust
+. "$(dirname "$0")/common.sh" sdp-trust "${1:-build}"
 # below the ephemeral range, so that no other connection takes them
 port=$((10000 + ($$ * 13) % 20000))
 
@@ -46,17 +38,7 @@ while p + n < 32768:
 sys.exit(1)
 PY
 }
-pass=0 failn=0 skip=0
 FUZZ_SECS=${SDP_TRUST_FUZZ_SECS:-20}
-
-result() {	# STATUS NAME TEXT...
-	case $1 in
-	PASS) pass=$((pass + 1)) ;;
-	FAIL) failn=$((failn + 1)) ;;
-	SKIP) skip=$((skip + 1)) ;;
-	esac
-	echo "$*"
-}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "SKIP trust: the attacks need real users; run as root (CI does)"
@@ -87,31 +69,7 @@ start_server() {
 		>"$work/$name.out" 2>"$work/$name.err" &
 	srv=$!
 	pids+=("$srv")
-	for i in $(seq 50); do
-		grep -q ready "$work/$name.out" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "echo_server $name did not start:" >&2
-	cat "$work/$name.err" >&2
-	return 1
-}
-
-alive() {	# NAME PID
-	if kill -0 "$2" 2>/dev/null &&
-	   ! grep -q '^State:.*Z' "/proc/$2/status" 2>/dev/null; then
-		result PASS "$1: the server process lives"
-	else
-		result FAIL "$1: the server process is gone ($(tail -2 \
-			"$work"/*.err 2>/dev/null | tr '\n' ' '))"
-	fi
-}
-
-no_stray() {	# NAME SERVER
-	if grep -q 'STRAY BYTES' "$work/$2.err"; then
-		result FAIL "$1: $(grep -m1 'STRAY BYTES' "$work/$2.err")"
-	else
-		result PASS "$1: the server read only its clients' bytes"
-	fi
+	server_ready "$name"
 }
 
 # bob NAME PORT SECONDS MODE [ENV...]: bob's preloaded honest client
@@ -347,10 +305,4 @@ else
 	result SKIP "shm_full: unshare -m is not allowed here"
 fi
 
-if [ $failn = 0 ]; then
-	echo "trust: $pass passed, $failn failed, $skip skipped"
-	exit 0
-fi
-echo "trust: $pass passed, $failn failed, $skip skipped (logs in $work)"
-keep_work=1
-exit 1
+finish trust
