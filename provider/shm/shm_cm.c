@@ -32,21 +32,11 @@ int shm_hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 			     .bell_id = bell_id };
 	struct iovec iov = { &hs, sizeof(hs) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *c;
 	int tries;
 
 	if (privlen)
 		memcpy(hs.priv, priv, privlen);
-	if (nfds) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	shm_hs_put_fds(&m, u.buf, sizeof(u), fds, nfds);
 	for (tries = 0;; tries++) {
 		if (sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(hs))
 			return 0;
