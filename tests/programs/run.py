@@ -29,7 +29,7 @@ import time
 import traceback
 
 import sdptest  # tests/lib, on PYTHONPATH
-from sdptest import free_port, listening
+from sdptest import Fail, Skip, check, free_port, listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, 'peers.py')
@@ -52,19 +52,6 @@ HEAD_MAX = 16 * MIB
 HEAD_SHARE = 20	# 1/20 of the bytes
 # a connection's copy in a process that handed it over (fork, SCM_RIGHTS)
 HANDED = 'handed-over'
-
-
-class Skip(Exception):
-	pass
-
-
-class Fail(Exception):
-	pass
-
-
-def check(cond, msg):
-	if not cond:
-		raise Fail(msg)
 
 
 def need(*progs):
@@ -1001,6 +988,31 @@ def t_socat_burst_close(ctx):
 	return '20 rounds of 1 MiB, each complete'
 
 
+def exec_sides(ctx, n, srv, cli):
+	"""Waits for the results 'peers.py side' left in server.json and
+	client.json (run by socat EXEC in SRV and CLI) and checks that each
+	side received the N bytes the other sent, hash for hash."""
+	res = {}
+	for who in ('server', 'client'):
+		end = time.monotonic() + 10
+		while time.monotonic() < end and \
+		      not os.path.exists(ctx.path(who + '.json')):
+			time.sleep(0.05)
+		try:
+			with open(ctx.path(who + '.json')) as fh:
+				res[who] = json.load(fh)
+		except (OSError, ValueError) as e:
+			raise Fail('the %s side left no result (%s); socat '
+				   'stderr: %s' % (who, e, (srv if who ==
+				   'server' else cli).err()[-400:]))
+	for a, b in (('client', 'server'), ('server', 'client')):
+		check(res[a]['sent'] == n and res[b]['got'] == n and
+		      res[a]['sha_sent'] == res[b]['sha_got'],
+		      '%s -> %s: sent %d bytes sha %s, received %d bytes sha %s'
+		      % (a, b, res[a]['sent'], res[a]['sha_sent'][:16],
+			 res[b]['got'], res[b]['sha_got'][:16]))
+
+
 @test('socat-exec')
 def t_socat_exec(ctx):
 	"""socat EXEC forks a child that execs a program behind a socketpair
@@ -1021,25 +1033,7 @@ def t_socat_exec(ctx):
 	cli = ctx.run('socat-client', ['socat', '-t', '60', '-b', '262144',
 		'TCP:127.0.0.1:%d' % port, side % (2, 'client')], 60)
 	srv.wait(30)
-	res = {}
-	for who in ('server', 'client'):
-		end = time.monotonic() + 10
-		while time.monotonic() < end and \
-		      not os.path.exists(ctx.path(who + '.json')):
-			time.sleep(0.05)
-		try:
-			with open(ctx.path(who + '.json')) as fh:
-				res[who] = json.load(fh)
-		except (OSError, ValueError) as e:
-			raise Fail('the %s side left no result (%s); socat '
-				   'stderr: %s' % (who, e, (srv if who ==
-				   'server' else cli).err()[-400:]))
-	for a, b in (('client', 'server'), ('server', 'client')):
-		check(res[a]['sent'] == n and res[b]['got'] == n and
-		      res[a]['sha_sent'] == res[b]['sha_got'],
-		      '%s -> %s: sent %d bytes sha %s, received %d bytes sha %s'
-		      % (a, b, res[a]['sent'], res[a]['sha_sent'][:16],
-			 res[b]['got'], res[b]['sha_got'][:16]))
+	exec_sides(ctx, n, srv, cli)
 	st = ctx.stats()
 	cs = by_pid(st, cli.pid) + by_pid(st, srv.pid)
 	check(len(cs) == 2, 'socat exec: %d connections in the stats of the '
