@@ -123,16 +123,17 @@ static inline void tp_recv(int fd, unsigned int id, size_t off, size_t n)
  * readable, failing on a stall; ctx is the test's own (its epoll set). */
 typedef void tp_wait_fn(void *ctx, int fd, bool out);
 
-/* Sends n pattern bytes of stream id from off in one buffer (at most
- * 64 KiB) on a non-blocking fd, waiting with wait whenever it is full. */
+/* Sends n pattern bytes of stream id from off in one buffer on a
+ * non-blocking fd: each send as large as the socket takes, waiting with
+ * wait whenever it is full. */
 static inline void tp_send_nb(int fd, unsigned int id, size_t off, size_t n,
 			      tp_wait_fn *wait, void *ctx)
 {
-	char buf[65536];
+	char *buf = malloc(n ? n : 1);
 	size_t done = 0;
 	ssize_t r;
 
-	TP_CHECK(n <= sizeof(buf), "tp_send_nb of %zu bytes", n);
+	TP_CHECK(buf != NULL, "malloc of %zu bytes", n);
 	tp_fill(id, off, buf, n);
 	while (done < n) {
 		r = send(fd, buf + done, n - done, MSG_NOSIGNAL);
@@ -143,6 +144,7 @@ static inline void tp_send_nb(int fd, unsigned int id, size_t off, size_t n,
 		TP_CHECK(r < 0 && errno == EAGAIN, "send on fd %d", fd);
 		wait(ctx, fd, true);
 	}
+	free(buf);
 }
 
 /* Receives exactly n bytes of stream id at off on a non-blocking fd,
