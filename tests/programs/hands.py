@@ -81,27 +81,38 @@ def server_children(ctx, srv, conns, nbytes, what):
 	return sorted(set(r['pid'] for r in served))
 
 
+def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
+	"""hands_peers.py CMD serves conns echo clients of nbytes each, handing
+	every connection to another process (WHAT): the server process itself
+	must echo nothing (else parent_msg), and the processes it handed them
+	to, as the client, must hold every connection on shm. Returns their
+	pids."""
+	port = free_port()
+	srv = ctx.spawn(cmd, [PY, HANDS, cmd, str(port)])
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, conns, nbytes)
+	ctx.stop(srv)
+	kids = server_children(ctx, srv, conns, nbytes, what)
+	check(srv.pid not in kids, parent_msg)
+	st = ctx.stats()
+	for c in by_pid(st, cli.pid):
+		on_san(c, 'client', nbytes, nbytes)
+	held = held_by(st, kids)
+	check(len(held) == conns, '%s: %d connections held, expected %d: %s' %
+	      (what, len(held), conns, '; '.join(
+		      fmt_conn(c) for c in conns_of(st, kids))))
+	for c in held:
+		on_san(c, what, nbytes, nbytes)
+	return kids
+
+
 @run.test('forking-tcp-server')
 def t_forking(ctx):
 	"""socketserver.ForkingTCPServer: the parent accepts and forks, the
 	child echoes. The child, left alone with the connection, upgrades."""
 	conns, nbytes = 4, 16 * MIB
-	port = free_port()
-	srv = ctx.spawn('fork-server', [PY, HANDS, 'fork-server', str(port)])
-	ctx.wait_listen(port, srv)
-	cli = echo_clients(ctx, port, conns, nbytes)
-	ctx.stop(srv)
-	kids = server_children(ctx, srv, conns, nbytes, 'ForkingTCPServer')
-	check(srv.pid not in kids, 'the parent echoed: no fork?')
-	st = ctx.stats()
-	for c in by_pid(st, cli.pid):
-		on_san(c, 'client', nbytes, nbytes)
-	held = held_by(st, kids)
-	check(len(held) == conns, 'ForkingTCPServer: %d connections held by '
-	      'the children, expected %d: %s' % (len(held), conns, '; '.join(
-		      fmt_conn(c) for c in conns_of(st, kids))))
-	for c in held:
-		on_san(c, 'forked child', nbytes, nbytes)
+	kids = handed_echo(ctx, 'fork-server', conns, nbytes,
+			   'ForkingTCPServer child', 'the parent echoed: no fork?')
 	return '%d x %d MiB echoed by %d forked children, all on shm' % (
 		conns, nbytes >> 20, len(kids))
 
@@ -142,22 +153,8 @@ def t_scm_rights(ctx):
 	socket, echoes exactly the client's bytes (not the hello before them)
 	and upgrades the connection."""
 	conns, nbytes = 2, 16 * MIB
-	port = free_port()
-	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-server', str(port)])
-	ctx.wait_listen(port, srv)
-	cli = echo_clients(ctx, port, conns, nbytes)
-	ctx.stop(srv)
-	workers = server_children(ctx, srv, conns, nbytes, 'SCM_RIGHTS worker')
-	check(srv.pid not in workers, 'the acceptor echoed: nothing passed?')
-	st = ctx.stats()
-	held = held_by(st, workers)
-	check(len(held) == conns, 'SCM_RIGHTS: %d connections in the worker, '
-	      'expected %d: %s' % (len(held), conns, '; '.join(
-		      fmt_conn(c) for c in conns_of(st, workers))))
-	for c in held:
-		on_san(c, 'worker', nbytes, nbytes)
-	for c in by_pid(st, cli.pid):
-		on_san(c, 'client', nbytes, nbytes)
+	handed_echo(ctx, 'scm-server', conns, nbytes, 'SCM_RIGHTS worker',
+		    'the acceptor echoed: nothing passed?')
 	return '%d x %d MiB echoed by a worker given the sockets, on shm' % (
 		conns, nbytes >> 20)
 
