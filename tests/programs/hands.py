@@ -165,18 +165,8 @@ def t_socat_fork(ctx):
 	which forks and execs the program behind a socketpair (EXEC); the
 	client is socat with EXEC too. Each socat, left alone with its TCP
 	connection, upgrades it."""
-	need('socat')
 	n = 32 * MIB
-	port = free_port()
-	side = 'EXEC:env -u LD_PRELOAD %s %s side %d %%d %s' % (
-		PY, run.PEERS, n, ctx.path('%s.json'))
-	srv = ctx.spawn('socat-server', ['socat', '-t', '60', '-b', '262144',
-		'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork' % port,
-		side % (1, 'server')])
-	ctx.wait_listen(port, srv)
-	cli = ctx.run('socat-client', ['socat', '-t', '60', '-b', '262144',
-		'TCP:127.0.0.1:%d' % port, side % (2, 'client')], 60)
-	run.exec_sides(ctx, n, srv, cli)
+	srv, cli = run.socat_exec(ctx, n, True)
 	ctx.stop(srv)
 	st = ctx.stats()
 	held = [c for x in st if x['program'].startswith('socat')
