@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # tests/hostile/common.sh - sourced by run-hostile.sh and run-trust.sh: the
 # build's paths and the shm provider's environment, the PASS/FAIL/SKIP
-# tally, the checks both make of an attacked echo server (it started, it
+# tally and a client's verdict, the checks both make of an attacked echo server (it started, it
 # lives, it read only its clients' bytes) and the closing summary.
 #   . tests/hostile/common.sh WORKDIR_NAME [BUILD_DIR]
 
@@ -45,6 +45,16 @@ alive() {	# NAME PID
 	else
 		result FAIL "$1: the server process is gone ($(tail -2 \
 			"$work"/*.err 2>/dev/null | tr '\n' ' '))"
+	fi
+}
+
+# outcome NAME OUT RC: a client's verdict from its exit status RC: PASS
+# with the last line of its output OUT, or FAIL with the last three
+outcome() {
+	if [ "$3" = 0 ]; then
+		result PASS "$1: $(tail -1 "$2")"
+	else
+		result FAIL "$1: $(tail -3 "$2" | tr '\n' ' ')"
 	fi
 }
 

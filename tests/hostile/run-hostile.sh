@@ -31,13 +31,10 @@ start_server() {
 # honest NAME PORT SECONDS [san] LOG: a preloaded honest client
 honest() {
 	local name=$1 p=$2 secs=$3 mode=$4 log=$5
-	if SDP_LOG_FILE=$log LD_PRELOAD="$preload" timeout $((secs + 20)) \
+	SDP_LOG_FILE=$log LD_PRELOAD="$preload" timeout $((secs + 20)) \
 		"$bin/honest_client" "$p" "$secs" $mode \
-		>"$work/$name.out" 2>&1; then
-		result PASS "$name: $(tail -1 "$work/$name.out")"
-	else
-		result FAIL "$name: $(tail -3 "$work/$name.out" | tr '\n' ' ')"
-	fi
+		>"$work/$name.out" 2>&1
+	outcome "$name" "$work/$name.out" $?
 }
 
 # cases_run NAME OUT RC: reads hostile_peer's PASS/FAIL/SKIP lines from OUT;
@@ -69,11 +66,8 @@ attacks() {
 	timeout 200 "$bin/hostile_peer" "$mode" "$p" "$work/$name.log" "$pid" \
 		>"$work/$mode.out" 2>&1 || rc=$?
 	cases_run "${pre}cases" "$work/$mode.out" $rc
-	if wait $during; then
-		result PASS "${pre}honest_during: $(tail -1 "$work/${pre}during.out")"
-	else
-		result FAIL "${pre}honest_during: $(tail -3 "$work/${pre}during.out" | tr '\n' ' ')"
-	fi
+	wait $during
+	outcome "${pre}honest_during" "$work/${pre}during.out" $?
 	honest "${pre}honest_after" "$p" 1 san "$work/client.log"
 	alive "${pre}server_after_cases" "$pid"
 	no_stray "${name}_no_stray" "$name"

@@ -76,14 +76,11 @@ start_server() {
 bob() {
 	local name=$1 p=$2 secs=$3 mode=$4
 	shift 4
-	if as sdpbob env "$@" SDP_LOG=info SDP_LOG_FILE="$work/bob.log" \
+	as sdpbob env "$@" SDP_LOG=info SDP_LOG_FILE="$work/bob.log" \
 		LD_PRELOAD="$preload" timeout $((${secs%.*} + 20)) \
 		"$bin/honest_client" "$p" "$secs" $mode \
-		>"$work/$name.out" 2>&1; then
-		result PASS "$name: $(tail -1 "$work/$name.out")"
-	else
-		result FAIL "$name: $(tail -3 "$work/$name.out" | tr '\n' ' ')"
-	fi
+		>"$work/$name.out" 2>&1
+	outcome "$name" "$work/$name.out" $?
 }
 
 mallory_result() {	# NAME OUT
@@ -192,11 +189,8 @@ pids+=("$b")
 as sdpmallory timeout $((FUZZ_SECS + 30)) "$bin/mallory" peer $fport \
 	$FUZZ_SECS >"$work/m-fuzz.out" 2>&1
 mallory_result fuzz_peer "$work/m-fuzz.out"
-if wait $b; then
-	result PASS "fuzz_bob_beside: $(tail -1 "$work/fuzz-bob.out")"
-else
-	result FAIL "fuzz_bob_beside: $(tail -3 "$work/fuzz-bob.out" | tr '\n' ' ')"
-fi
+wait $b
+outcome fuzz_bob_beside "$work/fuzz-bob.out" $?
 alive fuzz_server_lives $fuzzpid
 n=$(grep -c 'closing the connection\|broke the shared ring\|plain TCP' \
 	"$work/fuzz.log")
@@ -227,13 +221,10 @@ m=$!
 pids+=("$m")
 # her connections wait in the server's backlog until its program accepts
 # (the switch takes them in then): bob's connections make it accept
-if as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-watch.log" \
+as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-watch.log" \
 	LD_PRELOAD="$preload" timeout 60 "$bin/many_client" $wport 150 4096 \
-	>"$work/watch-bob.out" 2>&1; then
-	result PASS "watch_bob_150: $(tail -1 "$work/watch-bob.out")"
-else
-	result FAIL "watch_bob_150: $(tail -3 "$work/watch-bob.out" | tr '\n' ' ')"
-fi
+	>"$work/watch-bob.out" 2>&1
+outcome watch_bob_150 "$work/watch-bob.out" $?
 wait_for "$work/m-watch.out" "WATCH messages sent"
 as sdpbob env LD_PRELOAD="$preload" timeout 20 "$bin/many_client" $wport 2 \
 	4096 >/dev/null 2>&1
@@ -254,13 +245,10 @@ echo "== RLIMIT_NOFILE 64: the preloaded server accepts what plain TCP accepts"
 lport=$((port + 5))
 start_server rlimit $lport 64 || exit 1
 rlpid=$srv
-if as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-rlimit.log" \
+as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-rlimit.log" \
 	LD_PRELOAD="$preload" timeout 60 "$bin/many_client" $lport 40 65536 \
-	>"$work/rlimit-bob.out" 2>&1; then
-	result PASS "rlimit_40_connections: $(tail -1 "$work/rlimit-bob.out")"
-else
-	result FAIL "rlimit_40_connections: $(tail -3 "$work/rlimit-bob.out" | tr '\n' ' ')"
-fi
+	>"$work/rlimit-bob.out" 2>&1
+outcome rlimit_40_connections "$work/rlimit-bob.out" $?
 alive rlimit_server_lives $rlpid
 if grep -q 'accept: ' "$work/rlimit.err"; then
 	result FAIL "rlimit_no_emfile: $(grep -m1 'accept: ' "$work/rlimit.err")"
