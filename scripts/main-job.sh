@@ -66,14 +66,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$((20000 + RANDOM % 20000))
+# free ports, waiting for a listener: shared with the tests
+. "$top/tests/lib/lib.sh"
 
 wait_listen() {
-	local _
-	for _ in $(seq 50); do
-		ss -ltn 2>/dev/null | grep -q "127.0.0.1:$1 " && return 0
-		sleep 0.1
-	done
+	sdp_wait_listen "$1" && return 0
 	echo "main-job.sh: iperf3 server did not listen on port $1" >&2
 	return 1
 }
@@ -88,8 +85,8 @@ print("%.2f" % (d["end"]["sum_received"]["bits_per_second"] / 1e9))' "$1"
 
 # run_iperf NAME PRELOAD: one server, one client (1 MiB writes), JSON result
 run_iperf() {
-	local name=$1 pre=$2 srv cli
-	port=$((port + 1))
+	local name=$1 pre=$2 port srv cli
+	port=$(sdp_free_port)
 	env ${pre:+LD_PRELOAD=$pre} iperf3 -s -1 -B 127.0.0.1 -p $port \
 		>"$work/$name-server.log" 2>&1 &
 	srv=$!

@@ -31,6 +31,21 @@
 #include "upgrade.h"
 #include "wakeup.h"
 
+/* The result r of a call on the socket's TCP connection: -errno, or the
+ * bytes it moved, counted on TCP (sent when tx). */
+static ssize_t on_tcp(struct sw_sock *s, ssize_t r, bool tx)
+{
+	if (r < 0)
+		return -errno;
+	if (r > 0 && s->st) {
+		if (tx)
+			s->st->tx_tcp += r;
+		else
+			s->st->rx_tcp += r;
+	}
+	return r;
+}
+
 /* TCP state: the bytes taken while looking for a hello come first. */
 static ssize_t tcp_prefix(struct sw_sock *s, struct msghdr *msg, int flags)
 {
@@ -264,21 +279,14 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			return r;
 		}
 	}
-	if (s->state == SW_SAN && (flags & MSG_TRUNC) && !(flags & MSG_OOB)) {
+	if (s->state == SW_SAN) {
 		/* TCP's MSG_TRUNC: the bytes are taken (or, with MSG_PEEK,
 		 * counted) but never written to the program's buffer */
-		r = recv_discard(s, msg_total(msg), flags);
-		if (r != SW_RX_DOWNGRADE) {
-			pthread_mutex_unlock(&s->lock);
-			return r;
-		}
-		sw_downgrade_rx_point(s);
-		if (s->state == SW_SAN) {
-			pthread_mutex_unlock(&s->lock);
-			return -EAGAIN;
-		}
-	} else if (s->state == SW_SAN) {
-		r = sw_session_recv(s, msg->msg_iov, msg->msg_iovlen, flags);
+		if ((flags & MSG_TRUNC) && !(flags & MSG_OOB))
+			r = recv_discard(s, msg_total(msg), flags);
+		else
+			r = sw_session_recv(s, msg->msg_iov, msg->msg_iovlen,
+					    flags);
 		if (r != SW_RX_DOWNGRADE) {
 			pthread_mutex_unlock(&s->lock);
 			return r;
@@ -312,12 +320,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 	}
 	pthread_mutex_unlock(&s->lock);
 	*by_kernel = true;
-	r = sdp_sys.recvmsg(s->fd, msg, flags);
-	if (r < 0)
-		return -errno;
-	if (r > 0 && s->st)
-		s->st->rx_tcp += r;
-	return r;
+	return on_tcp(s, sdp_sys.recvmsg(s->fd, msg, flags), false);
 }
 
 static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
@@ -457,12 +460,7 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 		return r;
 	}
 	pthread_mutex_unlock(&s->lock);
-	r = sdp_sys.sendmsg(s->fd, msg, flags);
-	if (r < 0)
-		return -errno;
-	if (r > 0 && s->st)
-		s->st->tx_tcp += r;
-	return r;
+	return on_tcp(s, sdp_sys.sendmsg(s->fd, msg, flags), true);
 }
 
 ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)

@@ -254,7 +254,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 	bool nb = sw_nonblocking(s, flags);
 	bool peek = flags & MSG_PEEK;
 	bool waitall = (flags & MSG_WAITALL) && !peek;
-	uint64_t deadline = 0;	/* SO_RCVTIMEO's, at the first wait */
+	struct sw_timeo timeo = { .rcv = true };	/* SO_RCVTIMEO */
 	size_t target;		/* bytes a blocking call waits for */
 	int i, r, lowat = atomic_load(&s->rcvlowat);
 
@@ -349,9 +349,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 				break;
 			return -EAGAIN;
 		}
-		if (!deadline)
-			deadline = sw_timeo_deadline(s, true);
-		r = sw_session_wait(s, POLLIN, deadline);
+		r = sw_session_wait_timeo(s, POLLIN, &timeo);
 		if (r == -EINTR && !ss->rxq) {
 			if (got)
 				break;

@@ -176,17 +176,13 @@ static bool sndbuf_keep(struct sw_sock *s, const struct iovec *iov,
 }
 
 /* A blocking send's wait for room, bounded by the program's SO_SNDTIMEO
- * (read at the first wait: *looked). Returns 0 to look again, -EINTR (a
- * signal handler ran) or -EAGAIN (the timeout ran out), as TCP's send. */
-static int tx_wait(struct sw_sock *s, uint64_t *deadline, bool *looked)
+ * (*timeo, kept across the call's waits). Returns 0 to look again, -EINTR
+ * (a signal handler ran) or -EAGAIN (the timeout ran out), as TCP's send. */
+static int tx_wait(struct sw_sock *s, struct sw_timeo *timeo)
 {
 	int r;
 
-	if (!*looked) {
-		*deadline = sw_timeo_deadline(s, false);
-		*looked = true;
-	}
-	r = sw_session_wait(s, POLLOUT, *deadline);
+	r = sw_session_wait_timeo(s, POLLOUT, timeo);
 	if (r == -EINTR)
 		return -EINTR;
 	if (r == -ETIMEDOUT)
@@ -247,8 +243,7 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 {
 	bool nb = sw_nonblocking(s, flags);
 	size_t total = sw_iov_total(iov, iovcnt);
-	uint64_t deadline = 0;	/* SO_SNDTIMEO's */
-	bool looked = false;
+	struct sw_timeo timeo = { .rcv = false };	/* SO_SNDTIMEO */
 	int e, r;
 
 	if (!total)
@@ -278,7 +273,7 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 		if (e || nb) {
 			return -(e ? e : EAGAIN);
 		}
-		r = tx_wait(s, &deadline, &looked);
+		r = tx_wait(s, &timeo);
 		if (r)
 			return r;
 	}
@@ -296,8 +291,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 	bool nb = sw_nonblocking(s, flags);
 	bool xslot = !copy_only && s->ss.peer_xslot && !s->ss.xs_backoff;
 	bool force_copy = false;
-	uint64_t deadline = 0;	/* SO_SNDTIMEO's */
-	bool looked = false;
+	struct sw_timeo timeo = { .rcv = false };	/* SO_SNDTIMEO */
 	int e, r;
 
 	if (total == 0)
@@ -327,7 +321,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			}
 			if (nb)
 				break;
-			r = tx_wait(s, &deadline, &looked);
+			r = tx_wait(s, &timeo);
 			if (r) {
 				if (sent)
 					break;
@@ -404,8 +398,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					/* a signal handler ran: return what
 					 * went, or EINTR, as a blocked TCP
 					 * send does */
-					r = nb ? 0 : tx_wait(s, &deadline,
-							      &looked);
+					r = nb ? 0 : tx_wait(s, &timeo);
 					if (r) {
 						if (sent)
 							break;

@@ -97,10 +97,10 @@ int sw_cq_sleep_fd(struct sw_sock *s)
 
 /*
  * The deadline of a blocking call on s under the program's SO_RCVTIMEO
- * (rcv) or SO_SNDTIMEO, which it set on the TCP fd, counted from now: 0
- * for none. A carried connection's wait honours it as the kernel's does.
+ * (rcv) or SO_SNDTIMEO, which it set on the TCP fd, counted from from_ns:
+ * 0 for none. A carried connection's wait honours it as the kernel's does.
  */
-uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv)
+static uint64_t timeo_deadline(struct sw_sock *s, bool rcv, uint64_t from_ns)
 {
 	struct timeval tv;
 	socklen_t len = sizeof(tv);
@@ -109,14 +109,16 @@ uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv)
 			       rcv ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len) ||
 	    (!tv.tv_sec && !tv.tv_usec))
 		return 0;
-	return sw_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull +
+	return from_ns + (uint64_t)tv.tv_sec * 1000000000ull +
 	       (uint64_t)tv.tv_usec * 1000ull;
 }
 
 /* the longest sleep of a wait no doorbell is sure to end */
 #define SW_NAP_MS 10
 
-int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
+/* sw_session_wait, and sw_session_wait_timeo when t is not NULL */
+static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
+			struct sw_timeo *t)
 {
 	struct sw_session *ss = &s->ss;
 	uint64_t seq;
@@ -126,7 +128,8 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 		sw_ptx_flush(s);
 	sw_credit_return_owed(s);
 	seq = atomic_load(&s->event_seq);
-	uint64_t spin_end = sw_now_ns() + sw_spin_budget_ns(&s->spin);
+	uint64_t start = sw_now_ns();
+	uint64_t spin_end = start + sw_spin_budget_ns(&s->spin);
 	uint64_t slept;
 	unsigned spins = 0;
 	int timeout, r, cfd;
@@ -189,6 +192,13 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 	 * that WAKE_ME returns what it owes) */
 	if ((events & POLLOUT) && !sw_credit_can_send(ss, SDP_MSG_DATA))
 		sw_credit_ask(s);
+	if (t) {
+		if (!t->read) {
+			t->deadline = timeo_deadline(s, t->rcv, start);
+			t->read = true;
+		}
+		deadline_ns = t->deadline;
+	}
 	if (deadline_ns) {
 		uint64_t now = sw_now_ns();
 
@@ -243,4 +253,15 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
 		return -EINTR;
 	}
 	return sw_progress(s);
+}
+
+int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)
+{
+	return session_wait(s, events, deadline_ns, NULL);
+}
+
+int sw_session_wait_timeo(struct sw_sock *s, short events,
+			  struct sw_timeo *t)
+{
+	return session_wait(s, events, 0, t);
 }

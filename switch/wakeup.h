@@ -25,7 +25,17 @@ int sw_cq_sleep_fd(struct sw_sock *s);
 /* Waits (lock released) until progress may have happened: spins, then arms
  * wake-me and sleeps on the TCP fd. events: POLLIN or POLLOUT interest. */
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
-
-uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv);
+/* A blocking call's bound by the program's SO_RCVTIMEO (rcv) or
+ * SO_SNDTIMEO, set on the TCP fd: read from it only when a wait of the
+ * call first has to sleep in the kernel (a wait the busy-poll ends costs
+ * no system call), and counted from the start of that wait. */
+struct sw_timeo {
+	bool rcv;
+	bool read;		/* the option was read: deadline holds */
+	uint64_t deadline;	/* 0: none */
+};
+/* sw_session_wait bounded by t, which the call keeps across its waits. */
+int sw_session_wait_timeo(struct sw_sock *s, short events,
+			  struct sw_timeo *t);
 
 #endif /* SW_WAKEUP_H */

@@ -872,7 +872,11 @@ static void text_proc(const struct snapshot *sn, const struct opts *o)
 
 /* ---- JSON ------------------------------------------------------------- */
 
-static void json_str(const char *in, size_t inlen)
+/* A quoted string as JSON (om 0) or an OpenMetrics label value (om 1)
+ * wants it: backslash and double quote escaped; other bytes outside
+ * printable ASCII as \u00XX in JSON; in a label, a newline as \n and
+ * the rest left out. */
+static void quoted_str(const char *in, size_t inlen, int om)
 {
 	size_t i, n = strnlen(in, inlen);
 
@@ -882,12 +886,19 @@ static void json_str(const char *in, size_t inlen)
 
 		if (ch == '"' || ch == '\\')
 			printf("\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			printf("\\u%04x", ch);
-		else
+		else if (ch >= 0x20 && ch < 0x7f)
 			putchar(ch);
+		else if (!om)
+			printf("\\u%04x", ch);
+		else if (ch == '\n')
+			printf("\\n");
 	}
 	putchar('"');
+}
+
+static void json_str(const char *in, size_t inlen)
+{
+	quoted_str(in, inlen, 0);
 }
 
 static void json_paths(const char *name, uint64_t copy, uint64_t rd,
@@ -966,20 +977,7 @@ static void json_proc(const struct snapshot *sn, const struct opts *o)
 /* A label value: backslash, double quote and newline escaped. */
 static void om_str(const char *in, size_t inlen)
 {
-	size_t i, n = strnlen(in, inlen);
-
-	putchar('"');
-	for (i = 0; i < n; i++) {
-		unsigned char ch = in[i];
-
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch == '\n')
-			printf("\\n");
-		else if (ch >= 0x20 && ch < 0x7f)
-			putchar(ch);
-	}
-	putchar('"');
+	quoted_str(in, inlen, 1);
 }
 
 static void om_proc_labels(const struct sw_proc_stats *ps)

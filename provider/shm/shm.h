@@ -10,9 +10,13 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "sdp_provider.h"
 
@@ -383,6 +387,40 @@ struct shm_hs {
 	uint8_t priv[SDP_MAX_PRIVATE_DATA];
 	uint64_t bell_id;	/* names the process bell sent along */
 };
+
+/* The rendezvous socket's name for host:port: abstract, "sdp-shm/HOST:PORT"
+ * (docs/provider-shm.md); returns the address length. */
+static inline socklen_t shm_sockname(struct sockaddr_un *sun,
+				     const char *host, unsigned int port)
+{
+	int k;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	k = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
+		     "sdp-shm/%s:%u", host, port);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + k;
+}
+
+/* Attaches nfds descriptors to a handshake message m as one SCM_RIGHTS
+ * control message in buf (CMSG_SPACE(sizeof(int) * nfds) bytes at least,
+ * aligned for struct cmsghdr); nothing when nfds is 0. */
+static inline void shm_hs_put_fds(struct msghdr *m, void *buf, size_t size,
+				  const int *fds, int nfds)
+{
+	struct cmsghdr *c;
+
+	if (!nfds)
+		return;
+	memset(buf, 0, size);
+	m->msg_control = buf;
+	m->msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+	c = CMSG_FIRSTHDR(m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+}
 
 /* ---- between files ------------------------------------------------------ */
 

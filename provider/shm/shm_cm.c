@@ -32,21 +32,11 @@ int shm_hs_send(int fd, uint16_t type, uint32_t flags, const void *priv,
 			     .bell_id = bell_id };
 	struct iovec iov = { &hs, sizeof(hs) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *c;
 	int tries;
 
 	if (privlen)
 		memcpy(hs.priv, priv, privlen);
-	if (nfds) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	shm_hs_put_fds(&m, u.buf, sizeof(u), fds, nfds);
 	for (tries = 0;; tries++) {
 		if (sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(hs))
 			return 0;
@@ -332,6 +322,22 @@ static int connect_args(struct sdp_cq *c, const void *priv, size_t privlen,
 			       (privlen && !priv) ? -EINVAL : 0;
 }
 
+/* The end of a connect: ep pending on cq, in *out (ret 0), or freed and
+ * the error ret returned. */
+static int connect_done(struct shm_cq *cq, struct shm_ep *ep, int ret,
+			struct sdp_ep **out)
+{
+	if (ret) {
+		ep->retire = true;
+		ep_free(ep);
+		return ret;
+	}
+	ep->state = SHM_EP_CONNECTING;
+	shm_cq_add_ep(cq, ep);
+	*out = (struct sdp_ep *)ep;
+	return SDP_PENDING;
+}
+
 int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 		const struct sockaddr *dst, socklen_t dstlen, const void *priv,
 		size_t privlen, void *ep_context, struct sdp_ep **out)
@@ -355,7 +361,7 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	shm_region_spare_fill(sp);
 	ret = shm_rendezvous(dst, dstlen, true, false, &ep->sock);
 	if (ret)
-		goto free_ep;
+		goto done;
 	/* the listener's creator: a region it had before may serve again,
 	 * if the ACCEPT comes from that same process (connect_answer) */
 	if (getsockopt(ep->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen))
@@ -364,17 +370,10 @@ int shm_connect(struct sdp_provider *p, struct sdp_cq *c,
 	if (!ret)
 		ret = send_hello(ep, priv, privlen);
 	if (ret)
-		goto free_ep;
+		goto done;
 	shm_region_spare_fill(sp);
-	ep->state = SHM_EP_CONNECTING;
-	shm_cq_add_ep(cq, ep);
-	*out = (struct sdp_ep *)ep;
-	return SDP_PENDING;
-
-free_ep:
-	ep->retire = true;
-	ep_free(ep);
-	return ret;
+done:
+	return connect_done(cq, ep, ret, out);
 }
 
 /*
@@ -409,41 +408,34 @@ int shm_connect_bound(struct sdp_provider *p, struct sdp_cq *c, int tcp_fd,
 	if (ret) {
 		shm_log(sp, 4, "connect: cannot learn who holds the other end of the TCP connection (sock_diag: %s): not connecting",
 			strerror(-ret));
-		goto free_ep;
+		goto done;
 	}
 	shm_region_spare_fill(sp);
 	ret = shm_rendezvous((struct sockaddr *)&peer, sizeof(peer), true,
 			     true, &ep->sock);
 	if (ret)
-		goto free_ep;
+		goto done;
 	if (getsockopt(ep->sock, SOL_SOCKET, SO_PEERCRED, &cr, &crlen)) {
 		ret = -errno;
-		goto free_ep;
+		goto done;
 	}
 	if (cr.uid != ep->tp.uid) {
 		shm_log_limited(sp, 4, "connect: the provider name of port %u belongs to uid %u (pid %d), not to the owner (uid %u) of the other end of the TCP connection: refused",
 			ntohs(((struct sockaddr_in *)&peer)->sin_port),
 			(unsigned)cr.uid, (int)cr.pid, (unsigned)ep->tp.uid);
 		ret = -ECONNREFUSED;
-		goto free_ep;
+		goto done;
 	}
 	ret = hello_prepare(ep, cr.pid);
 	if (ret)
-		goto free_ep;
+		goto done;
 	ep->tcp_fd = tcp_fd;
 	ep->proving = true;
 	ep->hello_priv_len = (uint32_t)privlen;
 	if (privlen)
 		memcpy(ep->hello_priv, priv, privlen);
-	ep->state = SHM_EP_CONNECTING;
-	shm_cq_add_ep(cq, ep);
-	*out = (struct sdp_ep *)ep;
-	return SDP_PENDING;
-
-free_ep:
-	ep->retire = true;
-	ep_free(ep);
-	return ret;
+done:
+	return connect_done(cq, ep, ret, out);
 }
 
 static void close_fds(int fds[SHM_HS_FDS])

@@ -282,6 +282,39 @@ bool shm_cma_check(struct shm_ep *ep, pid_t pid)
 	return false;
 }
 
+/* The start of an RDMA operation: its arguments checked, its length in
+ * *len, and ep locked and connected (0); else an error, ep unlocked. */
+static int rdma_lock(struct shm_ep *ep, const struct sdp_rdma_desc *remote,
+		     const struct sdp_sge *sgl, int nsge, uint64_t *len)
+{
+	int ret;
+
+	if (!ep || !remote)
+		return -EINVAL;
+	ret = shm_sge_check(sgl, nsge);
+	if (ret)
+		return ret;
+	*len = shm_sge_len(sgl, nsge);
+	pthread_mutex_lock(&ep->lock);
+	ret = ep_usable(ep);
+	if (ret)
+		pthread_mutex_unlock(&ep->lock);
+	return ret;
+}
+
+/* The peer's address of remote + offset for len bytes with access (ep
+ * locked), or the reason it may not be touched (or an injected fault). */
+static int rdma_target(struct shm_ep *ep, const struct sdp_rdma_desc *remote,
+		       uint64_t offset, uint64_t len, uint32_t access,
+		       uint64_t *addr)
+{
+	int ret = shm_peer_validate(ep, remote, offset, len, access, addr);
+
+	if (ret)
+		return ret;
+	return shm_fault_rdma(ep->prov) ? -EIO : 0;
+}
+
 int shm_rdma_write(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
 		   const struct sdp_rdma_desc *remote, uint64_t offset,
 		   uint64_t context, uint32_t flags)
@@ -291,24 +324,13 @@ int shm_rdma_write(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
 	uint64_t len, addr;
 	int ret;
 
-	if (!ep || !remote)
-		return -EINVAL;
-	ret = shm_sge_check(sgl, nsge);
+	ret = rdma_lock(ep, remote, sgl, nsge, &len);
 	if (ret)
 		return ret;
-	len = shm_sge_len(sgl, nsge);
-	pthread_mutex_lock(&ep->lock);
-	ret = ep_usable(ep);
+	ret = rdma_target(ep, remote, offset, len, SDP_ACCESS_REMOTE_WRITE,
+			  &addr);
 	if (ret)
 		goto unlock;
-	ret = shm_peer_validate(ep, remote, offset, len,
-				SDP_ACCESS_REMOTE_WRITE, &addr);
-	if (ret)
-		goto unlock;
-	if (shm_fault_rdma(ep->prov)) {
-		ret = -EIO;
-		goto unlock;
-	}
 	if (!len)
 		goto unlock;
 	if (ep->cma) {
@@ -348,28 +370,17 @@ int shm_rdma_read(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
 	uint64_t len, addr;
 	int ret;
 
-	if (!ep || !remote)
-		return -EINVAL;
-	ret = shm_sge_check(sgl, nsge);
+	ret = rdma_lock(ep, remote, sgl, nsge, &len);
 	if (ret)
 		return ret;
-	len = shm_sge_len(sgl, nsge);
-	pthread_mutex_lock(&ep->lock);
-	ret = ep_usable(ep);
-	if (ret)
-		goto unlock;
 	if (!ep->cma) {
 		ret = -EOPNOTSUPP;
 		goto unlock;
 	}
-	ret = shm_peer_validate(ep, remote, offset, len,
-				SDP_ACCESS_REMOTE_READ, &addr);
+	ret = rdma_target(ep, remote, offset, len, SDP_ACCESS_REMOTE_READ,
+			  &addr);
 	if (ret)
 		goto unlock;
-	if (shm_fault_rdma(ep->prov)) {
-		ret = -EIO;
-		goto unlock;
-	}
 	if (!len)
 		goto unlock;
 	if (ep->same_pid) {

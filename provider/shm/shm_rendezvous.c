@@ -44,13 +44,7 @@ static uint64_t mono_ns(void)
 
 static void set_name(struct shm_name *n, const char *host, unsigned port)
 {
-	int k;
-
-	memset(&n->sun, 0, sizeof(n->sun));
-	n->sun.sun_family = AF_UNIX;
-	k = snprintf(n->sun.sun_path + 1, sizeof(n->sun.sun_path) - 1,
-		     "sdp-shm/%s:%u", host, port);
-	n->len = offsetof(struct sockaddr_un, sun_path) + 1 + k;
+	n->len = shm_sockname(&n->sun, host, port);
 }
 
 /*

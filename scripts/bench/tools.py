@@ -50,6 +50,24 @@ def num(pat, text, conv=float):
 
 
 # -- iperf3 --------------------------------------------------------------
+def iperf3_json(out, sent=False):
+	"""The figures of iperf3 -J's output OUT: the received rate and bytes,
+	and with SENT both sides' byte counts; None when it moved nothing."""
+	try:
+		j = json.loads(out[out.index('{'):])
+		r = j['end']['sum_received']
+		s = j['end']['sum_sent'] if sent else None
+	except (ValueError, KeyError):
+		return None
+	if not r.get('bytes'):
+		return None
+	res = {'gbit_s': round(r['bits_per_second'] / 1e9, 3)}
+	if sent:
+		res.update(bytes_sent=s['bytes'], bytes_received=r['bytes'])
+	res['_bytes'] = r['bytes']
+	return res
+
+
 def iperf3(ctx):
 	t = 1 if ctx.quick else 2
 	if ctx.quick:
@@ -60,17 +78,7 @@ def iperf3(ctx):
 		pts = [(1, s) for s in sizes] + [(4, s) for s in sizes]
 
 	def parse(out):
-		try:
-			j = json.loads(out[out.index('{'):])
-			r = j['end']['sum_received']
-			s = j['end']['sum_sent']
-		except (ValueError, KeyError):
-			return None
-		if not r.get('bytes'):
-			return None
-		return {'gbit_s': round(r['bits_per_second'] / 1e9, 3),
-			'bytes_sent': s['bytes'], 'bytes_received': r['bytes'],
-			'_bytes': r['bytes']}
+		return iperf3_json(out, sent=True)
 
 	for streams, size in pts:
 		def cmds(port, streams=streams, size=size):
@@ -375,17 +383,6 @@ def haproxy(ctx):
 	os.makedirs(d, exist_ok=True)
 	sizes = ('1M',) if ctx.quick else ('64K', '1M')
 
-	def parse(out):
-		try:
-			j = json.loads(out[out.index('{'):])
-			r = j['end']['sum_received']
-		except (ValueError, KeyError):
-			return None
-		if not r.get('bytes'):
-			return None
-		return {'gbit_s': round(r['bits_per_second'] / 1e9, 3),
-			'_bytes': r['bytes']}
-
 	for size in sizes:
 		def cmds(port, size=size):
 			back = free_port()
@@ -400,7 +397,7 @@ def haproxy(ctx):
 				['iperf3', '-c', '127.0.0.1', '-p', str(port),
 				 '-t', str(t), '-l', size, '-J'])
 		ctx.pair('haproxy', 'iperf3-tcp', size, nbytes(size), cmds,
-			 parse, t + 1)
+			 iperf3_json, t + 1)
 
 
 # -- users -----------------------------------------------------------------
@@ -409,17 +406,6 @@ def haproxy(ctx):
 def users(ctx):
 	t = 1 if ctx.quick else 2
 
-	def parse(out):
-		try:
-			j = json.loads(out[out.index('{'):])
-			r = j['end']['sum_received']
-		except (ValueError, KeyError):
-			return None
-		if not r.get('bytes'):
-			return None
-		return {'gbit_s': round(r['bits_per_second'] / 1e9, 3),
-			'_bytes': r['bytes']}
-
 	for rev, test in (([], 'nobody-to-root'), (['-R'], 'root-to-nobody')):
 		def cmds(port, rev=rev):
 			return (['iperf3', '-s', '-p', str(port)],
@@ -427,7 +413,8 @@ def users(ctx):
 				 '--clear-groups', 'iperf3', '-c', '127.0.0.1',
 				 '-p', str(port), '-t', str(t), '-l', '1M',
 				 '-J'] + rev)
-		ctx.pair('users', test, '1M', nbytes('1M'), cmds, parse, t + 1)
+		ctx.pair('users', test, '1M', nbytes('1M'), cmds, iperf3_json,
+			 t + 1)
 
 
 TOOLS = {'iperf3': iperf3, 'sockperf': sockperf, 'qperf': qperf,

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Shared settings of the sdp-switch soft-RoCE lab: where the cached image
 # lives, which Debian packages the guest gets, and small helpers. Sourced by
-# build-image.sh, run.sh and two-vm.sh; never run on its own.
+# build-image.sh, run.sh, two-vm.sh and two-vm-switch.sh; never run on its
+# own.
 
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB_CACHE=${SDP_LAB_CACHE:-/var/cache/sdp-lab}
@@ -41,4 +42,31 @@ lab_image_ready()
 	[ -f "$LAB_CACHE/vmlinuz" ] && [ -f "$LAB_CACHE/initrd.img" ] &&
 	[ -f "$LAB_CACHE/rootfs.img" ] && [ -f "$LAB_CACHE/stamp" ] &&
 	[ "$(cat "$LAB_CACHE/stamp")" = "$(lab_image_stamp)" ]
+}
+
+# lab_two_vms OUT SERVER_CMD CLIENT_CMD WHAT: two lab VMs joined by a
+# virtual cable (qemu socket netdev): VM 1 (192.168.100.1) runs SERVER_CMD,
+# VM 2 (192.168.100.2) CLIENT_CMD two seconds later; their logs go to OUT
+# and are shown with each VM's exit status, its role named "server" or
+# "client" followed by WHAT (" end", or ""). Returns 0 only when both VMs
+# exit 0.
+lab_two_vms()
+{
+	local out=$1 srv=$2 cli=$3 what=$4 cable vm1 rc1 rc2
+
+	cable=$(( 30000 + RANDOM % 20000 ))
+	LAB_LINK=listen:$cable LAB_LINK_IP=192.168.100.1 \
+		"$LAB_DIR/run.sh" -c "$srv" > "$out/vm1.log" 2>&1 &
+	vm1=$!
+	sleep 2
+	LAB_LINK=connect:$cable LAB_LINK_IP=192.168.100.2 \
+		"$LAB_DIR/run.sh" -c "$cli" > "$out/vm2.log" 2>&1
+	rc2=$?
+	wait $vm1
+	rc1=$?
+	echo "--- VM 1 (server$what, 192.168.100.1), exit $rc1"
+	cat "$out/vm1.log"
+	echo "--- VM 2 (client$what, 192.168.100.2), exit $rc2"
+	cat "$out/vm2.log"
+	[ $rc1 = 0 ] && [ $rc2 = 0 ]
 }

@@ -13,7 +13,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 lab_image_ready || "$here/build-image.sh" || exit 2
 tree=$(cd "$here/../.." && pwd)
 port=$(( 20000 + RANDOM % 20000 ))
-cable=$(( 30000 + RANDOM % 20000 ))
 sync=build-lab/.switch-sync.$$
 steps=${*:-${SWT_STEPS:-}}
 out=$(mktemp -d)
@@ -26,19 +25,8 @@ env="SWT_STEPS='$steps' SWT_BYTES=${SWT_BYTES:-268435456}"
 # SWT_ENV: more variables for both ends, e.g. SWT_ENV="SDP_LOG=info"
 env="$env ${SWT_ENV:-}"
 
-LAB_LINK=listen:$cable LAB_LINK_IP=192.168.100.1 "$here/run.sh" -c "
+lab_two_vms "$out" "
 $env bash tests/lab/switch-tests.sh server 192.168.100.1 $port $sync
-" > "$out/vm1.log" 2>&1 &
-vm1=$!
-sleep 2
-LAB_LINK=connect:$cable LAB_LINK_IP=192.168.100.2 "$here/run.sh" -c "
+" "
 $env bash tests/lab/switch-tests.sh client 192.168.100.1 $port $sync
-" > "$out/vm2.log" 2>&1
-rc2=$?
-wait $vm1
-rc1=$?
-echo "--- VM 1 (server end, 192.168.100.1), exit $rc1"
-cat "$out/vm1.log"
-echo "--- VM 2 (client end, 192.168.100.2), exit $rc2"
-cat "$out/vm2.log"
-[ $rc1 = 0 ] && [ $rc2 = 0 ]
+" " end"

@@ -11,29 +11,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 lab_image_ready || "$here/build-image.sh" || exit 2
 tree=$(cd "$here/../.." && pwd)
 port=$(( 20000 + RANDOM % 20000 ))
-cable=$(( 30000 + RANDOM % 20000 ))
 mark=build-lab/.two-vm-ready.$$
 rm -f "$tree/$mark"
 out=$(mktemp -d)
 trap 'rm -rf "$out"; rm -f "$tree/$mark"' EXIT
 export LAB_TIMEOUT=${LAB_TIMEOUT:-900} LAB_SMP=1
 
-LAB_LINK=listen:$cable LAB_LINK_IP=192.168.100.1 "$here/run.sh" -c "
+lab_two_vms "$out" "
 make -s O=build-lab build-lab/lib/sdp/libsdp-verbs.so build-lab/tests/test_verbs || exit 1
 touch $mark
 SDP_PROVIDER_DIR=build-lab/lib/sdp timeout 600 build-lab/tests/test_verbs --serve 192.168.100.1 $port
-" > "$out/vm1.log" 2>&1 &
-vm1=$!
-sleep 2
-LAB_LINK=connect:$cable LAB_LINK_IP=192.168.100.2 "$here/run.sh" -c "
+" "
 for i in \$(seq 600); do [ -f $mark ] && break; sleep 1; done
 SDP_PROVIDER_DIR=build-lab/lib/sdp timeout 600 build-lab/tests/test_verbs --connect 192.168.100.1 $port
-" > "$out/vm2.log" 2>&1
-rc2=$?
-wait $vm1
-rc1=$?
-echo "--- VM 1 (server, 192.168.100.1), exit $rc1"
-cat "$out/vm1.log"
-echo "--- VM 2 (client, 192.168.100.2), exit $rc2"
-cat "$out/vm2.log"
-[ $rc1 = 0 ] && [ $rc2 = 0 ]
+" ""

@@ -200,7 +200,7 @@ static int peer_open(struct peer *p, uint16_t port)
 	socklen_t sl = sizeof(p->local);
 	struct sdp_hello h;
 	uint8_t echo[HOSTILE_ECHO_MAGIC_LEN];
-	uint8_t first[sizeof(h) + HOSTILE_ECHO_MAGIC_LEN];
+	uint8_t first[HOSTILE_FIRST_LEN];
 	uint64_t end;
 	int r, i;
 
@@ -235,18 +235,8 @@ static int peer_open(struct peer *p, uint16_t port)
 		return fail(p, "provider listen: %s", sdp_strerror(r));
 	if (getrandom(p->key, sizeof(p->key), 0) != sizeof(p->key))
 		return fail(p, "getrandom: %s", strerror(errno));
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
-	h.type = SDP_HELLO_CLIENT;
-	h.version = SDP_PROTO_VERSION;
-	h.nproviders = 1;
-	memcpy(h.providers[0], "shm", 3);
-	memcpy(h.key, p->key, sizeof(h.key));
-	h.msg_size = MSG_SIZE;
-	h.recv_credits = NRECV;
 	/* the hello, and the program's first bytes behind it */
-	memcpy(first, &h, sizeof(h));
-	memcpy(first + sizeof(h), HOSTILE_ECHO_MAGIC, HOSTILE_ECHO_MAGIC_LEN);
+	hostile_first(first, p->key, MSG_SIZE, NRECV);
 	if (send(p->tcp, first, sizeof(first), MSG_NOSIGNAL) != sizeof(first))
 		return fail(p, "sending CLIENT_HELLO: %s", strerror(errno));
 	p->tcp_tx = HOSTILE_ECHO_MAGIC_LEN;

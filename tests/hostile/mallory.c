@@ -55,18 +55,6 @@ static uint64_t rnd(void)
 	return x * 2685821657736338717ull;
 }
 
-static socklen_t shm_name(struct sockaddr_un *sun, const char *host,
-			  unsigned port)
-{
-	int k;
-
-	memset(sun, 0, sizeof(*sun));
-	sun->sun_family = AF_UNIX;
-	k = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-		     "sdp-shm/%s:%u", host, port);
-	return offsetof(struct sockaddr_un, sun_path) + 1 + k;
-}
-
 static int hs_send(int fd, uint16_t type, const void *priv, size_t plen,
 		   const int *fds, int nfds)
 {
@@ -79,20 +67,10 @@ static int hs_send(int fd, uint16_t type, const void *priv, size_t plen,
 			     .priv_len = (uint32_t)plen, .bell_id = rnd() | 1 };
 	struct iovec iov = { &hs, sizeof(hs) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *c;
 
 	if (plen)
 		memcpy(hs.priv, priv, plen);
-	if (nfds) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	shm_hs_put_fds(&m, u.buf, sizeof(u), fds, nfds);
 	return sendmsg(fd, &m, MSG_NOSIGNAL) == sizeof(hs) ? 0 : -1;
 }
 
@@ -195,7 +173,7 @@ static void squat_conn(int c, int bait, struct stolen *st, unsigned port)
 			struct shm_hs a;
 			int afds[4], k;
 
-			len = shm_name(&sun, "127.0.0.1", port);
+			len = shm_sockname(&sun, "127.0.0.1", port);
 			if (r >= 0 &&
 			    !connect(r, (struct sockaddr *)&sun, len) &&
 			    !hs_send(r, SHM_HELLO, hs.priv, hs.priv_len, fds,
@@ -225,7 +203,7 @@ static void knock(unsigned lo, unsigned hi, struct stolen *st)
 	int fds[4], n, i;
 
 	for (p = lo; p <= hi; p++) {
-		socklen_t len = shm_name(&sun, "127.0.0.1", p);
+		socklen_t len = shm_sockname(&sun, "127.0.0.1", p);
 		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
 
 		if (c < 0)
@@ -262,7 +240,7 @@ static int run_squat(int argc, char **argv)
 
 		for (h = 0; h < (exact ? 2 : 1); h++) {
 			struct sockaddr_un sun;
-			socklen_t len = shm_name(&sun, hosts[h], p);
+			socklen_t len = shm_sockname(&sun, hosts[h], p);
 			int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK,
 					0);
 
@@ -311,7 +289,7 @@ static int run_watch(char **argv)
 
 	for (i = 0; i < count && fds; i++) {
 		struct sockaddr_un sun;
-		socklen_t len = shm_name(&sun, "127.0.0.1", port);
+		socklen_t len = shm_sockname(&sun, "127.0.0.1", port);
 
 		fds[i] = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 		if (fds[i] < 0 ||
@@ -419,8 +397,7 @@ static int make_region(const struct shm_geom *sg, bool unsealed,
 static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 		       struct fuzz_stats *fs)
 {
-	struct sdp_hello h;
-	uint8_t first[sizeof(h) + HOSTILE_ECHO_MAGIC_LEN];
+	uint8_t first[HOSTILE_FIRST_LEN], key[16];
 	struct sockaddr_in me;
 	socklen_t ml = sizeof(me);
 	struct sockaddr_un sun;
@@ -436,20 +413,12 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 	tcp = tcp_to(sport);
 	if (tcp < 0 || getsockname(tcp, (struct sockaddr *)&me, &ml))
 		goto out;
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
-	h.type = SDP_HELLO_CLIENT;
-	h.version = SDP_PROTO_VERSION;
-	h.nproviders = 1;
-	memcpy(h.providers[0], "shm", 3);
-	getrandom(h.key, sizeof(h.key), 0);
-	h.msg_size = 16384;
-	h.recv_credits = 16;
-	memcpy(first, &h, sizeof(h));
-	memcpy(first + sizeof(h), HOSTILE_ECHO_MAGIC, HOSTILE_ECHO_MAGIC_LEN);
+	memset(key, 0, sizeof(key));
+	getrandom(key, sizeof(key), 0);
+	hostile_first(first, key, 16384, 16);
 	/* our listener first: the server's connect comes after its hello */
 	lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-	ml = shm_name(&sun, "127.0.0.1", ntohs(me.sin_port));
+	ml = shm_sockname(&sun, "127.0.0.1", ntohs(me.sin_port));
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sun, ml) ||
 	    listen(lfd, 4) ||
 	    send(tcp, first, sizeof(first), MSG_NOSIGNAL) != sizeof(first))

@@ -7,30 +7,12 @@
 # connection racing a real client; squatters on a server's provider address.
 #   tests/hostile/run-hostile.sh [BUILD_DIR]     (SANITIZE=1: ASan runtime)
 set -u
-O=${1:-build}
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/$O/tests/hostile
-lib=$top/$O/lib/libsdp_switch.so
-export SDP_PROVIDER_DIR=$top/$O/lib/sdp SDP_PROVIDERS=shm
-unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
-. "$top/tests/lib/lib.sh"
-sdp_preload "$lib"
-sdp_workdir sdp-hostile
+. "$(dirname "$0")/common.sh" sdp-hostile "${1:-build}"
 port=$(sdp_free_port)
-pass=0 failn=0 skip=0
-
-result() {	# STATUS NAME TEXT...
-	case $1 in
-	PASS) pass=$((pass + 1)) ;;
-	FAIL) failn=$((failn + 1)) ;;
-	SKIP) skip=$((skip + 1)) ;;
-	esac
-	echo "$*"
-}
 
 # start_server NAME PORT PRELOAD(0|1) [DELAY_MS]: sets $srv to its pid
 start_server() {
-	local name=$1 p=$2 pre=$3 delay=${4:-0} i
+	local name=$1 p=$2 pre=$3 delay=${4:-0}
 	if [ "$pre" = 1 ]; then
 		SDP_LOG_FILE=$work/$name.log LD_PRELOAD="$preload" \
 			timeout 120 "$bin/echo_server" "$p" "$delay" \
@@ -41,15 +23,7 @@ start_server() {
 	fi
 	srv=$!
 	pids+=("$srv")
-	for i in $(seq 50); do
-		grep -q ready "$work/$name.out" 2>/dev/null && break
-		sleep 0.1
-	done
-	if ! grep -q ready "$work/$name.out"; then
-		echo "echo_server $name did not start:" >&2
-		cat "$work/$name.err" >&2
-		return 1
-	fi
+	server_ready "$name" || return 1
 	# the pid of echo_server itself, not of timeout
 	srvpid=$(pgrep -P "$srv" echo_server || echo "$srv")
 }
@@ -57,30 +31,10 @@ start_server() {
 # honest NAME PORT SECONDS [san] LOG: a preloaded honest client
 honest() {
 	local name=$1 p=$2 secs=$3 mode=$4 log=$5
-	if SDP_LOG_FILE=$log LD_PRELOAD="$preload" timeout $((secs + 20)) \
+	SDP_LOG_FILE=$log LD_PRELOAD="$preload" timeout $((secs + 20)) \
 		"$bin/honest_client" "$p" "$secs" $mode \
-		>"$work/$name.out" 2>&1; then
-		result PASS "$name: $(tail -1 "$work/$name.out")"
-	else
-		result FAIL "$name: $(tail -3 "$work/$name.out" | tr '\n' ' ')"
-	fi
-}
-
-alive() {	# NAME PID
-	if kill -0 "$2" 2>/dev/null &&
-	   ! grep -q '^State:.*Z' "/proc/$2/status" 2>/dev/null; then
-		result PASS "$1: the server process lives"
-	else
-		result FAIL "$1: the server process is gone"
-	fi
-}
-
-no_stray() {	# NAME SERVER
-	if grep -q 'STRAY BYTES' "$work/$2.err"; then
-		result FAIL "$1: $(grep -m1 'STRAY BYTES' "$work/$2.err")"
-	else
-		result PASS "$1: the server saw only the client's bytes"
-	fi
+		>"$work/$name.out" 2>&1
+	outcome "$name" "$work/$name.out" $?
 }
 
 # cases_run NAME OUT RC: reads hostile_peer's PASS/FAIL/SKIP lines from OUT;
@@ -112,11 +66,8 @@ attacks() {
 	timeout 200 "$bin/hostile_peer" "$mode" "$p" "$work/$name.log" "$pid" \
 		>"$work/$mode.out" 2>&1 || rc=$?
 	cases_run "${pre}cases" "$work/$mode.out" $rc
-	if wait $during; then
-		result PASS "${pre}honest_during: $(tail -1 "$work/${pre}during.out")"
-	else
-		result FAIL "${pre}honest_during: $(tail -3 "$work/${pre}during.out" | tr '\n' ' ')"
-	fi
+	wait $during
+	outcome "${pre}honest_during" "$work/${pre}during.out" $?
 	honest "${pre}honest_after" "$p" 1 san "$work/client.log"
 	alive "${pre}server_after_cases" "$pid"
 	no_stray "${name}_no_stray" "$name"
@@ -183,11 +134,4 @@ for kind in plain preloaded; do
 	kill "$srv" 2>/dev/null
 done
 
-if [ $failn = 0 ]; then
-	echo "$pass passed, $failn failed, $skip skipped"
-	rm -rf "$work"
-	exit 0
-fi
-echo "$pass passed, $failn failed, $skip skipped (logs in $work)"
-keep_work=1
-exit 1
+finish

@@ -9,15 +9,7 @@
 # reason, every byte checked. Also a low RLIMIT_NOFILE and a full /dev/shm.
 #   tests/hostile/run-trust.sh [BUILD_DIR]     (as root: it makes the users)
 set -u
-O=${1:-build}
-top=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$top/$O/tests/hostile
-lib=$top/$O/lib/libsdp_switch.so
-export SDP_PROVIDER_DIR=$top/$O/lib/sdp SDP_PROVIDERS=shm
-unset SDP_RULE SDP_RULES SDP_DEFAULT SDP_PATH
-. "$top/tests/lib/lib.sh"
-sdp_preload "$lib"
-sdp_workdir sdp-trust
+. "$(dirname "$0")/common.sh" sdp-trust "${1:-build}"
 # below the ephemeral range, so that no other connection takes them
 port=$((10000 + ($$ * 13) % 20000))
 
@@ -46,17 +38,7 @@ while p + n < 32768:
 sys.exit(1)
 PY
 }
-pass=0 failn=0 skip=0
 FUZZ_SECS=${SDP_TRUST_FUZZ_SECS:-20}
-
-result() {	# STATUS NAME TEXT...
-	case $1 in
-	PASS) pass=$((pass + 1)) ;;
-	FAIL) failn=$((failn + 1)) ;;
-	SKIP) skip=$((skip + 1)) ;;
-	esac
-	echo "$*"
-}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "SKIP trust: the attacks need real users; run as root (CI does)"
@@ -87,45 +69,18 @@ start_server() {
 		>"$work/$name.out" 2>"$work/$name.err" &
 	srv=$!
 	pids+=("$srv")
-	for i in $(seq 50); do
-		grep -q ready "$work/$name.out" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "echo_server $name did not start:" >&2
-	cat "$work/$name.err" >&2
-	return 1
-}
-
-alive() {	# NAME PID
-	if kill -0 "$2" 2>/dev/null &&
-	   ! grep -q '^State:.*Z' "/proc/$2/status" 2>/dev/null; then
-		result PASS "$1: the server process lives"
-	else
-		result FAIL "$1: the server process is gone ($(tail -2 \
-			"$work"/*.err 2>/dev/null | tr '\n' ' '))"
-	fi
-}
-
-no_stray() {	# NAME SERVER
-	if grep -q 'STRAY BYTES' "$work/$2.err"; then
-		result FAIL "$1: $(grep -m1 'STRAY BYTES' "$work/$2.err")"
-	else
-		result PASS "$1: the server read only its clients' bytes"
-	fi
+	server_ready "$name"
 }
 
 # bob NAME PORT SECONDS MODE [ENV...]: bob's preloaded honest client
 bob() {
 	local name=$1 p=$2 secs=$3 mode=$4
 	shift 4
-	if as sdpbob env "$@" SDP_LOG=info SDP_LOG_FILE="$work/bob.log" \
+	as sdpbob env "$@" SDP_LOG=info SDP_LOG_FILE="$work/bob.log" \
 		LD_PRELOAD="$preload" timeout $((${secs%.*} + 20)) \
 		"$bin/honest_client" "$p" "$secs" $mode \
-		>"$work/$name.out" 2>&1; then
-		result PASS "$name: $(tail -1 "$work/$name.out")"
-	else
-		result FAIL "$name: $(tail -3 "$work/$name.out" | tr '\n' ' ')"
-	fi
+		>"$work/$name.out" 2>&1
+	outcome "$name" "$work/$name.out" $?
 }
 
 mallory_result() {	# NAME OUT
@@ -234,11 +189,8 @@ pids+=("$b")
 as sdpmallory timeout $((FUZZ_SECS + 30)) "$bin/mallory" peer $fport \
 	$FUZZ_SECS >"$work/m-fuzz.out" 2>&1
 mallory_result fuzz_peer "$work/m-fuzz.out"
-if wait $b; then
-	result PASS "fuzz_bob_beside: $(tail -1 "$work/fuzz-bob.out")"
-else
-	result FAIL "fuzz_bob_beside: $(tail -3 "$work/fuzz-bob.out" | tr '\n' ' ')"
-fi
+wait $b
+outcome fuzz_bob_beside "$work/fuzz-bob.out" $?
 alive fuzz_server_lives $fuzzpid
 n=$(grep -c 'closing the connection\|broke the shared ring\|plain TCP' \
 	"$work/fuzz.log")
@@ -269,13 +221,10 @@ m=$!
 pids+=("$m")
 # her connections wait in the server's backlog until its program accepts
 # (the switch takes them in then): bob's connections make it accept
-if as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-watch.log" \
+as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-watch.log" \
 	LD_PRELOAD="$preload" timeout 60 "$bin/many_client" $wport 150 4096 \
-	>"$work/watch-bob.out" 2>&1; then
-	result PASS "watch_bob_150: $(tail -1 "$work/watch-bob.out")"
-else
-	result FAIL "watch_bob_150: $(tail -3 "$work/watch-bob.out" | tr '\n' ' ')"
-fi
+	>"$work/watch-bob.out" 2>&1
+outcome watch_bob_150 "$work/watch-bob.out" $?
 wait_for "$work/m-watch.out" "WATCH messages sent"
 as sdpbob env LD_PRELOAD="$preload" timeout 20 "$bin/many_client" $wport 2 \
 	4096 >/dev/null 2>&1
@@ -296,13 +245,10 @@ echo "== RLIMIT_NOFILE 64: the preloaded server accepts what plain TCP accepts"
 lport=$((port + 5))
 start_server rlimit $lport 64 || exit 1
 rlpid=$srv
-if as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-rlimit.log" \
+as sdpbob env SDP_LOG=info SDP_LOG_FILE="$work/bob-rlimit.log" \
 	LD_PRELOAD="$preload" timeout 60 "$bin/many_client" $lport 40 65536 \
-	>"$work/rlimit-bob.out" 2>&1; then
-	result PASS "rlimit_40_connections: $(tail -1 "$work/rlimit-bob.out")"
-else
-	result FAIL "rlimit_40_connections: $(tail -3 "$work/rlimit-bob.out" | tr '\n' ' ')"
-fi
+	>"$work/rlimit-bob.out" 2>&1
+outcome rlimit_40_connections "$work/rlimit-bob.out" $?
 alive rlimit_server_lives $rlpid
 if grep -q 'accept: ' "$work/rlimit.err"; then
 	result FAIL "rlimit_no_emfile: $(grep -m1 'accept: ' "$work/rlimit.err")"
@@ -347,10 +293,4 @@ else
 	result SKIP "shm_full: unshare -m is not allowed here"
 fi
 
-if [ $failn = 0 ]; then
-	echo "trust: $pass passed, $failn failed, $skip skipped"
-	exit 0
-fi
-echo "trust: $pass passed, $failn failed, $skip skipped (logs in $work)"
-keep_work=1
-exit 1
+finish trust

@@ -22,16 +22,13 @@ installed_transfer() {
 	clean_env_set
 	head -c $size /dev/urandom >"$work/in"
 	rm -f "$work/out"
-	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	port=$(sdp_free_port)
 	"${clean_env[@]}" "$run" socat -u \
 		TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr \
 		OPEN:"$work/out",creat,trunc 2>"$work/srv.log" &
 	srv=$!
 	pids+=("$srv")
-	for _ in $(seq 50); do
-		ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " && break
-		sleep 0.1
-	done
+	sdp_wait_listen $port
 	{ cat "$work/in"; sleep 3; } |
 		"${clean_env[@]}" "$run" socat -u -b 262144 - \
 		TCP:127.0.0.1:$port 2>"$work/cli.log" &

@@ -7,9 +7,9 @@
 set -u
 lib=$1
 shift
-case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
-[ -f "$lib" ] || { echo "run-progs.sh: $lib not found; build it first" >&2; exit 2; }
 . "$(dirname "$0")/../lib/lib.sh"
+sdp_abs lib
+[ -f "$lib" ] || { echo "run-progs.sh: $lib not found; build it first" >&2; exit 2; }
 # the programs are ours: under SANITIZE=1 their leaks are reported
 sdp_preload "$lib" ours
 fail=0

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # tests/lib/lib.sh - sourced by the shell test drivers (bash): the LD_PRELOAD
 # value for the switch (with the ASan runtime first in a SANITIZE=1 build),
-# free ports, and a work directory whose background processes are killed
+# absolute paths of a driver's arguments, free ports and waiting for a
+# listener, and a work directory whose background processes are killed
 # and reaped on exit. tests/lib/sdptest.py gives Python the same.
 
 sdp_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,10 +21,33 @@ sdp_preload() {
 	fi
 }
 
+# sdp_abs VAR...: makes the path in each named variable absolute (a
+# relative one is taken from $PWD)
+sdp_abs() {
+	local v
+	for v; do
+		case ${!v} in
+		/*) ;;
+		*) printf -v "$v" %s "$PWD/${!v}" ;;
+		esac
+	done
+}
+
 # sdp_free_port: prints a TCP port of 127.0.0.1 that nothing uses now.
 sdp_free_port() {
 	PYTHONPATH=$sdp_lib_dir python3 -c \
 		'import sdptest; print(sdptest.free_port())'
+}
+
+# sdp_wait_listen PORT: waits up to 5 s until a socket listens on
+# 127.0.0.1:PORT; returns 1 if none did
+sdp_wait_listen() {
+	local i
+	for i in $(seq 50); do
+		ss -ltn 2>/dev/null | grep -q "127.0.0.1:$1 " && return 0
+		sleep 0.1
+	done
+	return 1
 }
 
 # sdp_workdir NAME: sets $work (a fresh directory under /tmp) and $pids (add

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-# sdptest.py - what the Python tests and the benchmark suite share: free
-# ports, "is it listening yet", the LD_PRELOAD value for the switch (from
-# tests/lib/lib.sh, the one definition) and reading sdp-stat --json.
+# sdptest.py - what the Python tests and the benchmark suite share: a
+# test's Fail, Skip and check, free ports, "is it listening yet", the
+# LD_PRELOAD value for the switch (from tests/lib/lib.sh, the one
+# definition) and reading sdp-stat --json.
 # Found through PYTHONPATH=tests/lib, which the make targets set.
 import json
 import os
@@ -9,6 +10,19 @@ import socket
 import subprocess
 
 LIB_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib.sh')
+
+
+class Fail(Exception):
+	"""A test's check failed: the message says what was seen."""
+
+
+class Skip(Exception):
+	"""A test cannot run here: the message says what it needs."""
+
+
+def check(cond, msg):
+	if not cond:
+		raise Fail(msg)
 
 
 def free_port():

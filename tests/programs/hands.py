@@ -5,15 +5,13 @@
 # bytes hashed, and the process left holding each connection proven to
 # carry it on shm from its sdp-stat counters. Same options as run.py:
 #   PYTHONPATH=tests/lib hands.py --lib LIB --stat SDP_STAT [TEST...]
-import json
 import os
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402
-from run import (MIB, PY, Fail, Skip, check, fmt_conn, san_rx,  # noqa: E402
+from run import (MIB, PY, Skip, check, fmt_conn, san_rx,  # noqa: E402
 		 san_tx, by_pid, need, free_port)
 
 HANDS = os.path.join(run.HERE, 'hands_peers.py')
@@ -83,27 +81,38 @@ def server_children(ctx, srv, conns, nbytes, what):
 	return sorted(set(r['pid'] for r in served))
 
 
+def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
+	"""hands_peers.py CMD serves conns echo clients of nbytes each, handing
+	every connection to another process (WHAT): the server process itself
+	must echo nothing (else parent_msg), and the processes it handed them
+	to, as the client, must hold every connection on shm. Returns their
+	pids."""
+	port = free_port()
+	srv = ctx.spawn(cmd, [PY, HANDS, cmd, str(port)])
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, conns, nbytes)
+	ctx.stop(srv)
+	kids = server_children(ctx, srv, conns, nbytes, what)
+	check(srv.pid not in kids, parent_msg)
+	st = ctx.stats()
+	for c in by_pid(st, cli.pid):
+		on_san(c, 'client', nbytes, nbytes)
+	held = held_by(st, kids)
+	check(len(held) == conns, '%s: %d connections held, expected %d: %s' %
+	      (what, len(held), conns, '; '.join(
+		      fmt_conn(c) for c in conns_of(st, kids))))
+	for c in held:
+		on_san(c, what, nbytes, nbytes)
+	return kids
+
+
 @run.test('forking-tcp-server')
 def t_forking(ctx):
 	"""socketserver.ForkingTCPServer: the parent accepts and forks, the
 	child echoes. The child, left alone with the connection, upgrades."""
 	conns, nbytes = 4, 16 * MIB
-	port = free_port()
-	srv = ctx.spawn('fork-server', [PY, HANDS, 'fork-server', str(port)])
-	ctx.wait_listen(port, srv)
-	cli = echo_clients(ctx, port, conns, nbytes)
-	ctx.stop(srv)
-	kids = server_children(ctx, srv, conns, nbytes, 'ForkingTCPServer')
-	check(srv.pid not in kids, 'the parent echoed: no fork?')
-	st = ctx.stats()
-	for c in by_pid(st, cli.pid):
-		on_san(c, 'client', nbytes, nbytes)
-	held = held_by(st, kids)
-	check(len(held) == conns, 'ForkingTCPServer: %d connections held by '
-	      'the children, expected %d: %s' % (len(held), conns, '; '.join(
-		      fmt_conn(c) for c in conns_of(st, kids))))
-	for c in held:
-		on_san(c, 'forked child', nbytes, nbytes)
+	kids = handed_echo(ctx, 'fork-server', conns, nbytes,
+			   'ForkingTCPServer child', 'the parent echoed: no fork?')
 	return '%d x %d MiB echoed by %d forked children, all on shm' % (
 		conns, nbytes >> 20, len(kids))
 
@@ -144,22 +153,8 @@ def t_scm_rights(ctx):
 	socket, echoes exactly the client's bytes (not the hello before them)
 	and upgrades the connection."""
 	conns, nbytes = 2, 16 * MIB
-	port = free_port()
-	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-server', str(port)])
-	ctx.wait_listen(port, srv)
-	cli = echo_clients(ctx, port, conns, nbytes)
-	ctx.stop(srv)
-	workers = server_children(ctx, srv, conns, nbytes, 'SCM_RIGHTS worker')
-	check(srv.pid not in workers, 'the acceptor echoed: nothing passed?')
-	st = ctx.stats()
-	held = held_by(st, workers)
-	check(len(held) == conns, 'SCM_RIGHTS: %d connections in the worker, '
-	      'expected %d: %s' % (len(held), conns, '; '.join(
-		      fmt_conn(c) for c in conns_of(st, workers))))
-	for c in held:
-		on_san(c, 'worker', nbytes, nbytes)
-	for c in by_pid(st, cli.pid):
-		on_san(c, 'client', nbytes, nbytes)
+	handed_echo(ctx, 'scm-server', conns, nbytes, 'SCM_RIGHTS worker',
+		    'the acceptor echoed: nothing passed?')
 	return '%d x %d MiB echoed by a worker given the sockets, on shm' % (
 		conns, nbytes >> 20)
 
@@ -170,35 +165,9 @@ def t_socat_fork(ctx):
 	which forks and execs the program behind a socketpair (EXEC); the
 	client is socat with EXEC too. Each socat, left alone with its TCP
 	connection, upgrades it."""
-	need('socat')
 	n = 32 * MIB
-	port = free_port()
-	side = 'EXEC:env -u LD_PRELOAD %s %s side %d %%d %s' % (
-		PY, run.PEERS, n, ctx.path('%s.json'))
-	srv = ctx.spawn('socat-server', ['socat', '-t', '60', '-b', '262144',
-		'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork' % port,
-		side % (1, 'server')])
-	ctx.wait_listen(port, srv)
-	cli = ctx.run('socat-client', ['socat', '-t', '60', '-b', '262144',
-		'TCP:127.0.0.1:%d' % port, side % (2, 'client')], 60)
-	res = {}
-	for who in ('server', 'client'):
-		end = time.monotonic() + 10
-		while time.monotonic() < end and \
-		      not os.path.exists(ctx.path(who + '.json')):
-			time.sleep(0.05)
-		try:
-			with open(ctx.path(who + '.json')) as fh:
-				res[who] = json.load(fh)
-		except (OSError, ValueError) as e:
-			raise Fail('the %s side left no result (%s)' % (who, e))
+	srv, cli = run.socat_exec(ctx, n, True)
 	ctx.stop(srv)
-	for a, b in (('client', 'server'), ('server', 'client')):
-		check(res[a]['sent'] == n and res[b]['got'] == n and
-		      res[a]['sha_sent'] == res[b]['sha_got'],
-		      '%s -> %s: sent %d bytes sha %s, received %d bytes sha %s'
-		      % (a, b, res[a]['sent'], res[a]['sha_sent'][:16],
-			 res[b]['got'], res[b]['sha_got'][:16]))
 	st = ctx.stats()
 	held = [c for x in st if x['program'].startswith('socat')
 		for c in by_pid(st, x['pid'])

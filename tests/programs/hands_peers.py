@@ -8,7 +8,6 @@
 #   hands_peers.py fork-server PORT
 #   hands_peers.py scm-server PORT
 #   hands_peers.py fork-client PORT BYTES
-import hashlib
 import os
 import socket
 import socketserver
@@ -16,7 +15,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import HOST, chunks, drain, out, echo_conn  # noqa: E402
+from peers import HOST, drain, echo_conn, echo_through, out  # noqa: E402
 
 
 class EchoHandler(socketserver.BaseRequestHandler):
@@ -70,23 +69,9 @@ def cmd_fork_client(port, nbytes):
 		s.close()
 		_, st = os.waitpid(pid, 0)
 		sys.exit(os.waitstatus_to_exitcode(st))
-	sh = hashlib.sha256()
-	sent = [0]
-
-	def sender():
-		for d in chunks(nbytes, 1):
-			sh.update(d)
-			s.sendall(d)
-			sent[0] += len(d)
-		s.shutdown(socket.SHUT_WR)
-	th = threading.Thread(target=sender)
-	th.start()
-	got, rsha = drain(s.recv)
-	th.join()
-	s.close()
-	out({'pid': os.getpid(), 'sent': sent[0], 'sha_sent': sh.hexdigest(),
-	     'got': got, 'sha_got': rsha,
-	     'ok': got == sent[0] and rsha == sh.hexdigest()})
+	sent, sha, got, rsha = echo_through(s, nbytes, 1)
+	out({'pid': os.getpid(), 'sent': sent, 'sha_sent': sha,
+	     'got': got, 'sha_got': rsha, 'ok': got == sent and rsha == sha})
 	sys.stdout.flush()
 	os._exit(0)
 

@@ -110,7 +110,9 @@ def serve_prefork(ls, workers):
 				break
 
 
-async def aecho(reader, writer):
+async def adrain(reader, echo=None):
+	"""drain() for asyncio: reads READER to EOF, hashing, and writes each
+	piece to the stream writer ECHO if given; returns (count, sha256)."""
 	h = hashlib.sha256()
 	n = 0
 	while True:
@@ -119,13 +121,19 @@ async def aecho(reader, writer):
 			break
 		h.update(d)
 		n += len(d)
-		writer.write(d)
-		await writer.drain()
+		if echo:
+			echo.write(d)
+			await echo.drain()
+	return n, h.hexdigest()
+
+
+async def aecho(reader, writer):
+	n, sha = await adrain(reader, writer)
 	writer.write_eof()
 	await writer.drain()
 	writer.close()
 	await writer.wait_closed()
-	out({'pid': os.getpid(), 'echoed': n, 'sha': h.hexdigest()})
+	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
 
 
 async def serve_asyncio(port):
@@ -153,14 +161,15 @@ def client_result(i, sent_h, sent_n, got_h, got_n, t0):
 		'secs': round(time.monotonic() - t0, 3)}
 
 
-def tclient(port, i, nbytes, results):
-	t0 = time.monotonic()
-	s = socket.create_connection((HOST, port), timeout=60)
+def echo_through(s, nbytes, seed):
+	"""Sends nbytes of stream SEED on socket s from a thread, then shuts
+	down its sending side, while reading the echo to EOF; closes s.
+	Returns (bytes sent, their sha256 hex, bytes received, theirs)."""
 	sh = hashlib.sha256()
 	sent = [0]
 
 	def sender():
-		for d in chunks(nbytes, i):
+		for d in chunks(nbytes, seed):
 			sh.update(d)
 			s.sendall(d)
 			sent[0] += len(d)
@@ -170,7 +179,14 @@ def tclient(port, i, nbytes, results):
 	got, rsha = drain(s.recv)
 	th.join()
 	s.close()
-	results[i] = client_result(i, sh.hexdigest(), sent[0], rsha, got, t0)
+	return sent[0], sh.hexdigest(), got, rsha
+
+
+def tclient(port, i, nbytes, results):
+	t0 = time.monotonic()
+	s = socket.create_connection((HOST, port), timeout=60)
+	sent, sha, got, rsha = echo_through(s, nbytes, i)
+	results[i] = client_result(i, sha, sent, rsha, got, t0)
 
 
 async def aclient(port, i, nbytes):
@@ -188,18 +204,11 @@ async def aclient(port, i, nbytes):
 			await writer.drain()
 		writer.write_eof()
 	task = asyncio.create_task(sender())
-	rh = hashlib.sha256()
-	got = 0
-	while True:
-		d = await reader.read(CHUNK)
-		if not d:
-			break
-		rh.update(d)
-		got += len(d)
+	got, rsha = await adrain(reader)
 	await task
 	writer.close()
 	await writer.wait_closed()
-	return client_result(i, sh.hexdigest(), sent, rh.hexdigest(), got, t0)
+	return client_result(i, sh.hexdigest(), sent, rsha, got, t0)
 
 
 async def aclients(a):

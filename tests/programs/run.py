@@ -29,7 +29,7 @@ import time
 import traceback
 
 import sdptest  # tests/lib, on PYTHONPATH
-from sdptest import free_port, listening
+from sdptest import Fail, Skip, check, free_port, listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, 'peers.py')
@@ -52,19 +52,6 @@ HEAD_MAX = 16 * MIB
 HEAD_SHARE = 20	# 1/20 of the bytes
 # a connection's copy in a process that handed it over (fork, SCM_RIGHTS)
 HANDED = 'handed-over'
-
-
-class Skip(Exception):
-	pass
-
-
-class Fail(Exception):
-	pass
-
-
-def check(cond, msg):
-	if not cond:
-		raise Fail(msg)
 
 
 def need(*progs):
@@ -1001,26 +988,26 @@ def t_socat_burst_close(ctx):
 	return '20 rounds of 1 MiB, each complete'
 
 
-@test('socat-exec')
-def t_socat_exec(ctx):
-	"""socat EXEC forks a child that execs a program behind a socketpair
-	(the TCP fd close-on-exec): socat, left alone with the connection,
-	keeps its upgrade across that fork (docs/protocol.md 2.7); every
-	byte must arrive, and each connection be carried by shm."""
+def socat_exec(ctx, n, fork):
+	"""A socat server (with FORK, a child per connection) and a socat
+	client, each running 'peers.py side' behind EXEC, which sends n bytes
+	and reads to EOF; checks that each side received the n bytes the
+	other sent, hash for hash. Returns the server and client Procs."""
 	need('socat')
-	n = 64 * MIB
 	port = free_port()
 	# socat's EXEC child gets one socketpair as stdin and stdout;
 	# peers.py side writes its data, shuts down, and reads to EOF
 	side = 'EXEC:env -u LD_PRELOAD %s %s side %d %%d %s' % (
 		PY, PEERS, n, ctx.path('%s.json'))
 	srv = ctx.spawn('socat-server', ['socat', '-t', '60', '-b', '262144',
-		'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr' % port,
+		'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr%s' % (
+			port, ',fork' if fork else ''),
 		side % (1, 'server')])
 	ctx.wait_listen(port, srv)
 	cli = ctx.run('socat-client', ['socat', '-t', '60', '-b', '262144',
 		'TCP:127.0.0.1:%d' % port, side % (2, 'client')], 60)
-	srv.wait(30)
+	if not fork:
+		srv.wait(30)
 	res = {}
 	for who in ('server', 'client'):
 		end = time.monotonic() + 10
@@ -1040,6 +1027,17 @@ def t_socat_exec(ctx):
 		      '%s -> %s: sent %d bytes sha %s, received %d bytes sha %s'
 		      % (a, b, res[a]['sent'], res[a]['sha_sent'][:16],
 			 res[b]['got'], res[b]['sha_got'][:16]))
+	return srv, cli
+
+
+@test('socat-exec')
+def t_socat_exec(ctx):
+	"""socat EXEC forks a child that execs a program behind a socketpair
+	(the TCP fd close-on-exec): socat, left alone with the connection,
+	keeps its upgrade across that fork (docs/protocol.md 2.7); every
+	byte must arrive, and each connection be carried by shm."""
+	n = 64 * MIB
+	srv, cli = socat_exec(ctx, n, False)
 	st = ctx.stats()
 	cs = by_pid(st, cli.pid) + by_pid(st, srv.pid)
 	check(len(cs) == 2, 'socat exec: %d connections in the stats of the '

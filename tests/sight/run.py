@@ -16,24 +16,11 @@ import time
 import traceback
 
 import sdptest  # tests/lib, on PYTHONPATH
-from sdptest import free_port, listening
+from sdptest import Fail, Skip, check, free_port, listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAN, TCP = 5, 1		# enum sw_state (switch/sock.h)
 FB_BLIND = 18		# enum sdp_fallback_reason (switch/fallback.h)
-
-
-class Fail(Exception):
-	pass
-
-
-class Skip(Exception):
-	pass
-
-
-def check(cond, msg):
-	if not cond:
-		raise Fail(msg)
 
 
 class Case:

@@ -12,9 +12,8 @@ run=$1
 lib=$2
 provdir=$3
 top=$(cd "$(dirname "$0")/../.." && pwd)
-case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
-case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
 . "$top/tests/lib/lib.sh"
+sdp_abs lib provdir
 sdp_workdir sdp-check-config
 fail=0
 pass() { echo "PASS $*"; }

@@ -12,11 +12,9 @@ set -uo pipefail
 stat_bin=$1
 lib=$2
 provdir=$3
-case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
-case $stat_bin in /*) ;; *) stat_bin=$PWD/$stat_bin ;; esac
-case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/tests/lib/lib.sh"
+sdp_abs stat_bin lib provdir
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 sdp_preload "$lib"
 sdp_workdir sdp-check-stat-ops
@@ -63,10 +61,7 @@ pids+=($!)
 LD_PRELOAD=$preload python3 "$work/sink.py" $p_rule &
 pids+=($!)
 for p in $p_san $p_plain $p_rule; do
-	for _ in $(seq 50); do
-		ss -ltn | grep -q "127.0.0.1:$p " && break
-		sleep 0.1
-	done
+	sdp_wait_listen $p
 done
 SDP_RULE="tcp connect * * $p_rule" LD_PRELOAD=$preload \
 	python3 "$work/client.py" "$work" $p_san $p_plain $p_rule &

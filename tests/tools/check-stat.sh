@@ -9,13 +9,11 @@ set -uo pipefail
 stat_bin=$1
 lib=$2
 provdir=$3
-case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
-case $stat_bin in /*) ;; *) stat_bin=$PWD/$stat_bin ;; esac
-case $provdir in /*) ;; *) provdir=$PWD/$provdir ;; esac
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/lib/lib.sh"
+sdp_abs stat_bin lib provdir
 # the statistics layout version this tree writes
 ver=$(sed -n 's/^#define SW_STATS_VERSION \([0-9]*\).*/\1/p' "$top/switch/stats.h")
-. "$top/tests/lib/lib.sh"
 # socat's own leaks are not ours to report (sdp_preload); ASan runs slower
 sdp_preload "$lib"
 slow=1
@@ -258,10 +256,7 @@ time.sleep(6)
 PY
 srv=$!
 pids+=("$srv")
-for _ in $(seq 50); do
-	ss -ltn 2>/dev/null | grep -q "127.0.0.1:$port " && break
-	sleep 0.1
-done
+sdp_wait_listen $port
 LD_PRELOAD=$preload python3 - "$port" <<'PY'
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))

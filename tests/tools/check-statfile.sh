@@ -88,10 +88,7 @@ transfer() {
 		OPEN:"$work/$tag.out",trunc 2>"$work/$tag.srv.log" &
 	srv=$!
 	pids+=("$srv")
-	for _ in $(seq 50); do
-		ss -ltn | grep -q "127.0.0.1:$port " && break
-		sleep 0.1
-	done
+	sdp_wait_listen $port
 	{ cat "$work/$tag.in"; sleep 2; } |
 		as "$u" "$@" LD_PRELOAD="$preload" socat -u - \
 		TCP:127.0.0.1:$port 2>"$work/$tag.cli.log" &
@@ -230,10 +227,7 @@ start_planted() {
 	ssrv=$(cat "$ctl/pid")
 	$plant "$ssrv"
 	touch "$ctl/go"
-	for _ in $(seq 50); do
-		ss -ltn | grep -q "127.0.0.1:$port " && break
-		sleep 0.1
-	done
+	sdp_wait_listen $port
 }
 # send_planted USER TAG: the client side of start_planted's server
 send_planted() {
@@ -287,17 +281,15 @@ fi
 cat >"$work/fullshm.sh" <<'SH'
 set -u
 work=$1 stat_bin=$2 preload=$3
+. "$4/lib.sh"
 mount -t tmpfs -o size=1m,mode=1777 tmpfs /dev/shm || exit 3
 dd if=/dev/zero of=/dev/shm/fill bs=4k 2>/dev/null
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(sdp_free_port)
 head -c $((4 << 20)) /dev/urandom >"$work/full.in"
 LD_PRELOAD="$preload" socat -u TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr \
 	OPEN:"$work/full.out",creat,trunc 2>"$work/full.srv.log" &
 srv=$!
-for _ in $(seq 50); do
-	ss -ltn | grep -q "127.0.0.1:$port " && break
-	sleep 0.1
-done
+sdp_wait_listen $port
 LD_PRELOAD="$preload" socat -u OPEN:"$work/full.in" TCP:127.0.0.1:$port \
 	2>"$work/full.cli.log"
 rc=$?
@@ -306,7 +298,7 @@ echo "$rc $?" >"$work/full.rc"
 SH
 SDP_PROVIDERS=shm SDP_PROVIDER_DIR="$work/bin/sdp" \
 	unshare -m --propagation private bash "$work/fullshm.sh" "$work" \
-	"$stat_bin" "$preload"
+	"$stat_bin" "$preload" "$sdp_lib_dir"
 if [ "$(cat "$work/full.rc" 2>/dev/null)" = "0 0" ] &&
    cmp -s "$work/full.in" "$work/full.out" &&
    grep -q "statistics: cannot allocate [0-9]* bytes for /dev/shm/sdp-stat-0/sdp-stat.[0-9]*: No space left on device; this process runs without them" \
@@ -322,8 +314,9 @@ fi
 cat >"$work/filllater.sh" <<'SH'
 set -u
 work=$1 stat_bin=$2 preload=$3
+. "$4/lib.sh"
 mount -t tmpfs -o size=200k,mode=1777 tmpfs /dev/shm || exit 3
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(sdp_free_port)
 LD_PRELOAD="$preload" python3 -c '
 import socket, sys
 ls = socket.create_server(("127.0.0.1", int(sys.argv[1])), backlog=512)
@@ -354,7 +347,7 @@ echo $? >"$work/later.rc"
 SH
 SDP_PROVIDERS=shm SDP_PROVIDER_DIR="$work/bin/sdp" \
 	unshare -m --propagation private bash "$work/filllater.sh" "$work" \
-	"$stat_bin" "$preload"
+	"$stat_bin" "$preload" "$sdp_lib_dir"
 if [ "$(cat "$work/later.rc" 2>/dev/null)" = 0 ] &&
    [ "$(cat "$work/later.ok" 2>/dev/null)" = 400 ] &&
    grep -q "statistics: cannot grow /dev/shm/sdp-stat-0/sdp-stat.[0-9]* to [0-9]* slots: No space left on device; new connections are not listed by sdp-stat" \

@@ -52,6 +52,15 @@ static void eu_wait_fn(void *ctx, int fd, bool out)
 		eu_wait(*(int *)ctx, fd, EPOLLIN, "recv waits for EPOLLIN");
 }
 
+/* tp_wait_fn for the first part: EPOLLOUT on the registration as it is. */
+static void eu_first_wait(void *ctx, int fd, bool out)
+{
+	uint32_t r = eu_wait(*(int *)ctx, fd, 0,
+			     "the first part waits for EPOLLOUT");
+
+	TP_CHECK(r & EPOLLOUT, "events 0x%x without EPOLLOUT", r);
+}
+
 /* Sends (receives, checking) n bytes of stream id at off through ep. */
 static void eu_send(int ep, int fd, unsigned int id, size_t off, size_t n)
 {
@@ -97,8 +106,6 @@ int main(int argc, char **argv)
 	struct epoll_event ev = { .events = EPOLLOUT | EPOLLET };
 	int family = argc > 1 ? AF_INET6 : AF_INET;
 	int c, ep, err, i;
-	size_t sent = 0;
-	char *big;
 	socklen_t len, elen = sizeof(err);
 	uint32_t r;
 	pid_t pid;
@@ -123,21 +130,7 @@ int main(int argc, char **argv)
 	TP_CHECK(!getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen) && !err,
 		 "SO_ERROR after EPOLLOUT is %d", err);
 	/* Write until EAGAIN, then wait for EPOLLOUT, as registered. */
-	big = malloc(EU_FIRST);
-	TP_CHECK(big != NULL, "malloc");
-	tp_fill(3, 0, big, EU_FIRST);
-	while (sent < EU_FIRST) {
-		ssize_t k = send(c, big + sent, EU_FIRST - sent, MSG_NOSIGNAL);
-
-		if (k > 0) {
-			sent += (size_t)k;
-			continue;
-		}
-		TP_CHECK(k < 0 && errno == EAGAIN, "send of the first part");
-		r = eu_wait(ep, c, 0, "the first part waits for EPOLLOUT");
-		TP_CHECK(r & EPOLLOUT, "events 0x%x without EPOLLOUT", r);
-	}
-	free(big);
+	tp_send_nb(c, 3, 0, EU_FIRST, eu_first_wait, &ep);
 	/* Request and answer, in rounds: each waits on the other end. */
 	for (i = 0; i < EU_ROUNDS; i++) {
 		eu_send(ep, c, 1, (size_t)i * EU_BYTES, EU_BYTES);

@@ -107,8 +107,7 @@ static void pu_run(int family)
 {
 	struct sockaddr_storage ss;
 	int c, err, i;
-	size_t sent = 0;
-	char *big, b;
+	char b;
 	socklen_t len, elen = sizeof(err);
 	pid_t pid;
 
@@ -127,20 +126,7 @@ static void pu_run(int family)
 	TP_CHECK(!getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen) && !err,
 		 "SO_ERROR after POLLOUT is %d", err);
 	/* Write until EAGAIN, then wait for POLLOUT. */
-	big = malloc(PU_FIRST);
-	TP_CHECK(big != NULL, "malloc");
-	tp_fill(3, 0, big, PU_FIRST);
-	while (sent < PU_FIRST) {
-		ssize_t k = send(c, big + sent, PU_FIRST - sent, MSG_NOSIGNAL);
-
-		if (k > 0) {
-			sent += (size_t)k;
-			continue;
-		}
-		TP_CHECK(k < 0 && errno == EAGAIN, "send of the first part");
-		pu_wait(c, POLLOUT, "the first part waits for POLLOUT");
-	}
-	free(big);
+	pu_send(c, 3, 0, PU_FIRST);
 	/* Request and answer, in rounds: each waits on the other end. */
 	for (i = 0; i < PU_ROUNDS; i++) {
 		pu_send(c, 1, (size_t)i * PU_BYTES, PU_BYTES);

@@ -9,7 +9,6 @@
  * the bytes, with MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC and
  * MSG_CMSG_CLOEXEC.
  */
-#include <sys/syscall.h>
 #include "tp_stats.h"
 
 #define RO_CTL 10240
@@ -26,38 +25,6 @@ struct ro_out {
 };
 
 static unsigned char ctl[RO_CTL], ctl_orig[RO_CTL];
-
-/* A TCP pair the switch never sees: raw system calls only. */
-static void raw_pair(int family, int *c, int *s)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-	long l;
-
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET6) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_addr = in6addr_loopback;
-		len = sizeof(*in6);
-	} else {
-		in4->sin_family = AF_INET;
-		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		len = sizeof(*in4);
-	}
-	l = syscall(SYS_socket, family, SOCK_STREAM, 0);
-	TP_CHECK(l >= 0, "raw socket");
-	TP_CHECK(!syscall(SYS_bind, l, &ss, len), "raw bind");
-	TP_CHECK(!syscall(SYS_listen, l, 4), "raw listen");
-	TP_CHECK(!syscall(SYS_getsockname, l, &ss, &len), "raw getsockname");
-	*c = (int)syscall(SYS_socket, family, SOCK_STREAM, 0);
-	TP_CHECK(*c >= 0, "raw socket");
-	TP_CHECK(!syscall(SYS_connect, *c, &ss, len), "raw connect");
-	*s = (int)syscall(SYS_accept4, l, NULL, NULL, 0);
-	TP_CHECK(*s >= 0, "raw accept");
-	syscall(SYS_close, l);
-}
 
 static void ctl_reset(void)
 {
@@ -208,7 +175,7 @@ int main(int argc, char **argv)
 	int i;
 
 	tp_start("recv_outparams", 30);
-	raw_pair(family, &fds[0], &fds[1]);
+	tp_raw_pair(family, &fds[0], &fds[1]);
 	tp_pair(family, &fds[2], &fds[3]);
 	tp_carry_both(fds[2], fds[3]);
 
