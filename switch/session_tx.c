@@ -176,9 +176,11 @@ static bool sndbuf_keep(struct sw_sock *s, const struct iovec *iov,
 }
 
 /* A blocking send's wait for room, bounded by the program's SO_SNDTIMEO
- * (read at the first wait: *looked). Returns 0 to look again, -EINTR (a
- * signal handler ran) or -EAGAIN (the timeout ran out), as TCP's send. */
-static int tx_wait(struct sw_sock *s, uint64_t *deadline, bool *looked)
+ * (read at the first wait: *looked); sent: the bytes the call has sent.
+ * Returns 0 to look again, -EINTR (a signal handler ran) or -EAGAIN (the
+ * timeout ran out), as TCP's send. */
+static int tx_wait(struct sw_sock *s, uint64_t *deadline, bool *looked,
+		   size_t sent)
 {
 	int r;
 
@@ -188,7 +190,8 @@ static int tx_wait(struct sw_sock *s, uint64_t *deadline, bool *looked)
 	}
 	r = sw_session_wait(s, POLLOUT, *deadline);
 	if (r == -EINTR)
-		return -EINTR;
+		/* with nothing sent, restarted as the kernel would */
+		return !sent && sw_intr_restarts(s, false) ? 0 : -EINTR;
 	if (r == -ETIMEDOUT)
 		return -EAGAIN;
 	return 0;
@@ -278,7 +281,7 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 		if (e || nb) {
 			return -(e ? e : EAGAIN);
 		}
-		r = tx_wait(s, &deadline, &looked);
+		r = tx_wait(s, &deadline, &looked, 0);
 		if (r)
 			return r;
 	}
@@ -327,7 +330,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			}
 			if (nb)
 				break;
-			r = tx_wait(s, &deadline, &looked);
+			r = tx_wait(s, &deadline, &looked, sent);
 			if (r) {
 				if (sent)
 					break;
@@ -405,7 +408,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					 * went, or EINTR, as a blocked TCP
 					 * send does */
 					r = nb ? 0 : tx_wait(s, &deadline,
-							      &looked);
+							      &looked, sent);
 					if (r) {
 						if (sent)
 							break;

@@ -28,4 +28,9 @@ int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
 
 uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv);
 
+/* A blocking receive (rcv) or send that a signal handler interrupted
+ * before it moved a byte: whether it goes on, as the kernel restarts it
+ * (signal(7)), rather than fail with EINTR. */
+bool sw_intr_restarts(struct sw_sock *s, bool rcv);
+
 #endif /* SW_WAKEUP_H */

@@ -10,53 +10,9 @@
  */
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
-#include "tp_stats.h"
-
-static void raw_pair(int family, int *c, int *s)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-	int one = 1;
-	long l;
-
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET6) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_addr = in6addr_loopback;
-		len = sizeof(*in6);
-	} else {
-		in4->sin_family = AF_INET;
-		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		len = sizeof(*in4);
-	}
-	l = syscall(SYS_socket, family, SOCK_STREAM, 0);
-	TP_CHECK(l >= 0, "raw socket");
-	TP_CHECK(!syscall(SYS_bind, l, &ss, len), "raw bind");
-	TP_CHECK(!syscall(SYS_listen, l, 4), "raw listen");
-	TP_CHECK(!syscall(SYS_getsockname, l, &ss, &len), "raw getsockname");
-	*c = (int)syscall(SYS_socket, family, SOCK_STREAM, 0);
-	TP_CHECK(*c >= 0, "raw socket");
-	TP_CHECK(!syscall(SYS_connect, *c, &ss, len), "raw connect");
-	*s = (int)syscall(SYS_accept4, l, NULL, NULL, 0);
-	TP_CHECK(*s >= 0, "raw accept");
-	syscall(SYS_setsockopt, *c, IPPROTO_TCP, TCP_NODELAY, &one,
-		sizeof(one));
-	syscall(SYS_close, l);
-}
+#include "diff_pair.h"
 
 static int fds[4];	/* plain client, plain server, carried ... */
-
-/* r and errno of an int-returning call, as one number to compare */
-#define RES(x) ({ int _r = (x); _r < 0 ? -errno : _r; })
-
-static void same(const char *what, long k, long c)
-{
-	TP_CHECK(k == c, "%s: %ld on the carried connection, the kernel %ld",
-		 what, c, k);
-}
 
 static void feed(size_t n)
 {
