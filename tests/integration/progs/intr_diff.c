@@ -379,7 +379,8 @@ int main(int argc, char **argv)
 			cases[i].fn(1, &res[1]);
 			settle();
 			snprintf(what, sizeof(what), "%s interrupted (%s)",
-				 cases[i].name, m ? "SA_RESTART" : "no SA_RESTART");
+				 cases[i].name,
+				 m ? "SA_RESTART" : "no SA_RESTART");
 			same(what, res[0], res[1]);
 			if (getenv("DIFF_VERBOSE"))
 				fprintf(stderr, "%s: %d\n", what, res[0]);

@@ -4,9 +4,11 @@
  * answers on a plain one: the same steps on a TCP pair the switch never
  * sees (raw system calls) and on a carried pair, every result compared:
  * ioctl FIONREAD/SIOCINQ/SIOCOUTQ, SO_ERROR, SO_RCVTIMEO's timeout,
- * SO_RCVLOWAT, poll's POLLIN/POLLOUT/POLLRDHUP/POLLHUP after the peer's
- * half-close, and recv after shutdown(SHUT_RD). Differences that cannot
- * be reproduced are in docs/semantics.md, and not compared here.
+ * SO_RCVLOWAT, MSG_TRUNC, TCP_INFO, EPOLLONESHOT, EPOLLEXCLUSIVE, poll's
+ * and epoll's IN/OUT/RDHUP/HUP after the peer's half-close and with both
+ * directions shut, recv after shutdown(SHUT_RD), and select and poll on
+ * descriptors above FD_SETSIZE. Differences that cannot be reproduced
+ * are in docs/semantics.md, and not compared here.
  */
 #include <linux/sockios.h>
 #include <pthread.h>
@@ -431,7 +433,8 @@ int main(int argc, char **argv)
 	tk = prev(fds[1], POLLIN | POLLOUT | POLLRDHUP);
 	same("poll after both", tk, prev(fds[3], POLLIN | POLLOUT | POLLRDHUP));
 	/* and this side's SHUT_WR: both directions closed, EPOLLHUP */
-	same("shutdown(SHUT_WR) after the peer's", RES(shutdown(fds[1], SHUT_WR)),
+	same("shutdown(SHUT_WR) after the peer's",
+	     RES(shutdown(fds[1], SHUT_WR)),
 	     RES(shutdown(fds[3], SHUT_WR)));
 	usleep(50 * 1000);
 	same("poll with both directions closed",
