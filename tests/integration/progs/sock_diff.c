@@ -21,23 +21,31 @@ static int family;
 static int fds[4];	/* plain client, plain server, carried ... */
 static char excl_buf[512];
 
+/* Bytes the receiving end of fds[i - 1] holds (at most 1024). */
+static int held(int i)
+{
+	char b[1024];
+	int n = (int)recv(fds[i], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+
+	return n < 0 ? 0 : n;
+}
+
+/* n more bytes to each server end, there when this returns (5 s at
+ * most): a comparison never runs while bytes are still on their way. */
 static void feed(size_t n)
 {
 	char b[512];
 	long end = tp_ms() + 5000;
-	int i, avail;
+	int i, want[4];
 
 	memset(b, 'x', sizeof(b));
+	for (i = 1; i < 4; i += 2)
+		want[i] = held(i) + (int)n;
 	TP_CHECK(send(fds[0], b, n, 0) == (ssize_t)n &&
 		 send(fds[2], b, n, 0) == (ssize_t)n, "send");
-	for (i = 1; i < 4; i += 2) {
-		do {
-			avail = (int)recv(fds[i], b, sizeof(b),
-					  MSG_PEEK | MSG_DONTWAIT);
-			if (avail < (int)n)
-				usleep(1000);
-		} while (avail < (int)n && tp_ms() < end);
-	}
+	for (i = 1; i < 4; i += 2)
+		while (held(i) < want[i] && tp_ms() < end)
+			usleep(1000);
 }
 
 /* Reads n bytes of anything from fd. */
