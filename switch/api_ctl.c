@@ -190,16 +190,42 @@ int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 	return handled;
 }
 
+/*
+ * TCP_INFO of a carried connection: the TCP connection under it stays
+ * established while the ends exchange FIN over the provider, so the
+ * state is the one TCP would show after those FINs (the rest stays the
+ * TCP connection's: docs/semantics.md).
+ */
+static uint8_t carried_tcp_state(const struct sw_session *ss)
+{
+	bool own = ss->fin_sent || ss->fin_pending;
+
+	if (own && ss->peer_fin)
+		return ss->fin_sent ? TCP_CLOSE : TCP_LAST_ACK;
+	if (own)
+		return ss->fin_sent ? TCP_FIN_WAIT2 : TCP_FIN_WAIT1;
+	if (ss->peer_fin)
+		return TCP_CLOSE_WAIT;
+	return TCP_ESTABLISHED;
+}
+
 int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
 		  socklen_t *len, int *ret)
 {
-	(void)s;
-	(void)level;
-	(void)name;
-	(void)val;
-	(void)len;
-	(void)ret;
-	return 0;
+	struct tcp_info *ti = val;
+
+	if (level != IPPROTO_TCP || name != TCP_INFO)
+		return 0;
+	*ret = sdp_sys.getsockopt(s->fd, level, name, val, len);
+	if (*ret || !len || *len < sizeof(ti->tcpi_state))
+		return 1;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SW_SAN && ti->tcpi_state == TCP_ESTABLISHED) {
+		sw_progress(s);
+		ti->tcpi_state = carried_tcp_state(&s->ss);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 1;
 }
 
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,

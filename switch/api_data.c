@@ -229,7 +229,8 @@ static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 		if (nb || (got && !waitall)) {
 			return got ? (ssize_t)got : -EAGAIN;
 		}
-		if (head_wait(s) == -EINTR) {
+		if (head_wait(s) == -EINTR &&
+		    (got || !sw_intr_restarts(s, true))) {
 			return got ? (ssize_t)got : -EINTR;
 		}
 	}
@@ -388,7 +389,8 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 			r = sdp_sys.poll(&pf, 1, -1);
 		}
 		pthread_mutex_lock(&s->lock);
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && errno == EINTR &&
+		    (done || !sw_intr_restarts(s, false)))
 			return done ? (ssize_t)done : -EINTR;
 		sw_upgrade_advance(s);
 	}

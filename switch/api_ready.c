@@ -51,13 +51,19 @@ static short san_revents(struct sw_sock *s, short events, bool rx)
 		r |= POLLRDHUP;
 	if ((events & POLLPRI) && ss->oob_valid)
 		r |= POLLPRI;
+	/* after this side's SHUT_WR a send fails at once: writable, as
+	 * TCP's poll says */
 	if ((events & (POLLOUT | POLLWRNORM)) &&
-	    (sw_credit_writable(ss) || ss->peer_dead ||
-	     ss->error || s->tcp_eof || ss->abort_rcvd))
+	    (sw_credit_writable(ss) || ss->peer_dead || ss->fin_sent ||
+	     ss->fin_pending || ss->error || s->tcp_eof || ss->abort_rcvd))
 		r |= events & (POLLOUT | POLLWRNORM);
 	if (ss->abort_rcvd || ss->error)
 		r |= POLLERR;
 	if ((ss->peer_dead || s->tcp_eof) && ss->fin_sent)
+		r |= POLLHUP;
+	/* both directions shut (the peer's FIN or this side's SHUT_RD, and
+	 * this side's SHUT_WR) */
+	if (ss->fin_rcvd && (ss->fin_sent || ss->fin_pending))
 		r |= POLLHUP;
 	return r;
 }

@@ -175,9 +175,15 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && sw_fd_shed())
 		/* the switch's descriptors were in the way */
 		fd = sdp_sys.accept4(ls->fd, addr, addrlen, flags);
-	drain_probes(ls);
-	if (fd < 0)
+	if (fd < 0) {
+		/* the program sees accept's own errno (EINTR, EAGAIN, ...),
+		 * not one left by the probes' calls */
+		saved = errno;
+		drain_probes(ls);
+		errno = saved;
 		return fd;
+	}
+	drain_probes(ls);
 	if (ls->rule_tcp || sw_blind_check(false)) {
 		sw_fallback_untaken(fd, sw_blind() ? SDP_FB_BLIND : SDP_FB_RULE,
 				    false, NULL, 0);

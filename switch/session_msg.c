@@ -355,6 +355,7 @@ static int on_control(struct sw_sock *s, uint32_t idx,
 		if (ss->dg_rcvd)
 			return sw_proto_error(s, "FIN after DOWNGRADE");
 		ss->fin_rcvd = true;
+		ss->peer_fin = true;
 		break;
 	case SDP_MSG_ABORT:
 		ss->abort_rcvd = true;

@@ -353,7 +353,8 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		if (r == -EINTR && !ss->rxq) {
 			if (got)
 				break;
-			return -EINTR;
+			if (!sw_intr_restarts(s, true))
+				return -EINTR;
 		}
 		if (r == -ETIMEDOUT && !ss->rxq) {
 			/* SO_RCVTIMEO ran out: what came, or EAGAIN */

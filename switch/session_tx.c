@@ -176,15 +176,17 @@ static bool sndbuf_keep(struct sw_sock *s, const struct iovec *iov,
 }
 
 /* A blocking send's wait for room, bounded by the program's SO_SNDTIMEO
- * (*timeo, kept across the call's waits). Returns 0 to look again, -EINTR
- * (a signal handler ran) or -EAGAIN (the timeout ran out), as TCP's send. */
-static int tx_wait(struct sw_sock *s, struct sw_timeo *timeo)
+ * (*timeo, kept across the call's waits); sent: the bytes the call has
+ * sent. Returns 0 to look again, -EINTR (a signal handler ran) or -EAGAIN
+ * (the timeout ran out), as TCP's send. */
+static int tx_wait(struct sw_sock *s, struct sw_timeo *timeo, size_t sent)
 {
 	int r;
 
 	r = sw_session_wait_timeo(s, POLLOUT, timeo);
 	if (r == -EINTR)
-		return -EINTR;
+		/* with nothing sent, restarted as the kernel would */
+		return !sent && sw_intr_restarts(s, false) ? 0 : -EINTR;
 	if (r == -ETIMEDOUT)
 		return -EAGAIN;
 	return 0;
@@ -273,7 +275,7 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 		if (e || nb) {
 			return -(e ? e : EAGAIN);
 		}
-		r = tx_wait(s, &timeo);
+		r = tx_wait(s, &timeo, 0);
 		if (r)
 			return r;
 	}
@@ -321,7 +323,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			}
 			if (nb)
 				break;
-			r = tx_wait(s, &timeo);
+			r = tx_wait(s, &timeo, sent);
 			if (r) {
 				if (sent)
 					break;
@@ -398,7 +400,7 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					/* a signal handler ran: return what
 					 * went, or EINTR, as a blocked TCP
 					 * send does */
-					r = nb ? 0 : tx_wait(s, &timeo);
+					r = nb ? 0 : tx_wait(s, &timeo, sent);
 					if (r) {
 						if (sent)
 							break;

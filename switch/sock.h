@@ -163,6 +163,8 @@ struct sw_session {
 
 	/* end of stream */
 	bool fin_rcvd, fin_sent, abort_rcvd, peer_dead;
+	bool peer_fin;		/* the peer's FIN came (fin_rcvd is
+				 * also set by this side's SHUT_RD) */
 	int error;		/* sticky error (protocol violation etc.) */
 	uint8_t oob_byte;
 	bool oob_valid;

@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,40 @@ static uint64_t timeo_deadline(struct sw_sock *s, bool rcv, uint64_t from_ns)
 		return 0;
 	return from_ns + (uint64_t)tv.tv_sec * 1000000000ull +
 	       (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/*
+ * The kernel restarts an interrupted blocking socket call when the
+ * handler of the signal that came has SA_RESTART and no timeout is set
+ * on the socket for that direction. The switch's own wait cannot tell
+ * which signal came: the call goes on when every signal with a handler
+ * has SA_RESTART (glibc's signal() sets it), and fails with EINTR when
+ * any has not (docs/semantics.md). Signals a fault raises in the thread
+ * itself (SIGSEGV, ...) interrupt no wait and are not looked at.
+ */
+bool sw_intr_restarts(struct sw_sock *s, bool rcv)
+{
+	struct sigaction sa;
+	int sig;
+
+	if (timeo_deadline(s, rcv, 0))
+		return false;
+	for (sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV ||
+		    sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
+		    sig == SIGTRAP || sig == SIGSYS)
+			continue;
+		/* glibc's own signals (SIGCANCEL, SIGSETXID) answer EINVAL;
+		 * its handlers have SA_RESTART */
+		if (sigaction(sig, NULL, &sa))
+			continue;
+		if (!(sa.sa_flags & SA_SIGINFO) &&
+		    (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
 }
 
 /* the longest sleep of a wait no doorbell is sure to end */

@@ -38,4 +38,9 @@ struct sw_timeo {
 int sw_session_wait_timeo(struct sw_sock *s, short events,
 			  struct sw_timeo *t);
 
+/* A blocking receive (rcv) or send that a signal handler interrupted
+ * before it moved a byte: whether it goes on, as the kernel restarts it
+ * (signal(7)), rather than fail with EINTR. */
+bool sw_intr_restarts(struct sw_sock *s, bool rcv);
+
 #endif /* SW_WAKEUP_H */

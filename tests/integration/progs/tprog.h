@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -43,10 +44,23 @@ static inline void tp_fail(const char *fmt, ...)
 #define TP_CHECK(cond, ...) do { if (!(cond)) tp_fail(__VA_ARGS__); } \
 	while (0)
 
-/* Every test run is bounded. */
+static void tp_alarm(int sig)
+{
+	static const char m[] = ": not done in its time bound (a hang?)\n";
+
+	(void)sig;
+	if (write(2, "FAIL ", 5) < 0 ||
+	    write(2, tp_name, strlen(tp_name)) < 0 ||
+	    write(2, m, sizeof(m) - 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+/* Every test run is bounded: a run that outlives its bound says so. */
 static inline void tp_start(const char *name, unsigned int seconds)
 {
 	tp_name = name;
+	signal(SIGALRM, tp_alarm);
 	alarm(seconds);
 }
 
@@ -247,6 +261,43 @@ static inline void tp_pair(int family, int *c, int *s)
 	close(l);
 }
 
+/* A loopback listener made with raw system calls (never the switch's). */
+static inline int tp_raw_listener(int family, int backlog,
+				  struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	long l;
+
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET6) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_loopback;
+		*len = sizeof(*in6);
+	} else {
+		in4->sin_family = AF_INET;
+		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		*len = sizeof(*in4);
+	}
+	l = syscall(SYS_socket, family, SOCK_STREAM, 0);
+	TP_CHECK(l >= 0, "raw socket");
+	TP_CHECK(!syscall(SYS_bind, l, ss, *len), "raw bind");
+	TP_CHECK(!syscall(SYS_listen, l, backlog), "raw listen");
+	TP_CHECK(!syscall(SYS_getsockname, l, ss, len), "raw getsockname");
+	return (int)l;
+}
+
+/* A socket connected with raw system calls. */
+static inline int tp_raw_connect(const struct sockaddr_storage *ss,
+				 socklen_t len)
+{
+	int c = (int)syscall(SYS_socket, ss->ss_family, SOCK_STREAM, 0);
+
+	TP_CHECK(c >= 0, "raw socket");
+	TP_CHECK(!syscall(SYS_connect, c, ss, len), "raw connect");
+	return c;
+}
+
 /* A connected loopback TCP pair that the switch never sees, made with raw
  * system calls only (no libc socket call the preload could catch): the
  * reference a test compares a carried pair's answers with. *c is the
@@ -255,29 +306,10 @@ static inline void tp_raw_pair(int family, int *c, int *s)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-	int one = 1;
-	long l;
+	int l, one = 1;
 
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET6) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_addr = in6addr_loopback;
-		len = sizeof(*in6);
-	} else {
-		in4->sin_family = AF_INET;
-		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		len = sizeof(*in4);
-	}
-	l = syscall(SYS_socket, family, SOCK_STREAM, 0);
-	TP_CHECK(l >= 0, "raw socket");
-	TP_CHECK(!syscall(SYS_bind, l, &ss, len), "raw bind");
-	TP_CHECK(!syscall(SYS_listen, l, 4), "raw listen");
-	TP_CHECK(!syscall(SYS_getsockname, l, &ss, &len), "raw getsockname");
-	*c = (int)syscall(SYS_socket, family, SOCK_STREAM, 0);
-	TP_CHECK(*c >= 0, "raw socket");
-	TP_CHECK(!syscall(SYS_connect, *c, &ss, len), "raw connect");
+	l = tp_raw_listener(family, 4, &ss, &len);
+	*c = tp_raw_connect(&ss, len);
 	*s = (int)syscall(SYS_accept4, l, NULL, NULL, 0);
 	TP_CHECK(*s >= 0, "raw accept");
 	syscall(SYS_setsockopt, *c, IPPROTO_TCP, TCP_NODELAY, &one,
