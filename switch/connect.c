@@ -197,8 +197,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	memcpy(&s->peer, addr, len < sizeof(s->peer) ? len : sizeof(s->peer));
 	s->peerlen = len;
 	/* (without a turn free now, the listener comes when due) */
-	if ((now || sw_speaks_first_known(&s->peer) ||
-	     !sw_cfg.upgrade_after_us) && sw_turn_take(s, false)) {
+	if ((now || !sw_cfg.upgrade_after_us) && sw_turn_take(s, false)) {
 		int fb = client_listen(s);
 
 		if (fb) {

@@ -403,17 +403,6 @@ def cut_early(c):
 		san_tx(c) == 0 and san_rx(c) == 0)
 
 
-def speaks_first_race(cs_c, cs_s):
-	"""The one connection stayed TCP because the server's program wrote
-	before the client's sent its hello: client bad-hello, server
-	no-peer-switch, nothing on the SAN."""
-	return (len(cs_c) == 1 and len(cs_s) == 1 and
-		cs_c[0]['fallback'] == 'bad-hello' and
-		cs_s[0]['fallback'] == 'no-peer-switch' and
-		not san_tx(cs_c[0]) + san_rx(cs_c[0]) +
-		san_tx(cs_s[0]) + san_rx(cs_s[0]))
-
-
 def check_all_san(cs, what, need=1, cut_ok=False):
 	"""Every connection is carried by shm (after its first bytes on
 	TCP), or ended while its upgrade was pending (or, with cut_ok, was
@@ -937,14 +926,6 @@ def socat_stream(ctx, n, block, secs=60):
 		os.unlink(f[k])
 	st = ctx.stats()
 	cs_c, cs_s = by_pid(st, cli.pid), by_pid(st, srv.pid)
-	if speaks_first_race(cs_c, cs_s):
-		# both socats write at once: when the server's first bytes
-		# leave before the client's first call sent its hello, the
-		# server sees no switch and the client a server without a
-		# hello; the connection stays TCP with every byte exact
-		# (docs/fallback-reasons.md, bad-hello). Checked above.
-		return '%d MiB each way, exact; stayed TCP (server wrote ' \
-		       'first)' % (n >> 20)
 	check_all_san(cs_c + cs_s, 'socat')
 	check_pairs(cs_c, cs_s, 'socat')
 	c = cs_c[0]
