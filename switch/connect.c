@@ -37,9 +37,10 @@
  * named by the connection's own local address (which connect() chose), on
  * each provider that saw a switch at the peer. Opened when the upgrade is
  * due (sw_client_listen_due), not at connect: a connection that ends sooner
- * never pays for it. Until it exists a server that looks sees no switch
- * here (it stays on TCP and drops our hello, sw_hello_skip), and a server
- * that connects is refused and tries again (server_connect). Its wait
+ * never pays for it. Until it exists a server whose program writes first
+ * sees no switch here: it sends no hello, and connects once our hello came
+ * (sw_upgrade_server_hello_in); a server that connects before it exists is
+ * refused and tries again (server_connect). Its wait
  * for the server's connection (SDP_UPGRADE_TIMEOUT_MS) begins here.
  * Returns 0, or the reason to stay on TCP.
  */
@@ -197,8 +198,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	memcpy(&s->peer, addr, len < sizeof(s->peer) ? len : sizeof(s->peer));
 	s->peerlen = len;
 	/* (without a turn free now, the listener comes when due) */
-	if ((now || sw_speaks_first_known(&s->peer) ||
-	     !sw_cfg.upgrade_after_us) && sw_turn_take(s, false)) {
+	if ((now || !sw_cfg.upgrade_after_us) && sw_turn_take(s, false)) {
 		int fb = client_listen(s);
 
 		if (fb) {

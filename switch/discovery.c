@@ -2,7 +2,7 @@
 /*
  * discovery.c - is a switch listening at the peer? The providers' probes,
  * the check through /proc that a same-host provider listener belongs to the
- * owner of the TCP listener, and the cache of servers that speak first.
+ * owner of the TCP listener.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -234,60 +234,4 @@ bool sw_switch_listens_at(struct sw_provider *p,
 	if (r > 0)
 		genuine_remember(p->index, port, &o);
 	return true;	/* same user, and either proven or not visible */
-}
-
-/*
- * Destinations whose server spoke before our hello came (a banner, as SMTP
- * or FTP send): the server looked for our provider listener then, and
- * found none when it is opened only once the upgrade is due (below), so
- * that connection stayed on TCP. Later connections to them open their
- * listener at connect, as the server's look needs. A few per process; the
- * lock is only tried (after a fork it may be held by a thread that is not
- * in the child): a miss costs an upgrade, never a byte.
- */
-#define SPEAKS_FIRST_SLOTS 32
-
-struct speaks_first {
-	uint16_t family, port;	/* 0 family: empty */
-	uint8_t addr[16];
-};
-
-static struct speaks_first speaks_first[SPEAKS_FIRST_SLOTS];
-static unsigned int speaks_first_next;
-static pthread_mutex_t speaks_first_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void dest_key(const struct sockaddr_storage *ss, struct speaks_first *k)
-{
-	memset(k, 0, sizeof(*k));
-	k->family = ss->ss_family;
-	sw_addr_port(ss, &k->port);
-	if (ss->ss_family == AF_INET)
-		memcpy(k->addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-	else
-		memcpy(k->addr, &((const struct sockaddr_in6 *)ss)->sin6_addr,
-		       16);
-}
-
-bool sw_speaks_first_known(const struct sockaddr_storage *ss)
-{
-	struct speaks_first k;
-	bool hit = false;
-	int i;
-
-	dest_key(ss, &k);
-	if (pthread_mutex_trylock(&speaks_first_lock))
-		return false;
-	for (i = 0; i < SPEAKS_FIRST_SLOTS && !hit; i++)
-		hit = !memcmp(&speaks_first[i], &k, sizeof(k));
-	pthread_mutex_unlock(&speaks_first_lock);
-	return hit;
-}
-
-void sw_speaks_first_note(const struct sockaddr_storage *ss)
-{
-	if (sw_speaks_first_known(ss) ||
-	    pthread_mutex_trylock(&speaks_first_lock))
-		return;
-	dest_key(ss, &speaks_first[speaks_first_next++ % SPEAKS_FIRST_SLOTS]);
-	pthread_mutex_unlock(&speaks_first_lock);
 }

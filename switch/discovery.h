@@ -16,11 +16,4 @@
 bool sw_switch_listens_at(struct sw_provider *p,
 			  const struct sockaddr *addr, socklen_t len);
 
-/* The server at ss spoke before our hello came: later connections to it
- * open their provider listener at connect. */
-void sw_speaks_first_note(const struct sockaddr_storage *ss);
-
-/* Is the server at ss one that speaks first (a small cache)? */
-bool sw_speaks_first_known(const struct sockaddr_storage *ss);
-
 #endif /* SW_DISCOVERY_H */

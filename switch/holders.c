@@ -60,6 +60,7 @@ struct sw_holders {
 		int32_t state;
 		int32_t family;
 		uint8_t is_client, hello_out, skip_hello, key_refused;
+		uint8_t spoke_first, pad[3];
 		int32_t up_prov;
 		uint32_t lsn_provs, cand_provs, connect_tries;
 		uint16_t local_port;
@@ -69,7 +70,7 @@ struct sw_holders {
 		uint8_t hello_buf[sizeof(struct sdp_hello)];
 		uint64_t hello_got, prefix_off, prefix_len;
 		uint64_t tcp_tx, tcp_rx;
-		uint64_t born_ns, upgrade_at_ns, deadline_ns;
+		uint64_t born_ns, upgrade_at_ns, deadline_ns, spoke_first_ns;
 	} pass;
 };
 
@@ -319,6 +320,8 @@ static void pass_save(struct sw_sock *s, struct sw_pass *p,
 	p->hello_out = s->hello_out;
 	p->skip_hello = s->skip_hello;
 	p->key_refused = s->key_refused;
+	p->spoke_first = s->spoke_first;
+	p->spoke_first_ns = s->spoke_first_ns;
 	p->up_prov = s->up_prov ? s->up_prov->index : -1;
 	p->lsn_provs = s->lsn_provs;
 	p->cand_provs = s->cand_provs;
@@ -441,6 +444,8 @@ struct sw_sock *sw_holders_received(int fd)
 	s->hello_out = p->hello_out;
 	s->skip_hello = p->skip_hello;
 	s->key_refused = p->key_refused;
+	s->spoke_first = p->spoke_first;
+	s->spoke_first_ns = p->spoke_first_ns;
 	s->up_prov = p->up_prov >= 0 ? &sw_providers[p->up_prov] : NULL;
 	s->lsn_provs = p->lsn_provs;
 	s->cand_provs = p->cand_provs;

@@ -221,7 +221,14 @@ struct sw_sock {
 				 * this connection's key was refused */
 	struct sw_provider *up_prov; /* server: the provider chosen */
 	uint32_t lsn_provs;	/* server: providers its listener has (bits) */
-	bool hello_out;		/* server: our hello went */
+	bool hello_out;		/* server: our hello went, or never goes
+				 * (spoke_first) */
+	bool spoke_first;	/* the server's program wrote before the
+				 * client's hello came and with no client
+				 * listener there: no server hello on TCP;
+				 * its fields travel with the provider
+				 * connect (docs/protocol.md 2.1 step 5) */
+	uint64_t spoke_first_ns; /* server: since then */
 	bool skip_hello;	/* TCP: the peer's stream may start with its
 				 * hello (sw_hello_skip) */
 	uint64_t upgrade_at_ns;	/* server: its connection is made then

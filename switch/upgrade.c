@@ -135,7 +135,12 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
  * runs a switch (its hello) or not (anything else, or its end). writing:
  * the program is about to send before the client's hello came: if the
  * client holds a provider listener for this connection (a hello is on its
- * way), our hello goes first with those bytes; else it is plain TCP.
+ * way), our hello goes first with those bytes. Else the program's bytes go
+ * as they are and no hello of ours ever follows (spoke_first): a plain
+ * client reads only them, and a switch client, whose hello and listener
+ * may come a moment later (the kernel ends the TCP handshake, and our
+ * accept() returns, before the client's connect() does), learns what our
+ * hello would have said from our provider connect.
  */
 void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing)
 {
@@ -151,15 +156,27 @@ void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing)
 		sw_upgrade_server_hello_take(s);
 		return;
 	}
-	if (r == -EAGAIN && !(writing && !s->hello_out))
+	if (r == -EAGAIN && s->spoke_first) {
+		/* a switch client sends its hello with its program's first
+		 * call on the connection; one that has not called by now
+		 * stays on TCP too (its listener waits in vain) */
+		if (sw_now_ns() - s->spoke_first_ns <
+		    (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
+			return;
+	} else if (r == -EAGAIN) {
+		if (!writing || s->hello_out || client_listens(s))
+			return;	/* (our hello goes with these bytes) */
+		SW_DBG("fd %d: the program writes first, no client listener yet: no hello of ours",
+		       s->fd);
+		s->spoke_first = true;
+		s->spoke_first_ns = sw_now_ns();
+		s->hello_out = true;
 		return;
-	if (r == -EAGAIN && client_listens(s))
-		return;
+	}
 	SW_DBG("fd %d: accepted stream starts without a hello: plain TCP",
 	       s->fd);
-	/* nothing came yet: a client that had not opened its listener when
-	 * we looked may still send its hello; it is dropped then (the
-	 * client, seeing our bytes first, stays on TCP too) */
+	/* no hello came in time after our program spoke: a client hello
+	 * that comes later still is dropped */
 	if (r == -EAGAIN)
 		s->skip_hello = true;
 	sw_fallback(s, SDP_FB_NO_PEER_SWITCH, NULL);
@@ -236,7 +253,7 @@ static void server_connect(struct sw_sock *s)
 {
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
 	struct sw_provider *chosen = s->up_prov;
-	struct sdp_connect_priv cp;
+	struct sdp_connect_priv_hello cp;
 	int r;
 
 	/* the provider connection's own descriptors, and those its set-up
@@ -271,12 +288,21 @@ static void server_connect(struct sw_sock *s)
 		return;
 	}
 	memset(&cp, 0, sizeof(cp));
-	memcpy(cp.magic, "SDPc", 4);
-	cp.version = SDP_PROTO_VERSION;
-	memcpy(cp.key, s->key, sizeof(cp.key));
+	memcpy(cp.base.magic, "SDPc", 4);
+	cp.base.version = SDP_PROTO_VERSION;
+	memcpy(cp.base.key, s->key, sizeof(cp.base.key));
+	if (s->spoke_first) {
+		/* no hello of ours on TCP: what it would have said */
+		cp.base.flags = SDP_CONNECT_F_HELLO;
+		cp.hello_flags = chosen->mod.ext.rdma_read ?
+					 SDP_HELLO_F_RDMA_READ : 0;
+		cp.msg_size = sw_cfg.msg_size;
+		cp.recv_credits = sw_cfg.recv_bufs;
+	}
 	r = sw_bind_connect(chosen, s->fd, s->ss.cq,
 			    (struct sockaddr *)&s->peer, s->peerlen, &cp,
-			    sizeof(cp), s, &s->ss.ep);
+			    s->spoke_first ? sizeof(cp) : sizeof(cp.base), s,
+			    &s->ss.ep);
 	if (r >= 0) {
 		/* receives go up at once: the client may send as soon as it
 		 * takes the connection, before this side sees it complete */
@@ -323,6 +349,29 @@ static void client_connecting(struct sw_sock *s)
 	s->state = SW_HELLO_PENDING;
 }
 
+/* Client: the server's hello fields from its provider connect (cp, len
+ * bytes) into s->hello_buf, when its program spoke first. Returns false
+ * when they cannot be used. */
+static bool client_hello_from_connect(struct sw_sock *s, const void *cp,
+				      size_t len)
+{
+	const struct sdp_connect_priv_hello *ch = cp;
+	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
+
+	if (len != sizeof(*ch) || ch->base.flags != SDP_CONNECT_F_HELLO ||
+	    ch->reserved)
+		return false;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
+	h->type = SDP_HELLO_SERVER;
+	h->version = SDP_PROTO_VERSION;
+	h->flags = ch->hello_flags;
+	h->msg_size = ch->msg_size;
+	h->recv_credits = ch->recv_credits;
+	s->hello_got = sizeof(*h);
+	return true;
+}
+
 /* Client: the server's provider connection, which must prove K. Taken as
  * soon as it is there; given up (the listener closes, which fails the
  * server's connect) when it is not there in time. */
@@ -348,16 +397,22 @@ static void client_take_request(struct sw_sock *s)
 		if (!s->plisten[i])
 			continue;
 		for (;;) {
-			struct sdp_connect_priv cp;
+			struct sdp_connect_priv_hello cp;
 			size_t plen = sizeof(cp);
 
 			r = sw_providers[i].mod.ops.get_request(
 				s->plisten[i], &req, &cp, &plen);
 			if (r)
 				break;
-			if (plen == sizeof(cp) &&
-			    !memcmp(cp.magic, "SDPc", 4) &&
-			    !memcmp(cp.key, s->key, sizeof(s->key))) {
+			/* a server whose program spoke first sent no hello:
+			 * its connect says what that would have */
+			if (plen >= sizeof(cp.base) &&
+			    !memcmp(cp.base.magic, "SDPc", 4) &&
+			    !memcmp(cp.base.key, s->key, sizeof(s->key)) &&
+			    (s->spoke_first ?
+				     client_hello_from_connect(s, &cp, plen) :
+				     plen == sizeof(cp.base) &&
+					     !cp.base.flags)) {
 				p = &sw_providers[i];
 				break;
 			}
@@ -379,6 +434,14 @@ static void client_take_request(struct sw_sock *s)
 		else if (sw_now_ns() > s->deadline_ns)
 			sw_fallback(s, SDP_FB_TIMEOUT,
 				    "no provider connection from the server");
+		return;
+	}
+	if (s->spoke_first &&
+	    (h->msg_size < 256 || h->msg_size > (1u << 20) ||
+	     h->recv_credits < 2 || h->recv_credits > 4096)) {
+		p->mod.ops.reject(req);
+		sw_fallback(s, SDP_FB_REGISTRATION,
+			    "server connect announces unusable buffers");
 		return;
 	}
 	r = session_from_hello(s, p, h);
@@ -411,6 +474,43 @@ static void client_take_request(struct sw_sock *s)
 	}
 }
 
+/* Client: the server's hello (or its program's first bytes) came; the
+ * server's provider connection is next. */
+static void client_upgrading(struct sw_sock *s)
+{
+	s->state = SW_UPGRADING;
+	s->upgrade_at_ns = sw_now_ns() +
+			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
+	if (s->deadline_ns < s->upgrade_at_ns +
+			     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
+		s->deadline_ns = s->upgrade_at_ns +
+				 (uint64_t)sw_cfg.upgrade_timeout_ms *
+					 1000000ull;
+	/* its turn, in the order the server's hellos came (which is the
+	 * order the server's turns come in: sw_upgrade_server_hello_take) */
+	sw_turn_take(s, true);
+	client_take_request(s);
+}
+
+/*
+ * Client: the server's stream starts with its program's bytes, not a
+ * hello. Discovery saw a switch at the server, so its program wrote before
+ * our listener was there for its look (the kernel ends the handshake, and
+ * the server's accept() returns, before our connect() does): its switch
+ * sends no hello then, and takes ours when it comes. The bytes count as
+ * the server's on TCP from the first; what its hello would have said comes
+ * with its provider connect (SDP_CONNECT_F_HELLO). A server whose switch
+ * gave the connection up (an exec) never connects: our wait runs out and
+ * the connection stays on TCP, having lost nothing.
+ */
+static void client_server_spoke_first(struct sw_sock *s)
+{
+	SW_DBG("fd %d: the server's program spoke first: its parameters come with its connect",
+	       s->fd);
+	s->spoke_first = true;
+	client_upgrading(s);
+}
+
 /* Client: the server's hello leads the server's TCP stream. */
 void sw_upgrade_client_hello_sent(struct sw_sock *s)
 {
@@ -421,28 +521,41 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s)
 	int i;
 
 	while (s->hello_got < sizeof(struct sdp_hello)) {
-		ssize_t n = sdp_sys.recv(s->fd, s->hello_buf + s->hello_got,
+		uint8_t *at = s->hello_buf + s->hello_got;
+		ssize_t n = sdp_sys.recv(s->fd, at,
 					 sizeof(struct sdp_hello) - s->hello_got,
-					 MSG_DONTWAIT);
+					 MSG_PEEK | MSG_DONTWAIT);
 
 		if (n > 0) {
 			size_t end = s->hello_got + n;
 			size_t cmp = end < SDP_MAGIC_LEN ? end : SDP_MAGIC_LEN;
 
-			s->hello_got = end;
+			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp) &&
+			    !s->hello_got) {
+				/* the server's program spoke before its
+				 * switch saw our listener: these bytes are
+				 * the program's, left where they are; the
+				 * upgrade goes on without a server hello */
+				client_server_spoke_first(s);
+				return;
+			}
 			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp)) {
-				/* not a switch after all: these bytes are the
-				 * program's; deliver them first. A switch
-				 * listens there, so its program spoke before
-				 * our hello came: next time our listener is
-				 * there for its look (speaks_first). */
+				/* the first bytes looked like a hello and
+				 * were taken: they are the program's, and
+				 * delivered first; plain TCP */
 				s->prefix_off = 0;
 				s->prefix_len = s->hello_got;
-				sw_speaks_first_note(&s->peer);
 				sw_fallback(s, SDP_FB_BAD_HELLO,
 					    "peer answered without a server hello");
 				return;
 			}
+			/* hello bytes: taken */
+			if (sdp_sys.recv(s->fd, at, n, MSG_DONTWAIT) != n) {
+				sw_fallback(s, SDP_FB_BAD_HELLO,
+					    "server hello went from the socket");
+				return;
+			}
+			s->hello_got = end;
 			continue;
 		}
 		if (n == 0) {
@@ -489,18 +602,7 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s)
 			    "server hello announces unusable buffers");
 		return;
 	}
-	s->state = SW_UPGRADING;
-	s->upgrade_at_ns = sw_now_ns() +
-			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
-	if (s->deadline_ns < s->upgrade_at_ns +
-			     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
-		s->deadline_ns = s->upgrade_at_ns +
-				 (uint64_t)sw_cfg.upgrade_timeout_ms *
-					 1000000ull;
-	/* its turn, in the order the server's hellos came (which is the
-	 * order the server's turns come in: sw_upgrade_server_hello_take) */
-	sw_turn_take(s, true);
-	client_take_request(s);
+	client_upgrading(s);
 }
 
 /*

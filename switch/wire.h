@@ -78,10 +78,29 @@ _Static_assert(sizeof(struct sdp_marker) == 24, "marker is 24 bytes");
 struct sdp_connect_priv {
 	uint8_t magic[4];		/* "SDPc" */
 	uint8_t version;
-	uint8_t reserved[3];
+	uint8_t flags;			/* SDP_CONNECT_F_* */
+	uint8_t reserved[2];		/* zero */
 	uint8_t key[16];		/* K from the client's hello */
 } __attribute__((packed));
 _Static_assert(sizeof(struct sdp_connect_priv) == 24, "connect priv");
+
+/* The server's program spoke first, before the client's hello came and
+ * while the client's provider listener was not there yet: no server hello
+ * went on TCP (its stream starts with the program's bytes), so what the
+ * hello would have said comes with the connect (docs/protocol.md 2.4). */
+#define SDP_CONNECT_F_HELLO 0x1
+
+struct sdp_connect_priv_hello {
+	struct sdp_connect_priv base;	/* flags: SDP_CONNECT_F_HELLO */
+	uint32_t hello_flags;		/* the hello's flags (SDP_HELLO_F_*) */
+	uint32_t msg_size;		/* the hello's msg_size */
+	uint32_t recv_credits;		/* the hello's recv_credits */
+	uint32_t reserved;		/* zero */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sdp_connect_priv_hello) == 40,
+	       "connect priv with hello");
+_Static_assert(sizeof(struct sdp_connect_priv_hello) <= SDP_MAX_PRIVATE_DATA,
+	       "connect priv fits the SPI's private data");
 
 /* ---- session protocol on the provider connection (section 3) ---------------- */
 
