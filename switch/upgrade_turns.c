@@ -180,11 +180,23 @@ bool sw_turn_claim(struct sw_sock *s)
 {
 	bool r = false;
 
+	bool alone;
+
 	/* the first look as soon as the upgrade is due, the next ones at
 	 * the pace sw_upgrade_client_ready sets */
 	if (s->is_client || atomic_load(&s->turn) != SW_TURN_WAITING ||
-	    (s->connect_tries && sw_now_ns() < s->turn_look_ns) ||
-	    !sw_upgrade_client_ready(s))
+	    (s->connect_tries && sw_now_ns() < s->turn_look_ns))
+		return false;
+	/* Only for a connection alone in line with a turn free: the order
+	 * of the line decides nothing then. A line is the thread's to serve
+	 * in order: a look here would start the connection's
+	 * SDP_UPGRADE_TIMEOUT_MS before its client's turn (its listener)
+	 * can come, and a server that opens many connections at once (a
+	 * pool) lost some of them to that. */
+	pthread_mutex_lock(&turn_lock);
+	alone = wq_live == 1 && held_live < sw_cfg.upgrade_max;
+	pthread_mutex_unlock(&turn_lock);
+	if (!alone || !sw_upgrade_client_ready(s))
 		return false;
 	pthread_mutex_lock(&turn_lock);
 	if (atomic_load(&s->turn) != SW_TURN_WAITING) {

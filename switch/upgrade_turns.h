@@ -27,7 +27,8 @@ void sw_turn_give(struct sw_sock *s);
 
 /*
  * Server, s waiting in line with its upgrade due (s->lock held, in a call
- * of the program): looks for the client's listener as the thread would
+ * of the program), alone in line with a turn free: looks for the
+ * client's listener as the thread would
  * (sw_upgrade_client_ready, at its pace), and when it is there takes a
  * turn that is free at once, or else marks s for the next one. True when
  * s holds a turn. A program that keeps the socket's lock busy (a peer that
