@@ -178,9 +178,7 @@ void sw_turn_give(struct sw_sock *s)
 
 bool sw_turn_claim(struct sw_sock *s)
 {
-	bool r = false;
-
-	bool alone;
+	bool r = false, alone;
 
 	/* the first look as soon as the upgrade is due, the next ones at
 	 * the pace sw_upgrade_client_ready sets */
@@ -296,8 +294,8 @@ static void look_waiting(struct sw_sock *s, uint64_t *next_ns)
 	uint64_t now = sw_now_ns();
 
 	if (pthread_mutex_trylock(&s->lock)) {
-		/* the program is in a call on s, which looks itself
-		 * (sw_turn_claim) */
+		/* the program is in a call on s (which looks itself when
+		 * s is alone in line, sw_turn_claim) */
 		if (now + LOOK_BUSY_NS < *next_ns)
 			*next_ns = now + LOOK_BUSY_NS;
 		return;
