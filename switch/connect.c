@@ -53,8 +53,9 @@ static int client_listen(struct sw_sock *s)
 
 	if (sw_blind())
 		return SDP_FB_BLIND;
-	/* a listener, and the connection it accepts with its set-up's */
-	if (!sw_fd_may_open(3))
+	/* a listener with its epoll set (shm_listener_fd), and the
+	 * connection it accepts with its set-up's */
+	if (!sw_fd_may_open(4))
 		return SDP_FB_DESCRIPTORS;
 	if (getsockname(s->fd, (struct sockaddr *)&local, &llen))
 		return SDP_FB_LOCAL_SETUP;
@@ -82,6 +83,7 @@ static int client_listen(struct sw_sock *s)
 	     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 	if (s->deadline_ns < dl)
 		s->deadline_ns = dl;
+	SW_DBG("fd %d: provider listener open", s->fd);
 	return 0;
 }
 

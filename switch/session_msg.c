@@ -263,6 +263,7 @@ static int on_setup(struct sw_sock *s, uint32_t idx,
 				    SDP_ACCESS_REMOTE_WRITE)))
 		return sw_proto_error(s, "SETUP staging ring too large or not writable");
 	ss->setup_rcvd = true;
+	SW_DBG("fd %d: the peer's SETUP came", s->fd);
 	ss->peer_staging = su.staging;
 	ss->peer_can_read = (su.flags & SDP_SETUP_F_RDMA_READ) != 0;
 	/* offers need our slot (made when our SETUP goes, which may be

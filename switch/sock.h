@@ -252,6 +252,11 @@ struct sw_sock {
 	/* the upgrade thread's own: when it next looks at s while s waits
 	 * on its listeners (0: at its next pass), and whether they woke */
 	uint64_t turn_look_ns;
+	/* its looks at a handshake step no descriptor tells of: the gap
+	 * to the next (short after each step, longer while nothing moves),
+	 * and the step it saw last */
+	uint64_t turn_gap_ns;
+	uint32_t turn_stage;
 	bool turn_woken;
 	bool turn_ready;	/* server: its client listens: next turn */
 

@@ -126,6 +126,7 @@ ssize_t sw_hello_server_send(struct sw_sock *s, int status,
 			h.flags |= SDP_HELLO_F_RDMA_READ;
 	}
 	s->hello_out = true;
+	SW_DBG("fd %d: server hello goes", s->fd);
 	return hello_send(s, &h, msg, flags);
 }
 
@@ -155,6 +156,7 @@ static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
 	h.nproviders = n;
 	s->state = SW_HELLO_SENT;
 	s->hello_got = 0;
+	SW_DBG("fd %d: client hello goes", s->fd);
 	r = hello_send(s, &h, msg, flags);
 	if (r < 0)
 		/* the connection is broken; the program will see it */

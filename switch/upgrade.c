@@ -186,15 +186,24 @@ void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing)
  * Server: the client's listener is not there (yet): a client opens it only
  * once its connection is due for the upgrade, and one asleep in a read
  * opens it when it wakes (sw_client_listen_due). The connect is tried again
- * 1, 2, 4 .. 64 ms later, until SDP_UPGRADE_TIMEOUT_MS after the first try;
- * nothing is committed meanwhile, so giving up then loses nothing. Returns
- * 0 when another try is due, -ETIMEDOUT when it is time to give up.
+ * 0.25, 0.5, 1 .. 64 ms later, until SDP_UPGRADE_TIMEOUT_MS after the first
+ * try; nothing is committed meanwhile, so giving up then loses nothing. The
+ * first tries come soon: against a peer that floods TCP each millisecond
+ * moves megabytes there, and the client's listener is usually a read away
+ * (both ends' upgrades are due at the same 64 KiB). Returns 0 when another
+ * try is due, -ETIMEDOUT when it is time to give up.
  */
-#define CONNECT_AGAIN_MAX_MS 64
+#define AGAIN_FIRST_NS 250000ull
+#define AGAIN_MAX_NS 64000000ull
+
+static uint64_t again_ns(uint32_t tries)
+{
+	return tries < 8 ? AGAIN_FIRST_NS << tries : AGAIN_MAX_NS;
+}
 
 static int connect_again(struct sw_sock *s)
 {
-	uint64_t now = sw_now_ns(), wait_ms;
+	uint64_t now = sw_now_ns(), wait;
 
 	if (!s->connect_tries)
 		s->deadline_ns = now + (uint64_t)sw_cfg.upgrade_timeout_ms *
@@ -202,18 +211,16 @@ static int connect_again(struct sw_sock *s)
 	if (now >= s->deadline_ns)
 		return -ETIMEDOUT;
 	sw_session_free(s);
-	wait_ms = s->connect_tries < 7 ? 1ull << s->connect_tries :
-					 CONNECT_AGAIN_MAX_MS;
-	s->connect_tries++;
-	s->upgrade_at_ns = now + wait_ms * 1000000ull;
-	SW_DBG("fd %d: no provider listener at the client yet: again in %llu ms",
-	       s->fd, (unsigned long long)wait_ms);
+	wait = again_ns(s->connect_tries++);
+	s->upgrade_at_ns = now + wait;
+	SW_DBG("fd %d: no provider listener at the client yet: again in %llu us",
+	       s->fd, (unsigned long long)wait / 1000);
 	return 0;
 }
 
 bool sw_upgrade_client_ready(struct sw_sock *s)
 {
-	uint64_t now = sw_now_ns(), wait_ms;
+	uint64_t now = sw_now_ns(), wait;
 
 	/* across a wire the client listens from connect() on */
 	if (!(s->up_prov->mod.info.caps & SDP_CAP_LOCAL_ONLY) ||
@@ -227,10 +234,10 @@ bool sw_upgrade_client_ready(struct sw_sock *s)
 			    "no provider listener at the client");
 		return false;
 	}
-	wait_ms = s->connect_tries < 7 ? 1ull << s->connect_tries :
-					 CONNECT_AGAIN_MAX_MS;
-	s->connect_tries++;
-	s->turn_look_ns = now + wait_ms * 1000000ull;
+	wait = again_ns(s->connect_tries++);
+	s->turn_look_ns = now + wait;
+	SW_DBG("fd %d: no provider listener at the client yet: looks again in %llu us",
+	       s->fd, (unsigned long long)wait / 1000);
 	return false;
 }
 
@@ -387,9 +394,11 @@ static void client_take_request(struct sw_sock *s)
 	 * the connection too (holders.c) */
 	if (!sw_client_listening(s) || !sw_holders_alone(s))
 		return;
-	/* the server connects no sooner than this (sw_upgrade_server_hello_take): no
-	 * use looking before */
-	if (sw_now_ns() < s->upgrade_at_ns &&
+	/* the server connects no sooner than this (sw_upgrade_server_hello_take),
+	 * or once 64 KiB went its way, which may be before this side read
+	 * them: a program's call does not look before; the upgrade thread
+	 * looks when the listener wakes it */
+	if (!sw_turn_in_thread() && sw_now_ns() < s->upgrade_at_ns &&
 	    s->tcp_rx + s->tcp_tx < sw_cfg.upgrade_after_bytes)
 		return;
 	/* the server chose among ours: its request tells which */
@@ -602,6 +611,7 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s)
 			    "server hello announces unusable buffers");
 		return;
 	}
+	SW_DBG("fd %d: server hello taken", s->fd);
 	client_upgrading(s);
 }
 
@@ -662,6 +672,19 @@ static void costly_step_took(uint64_t since)
 			      memory_order_relaxed);
 }
 
+/* Server: is its provider connect due? SDP_UPGRADE_AFTER_US after the
+ * client's hello, or once SDP_UPGRADE_AFTER_BYTES moved; after a refusal
+ * at the time connect_again set. A connection waiting in line after a look
+ * found no listener is looked at again at sw_turn_claim's pace. */
+static bool server_due(const struct sw_sock *s)
+{
+	if (s->connect_tries && atomic_load(&s->turn) == SW_TURN_WAITING)
+		return true;
+	return sw_now_ns() >= s->upgrade_at_ns ||
+	       (!s->connect_tries &&
+		s->tcp_rx + s->tcp_tx >= sw_cfg.upgrade_after_bytes);
+}
+
 int sw_upgrade_progress(struct sw_sock *s)
 {
 	uint64_t t0;
@@ -688,18 +711,21 @@ int sw_upgrade_progress(struct sw_sock *s)
 		} else if (s->is_client) {
 			t0 = sw_now_ns();
 			client_take_request(s);
-			if (s->ss.ep)
+			if (s->ss.ep) {
 				costly_step_took(t0);
-		} else if ((sw_now_ns() >= s->upgrade_at_ns ||
-			    (!s->connect_tries &&
-			     s->tcp_rx + s->tcp_tx >=
-				     sw_cfg.upgrade_after_bytes)) &&
-			   sw_turn_take(s, true)) {
+				SW_DBG("fd %d: provider accept took %llu us",
+				       s->fd, (unsigned long long)
+				       (sw_now_ns() - t0) / 1000);
+			}
+		} else if (server_due(s) &&
+			   (sw_turn_take(s, true) || sw_turn_claim(s))) {
 			/* (without a turn it waits on TCP for one, in order:
 			 * the upgrade thread then takes this step) */
 			t0 = sw_now_ns();
 			server_connect(s);
 			costly_step_took(t0);
+			SW_DBG("fd %d: provider connect took %llu us", s->fd,
+			       (unsigned long long)(sw_now_ns() - t0) / 1000);
 		}
 	}
 	if (s->st)

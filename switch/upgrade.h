@@ -46,7 +46,7 @@ int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd);
 
 /* Server, its connection waiting for a turn (upgrade_turns.c): true when
  * the client's provider listener is there (its own turn came). Else looks
- * again 1, 2, 4 .. 64 ms later (s->turn_look_ns), and after
+ * again 0.25, 0.5, 1 .. 64 ms later (s->turn_look_ns), and after
  * SDP_UPGRADE_TIMEOUT_MS of looks gives the upgrade up. s->lock held. */
 bool sw_upgrade_client_ready(struct sw_sock *s);
 

@@ -52,11 +52,22 @@ static bool hooks_done;
 static bool start_failed;	/* no thread: the program's calls move all */
 static __thread bool in_thread;
 
-/* How often the thread looks at upgrades whose next step no descriptor
- * tells of (the peer's SETUP or SWITCH on a local provider), and at most
- * how long it sleeps while any upgrade holds a turn (a client's wait for
- * the server's connection runs out, a turn is given back). */
-#define LOOK_MS 1
+/*
+ * How the thread looks at upgrades whose next step no descriptor tells of
+ * (a server's connect answered, the peer's SETUP or SWITCH on a local
+ * provider): LOOK_FIRST_NS after each step it saw, then twice as long each
+ * time nothing moved, up to LOOK_MAX_NS. The peer's thread answers a step
+ * within a few tens of microseconds, and each look is one trylock and one
+ * CQ poll, so a handshake takes a few looks; a peer whose program holds it
+ * up costs a look a millisecond. LOOK_BUSY_NS: again after a trylock that
+ * failed (the program's call moves the upgrade on itself meanwhile).
+ * SLEEP_MAX_MS: at most how long it sleeps while any upgrade holds a turn
+ * (a client's wait for the server's connection runs out, a turn is given
+ * back).
+ */
+#define LOOK_FIRST_NS 100000ull
+#define LOOK_MAX_NS 1000000ull
+#define LOOK_BUSY_NS 250000ull
 #define SLEEP_MAX_MS 10
 /* How many waiting connections, from the head of the line, the thread
  * looks at in a pass (twice SDP_UPGRADE_MAX's default: the client's turns
@@ -165,6 +176,49 @@ void sw_turn_give(struct sw_sock *s)
 	pthread_mutex_unlock(&turn_lock);
 }
 
+bool sw_turn_claim(struct sw_sock *s)
+{
+	bool r = false, alone;
+
+	/* the first look as soon as the upgrade is due, the next ones at
+	 * the pace sw_upgrade_client_ready sets */
+	if (s->is_client || atomic_load(&s->turn) != SW_TURN_WAITING ||
+	    (s->connect_tries && sw_now_ns() < s->turn_look_ns))
+		return false;
+	/* Only for a connection alone in line with a turn free: the order
+	 * of the line decides nothing then. A line is the thread's to serve
+	 * in order: a look here would start the connection's
+	 * SDP_UPGRADE_TIMEOUT_MS before its client's turn (its listener)
+	 * can come, and a server that opens many connections at once (a
+	 * pool) lost some of them to that. */
+	pthread_mutex_lock(&turn_lock);
+	alone = wq_live == 1 && held_live < sw_cfg.upgrade_max;
+	pthread_mutex_unlock(&turn_lock);
+	if (!alone || !sw_upgrade_client_ready(s))
+		return false;
+	pthread_mutex_lock(&turn_lock);
+	if (atomic_load(&s->turn) != SW_TURN_WAITING) {
+		r = atomic_load(&s->turn) == SW_TURN_HELD;
+	} else if (held_live < sw_cfg.upgrade_max &&
+		   !push(&held, &held_n, &held_cap, s)) {
+		/* as turns_settle gives it: held's reference; the line's
+		 * entry leaves when it reaches the head */
+		sw_sock_ref(s);
+		s->turn_ready = false;
+		atomic_store(&s->turn, SW_TURN_HELD);
+		wq_live--;
+		held_live++;
+		pthread_cond_signal(&turn_cond);
+		r = true;
+	} else {
+		/* no turn free: the thread gives it the next, in order */
+		s->turn_ready = true;
+		pthread_cond_signal(&turn_cond);
+	}
+	pthread_mutex_unlock(&turn_lock);
+	return r;
+}
+
 bool sw_turn_in_thread(void)
 {
 	return in_thread;
@@ -186,7 +240,8 @@ bool sw_turn_driven(const struct sw_sock *s)
  * when one end gave some up or runs behind.
  */
 static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
-			 struct sw_sock ***cand, int *ncand, int *ccap)
+			 struct sw_sock ***cand, int *ncand, int *ccap,
+			 uint64_t *next_ns)
 {
 	uint64_t now = sw_now_ns();
 	struct sw_sock *s;
@@ -215,8 +270,11 @@ static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
 			atomic_store(&s->turn, SW_TURN_HELD);
 			wq_live--;
 			held_live++;
-		} else if (now >= s->turn_look_ns &&
-			   held_live < sw_cfg.upgrade_max &&
+		} else if (now < s->turn_look_ns) {
+			/* its next look at the client's listener */
+			if (s->turn_look_ns < *next_ns)
+				*next_ns = s->turn_look_ns;
+		} else if (held_live < sw_cfg.upgrade_max &&
 			   !push(cand, ncand, ccap, s)) {
 			sw_sock_ref(s);
 		}
@@ -230,30 +288,76 @@ static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
 }
 
 /* A server's connection waiting in line: is its client's listener there?
- * (work_lock held) */
-static void look_waiting(struct sw_sock *s)
+ * *next_ns is lowered to when s needs the next look. (work_lock held) */
+static void look_waiting(struct sw_sock *s, uint64_t *next_ns)
 {
-	if (pthread_mutex_trylock(&s->lock))
+	uint64_t now = sw_now_ns();
+
+	if (pthread_mutex_trylock(&s->lock)) {
+		/* the program is in a call on s (which looks itself when
+		 * s is alone in line, sw_turn_claim) */
+		if (now + LOOK_BUSY_NS < *next_ns)
+			*next_ns = now + LOOK_BUSY_NS;
 		return;
+	}
 	if (s->state == SW_UPGRADING && !s->is_client && !s->ss.ep &&
-	    atomic_load(&s->turn) == SW_TURN_WAITING)
+	    atomic_load(&s->turn) == SW_TURN_WAITING &&
+	    now >= s->turn_look_ns)
 		s->turn_ready = sw_upgrade_client_ready(s);
+	if (s->turn_ready)
+		*next_ns = 0;	/* its turn, at once */
+	else if (s->state == SW_UPGRADING &&
+		 atomic_load(&s->turn) == SW_TURN_WAITING &&
+		 s->turn_look_ns < *next_ns)
+		*next_ns = s->turn_look_ns;
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Which step of the handshake s is at (s->lock held). */
+static uint32_t stage_of(const struct sw_sock *s)
+{
+	const struct sw_session *ss = &s->ss;
+
+	return (uint32_t)s->state << 8 | (ss->ep != NULL) |
+	       (uint32_t)ss->connected << 1 | (uint32_t)ss->setup_sent << 2 |
+	       (uint32_t)ss->setup_rcvd << 3 | (uint32_t)ss->switch_rcvd << 4;
+}
+
+/* When the thread next looks at s for a step only a look sees: soon after
+ * each step, less often while nothing moves (LOOK_FIRST_NS). */
+static uint64_t look_pace(struct sw_sock *s, uint64_t now)
+{
+	uint32_t st = stage_of(s);
+
+	if (st != s->turn_stage || !s->turn_gap_ns) {
+		s->turn_stage = st;
+		s->turn_gap_ns = LOOK_FIRST_NS;
+	} else if (s->turn_gap_ns < LOOK_MAX_NS) {
+		s->turn_gap_ns *= 2;
+		if (s->turn_gap_ns > LOOK_MAX_NS)
+			s->turn_gap_ns = LOOK_MAX_NS;
+	}
+	return now + s->turn_gap_ns;
 }
 
 /*
  * One look at s, which holds a turn: its upgrade's next steps, then what
  * the thread's sleep watches for it (the client's provider listeners) into
- * pf. Returns the number of pollfds added, or -1 when s needs another look
- * within LOOK_MS.
+ * pf. Returns the number of pollfds added; *next_ns is lowered to when s
+ * needs another look if a step is seen only by looking.
  */
-static int look(struct sw_sock *s, struct pollfd *pf, int max)
+static int look(struct sw_sock *s, struct pollfd *pf, int max,
+		uint64_t *next_ns)
 {
 	int fds[SW_MAX_PROVIDERS], n, i, cq;
-	uint64_t now = sw_now_ns();
+	uint64_t now = sw_now_ns(), at;
 
-	if (pthread_mutex_trylock(&s->lock))
-		return -1;	/* the program is in a call on s */
+	if (pthread_mutex_trylock(&s->lock)) {
+		/* the program is in a call on s */
+		if (now + LOOK_BUSY_NS < *next_ns)
+			*next_ns = now + LOOK_BUSY_NS;
+		return 0;
+	}
 	if (s->closed || !sw_pending(s)) {
 		sw_turn_give(s);
 		pthread_mutex_unlock(&s->lock);
@@ -283,7 +387,14 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max)
 				pf[i].events = POLLIN;
 			}
 		} else {
-			n = -1;
+			/* a server's connect waits for its time (a refused
+			 * one, connect_again), else the peer's next step */
+			at = !s->is_client && !s->ss.ep &&
+					     s->upgrade_at_ns > now ?
+				     s->upgrade_at_ns :
+				     look_pace(s, sw_now_ns());
+			if (at < *next_ns)
+				*next_ns = at;
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -304,9 +415,11 @@ static void *thread_main(void *arg)
 	pthread_mutex_lock(&turn_lock);
 	for (;;) {
 		int n = 0, ndrop = 0, np = 0, nc = 0, i, k;
-		int ms = SLEEP_MAX_MS;
+		uint64_t now = sw_now_ns(), next = now + SLEEP_MAX_MS *
+							  1000000ull;
+		struct timespec ts;
 
-		turns_settle(&drop, &ndrop, &dcap, &cand, &nc, &ccap);
+		turns_settle(&drop, &ndrop, &dcap, &cand, &nc, &ccap, &next);
 		if (!held_n && !ndrop && !nc && !wq_live) {
 			/* a turn taken, or given while others wait, signals */
 			pthread_cond_wait(&turn_cond, &turn_lock);
@@ -317,8 +430,10 @@ static void *thread_main(void *arg)
 				break;
 			sw_sock_ref(held[i]);
 		}
-		if (wq_live)
-			ms = LOOK_MS;	/* servers' connections wait */
+		/* connections wait in line: a turn given back meanwhile
+		 * wakes nobody in the poll below */
+		if (wq_live && next > now + LOOK_MAX_NS)
+			next = now + LOOK_MAX_NS;
 		pthread_mutex_unlock(&turn_lock);
 		for (i = 0; i < ndrop; i++)
 			sw_sock_unref(drop[i]);
@@ -351,21 +466,18 @@ static void *thread_main(void *arg)
 			continue;
 		}
 		pthread_mutex_lock(&work_lock);
-		for (i = 0; i < nc; i++) {
-			look_waiting(cand[i]);
-			if (cand[i]->turn_ready)
-				ms = 0;	/* its turn, at once */
-		}
+		for (i = 0; i < nc; i++)
+			look_waiting(cand[i], &next);
 		for (i = 0; i < n; i++) {
 			pfi[i] = np;
-			k = look(v[i], pf + np, pcap - np);
-			if (k < 0)
-				ms = LOOK_MS;
-			else
-				np += k;
+			np += look(v[i], pf + np, pcap - np, &next);
 		}
 		pthread_mutex_unlock(&work_lock);
-		if (sdp_sys.poll(pf, np, ms) > 0) {
+		now = sw_now_ns();
+		next = next > now ? next - now : 0;
+		ts.tv_sec = (time_t)(next / 1000000000ull);
+		ts.tv_nsec = (long)(next % 1000000000ull);
+		if (sdp_sys.ppoll(pf, np, &ts, NULL) > 0) {
 			for (i = 0; i < n; i++)
 				for (k = pfi[i]; k < (i + 1 < n ? pfi[i + 1] :
 							  np); k++)

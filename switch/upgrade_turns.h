@@ -25,6 +25,18 @@ bool sw_turn_take(struct sw_sock *s, bool wait);
  * in the queue goes to the next. Called with s->lock held. */
 void sw_turn_give(struct sw_sock *s);
 
+/*
+ * Server, s waiting in line with its upgrade due (s->lock held, in a call
+ * of the program), alone in line with a turn free: looks for the
+ * client's listener as the thread would
+ * (sw_upgrade_client_ready, at its pace), and when it is there takes a
+ * turn that is free at once, or else marks s for the next one. True when
+ * s holds a turn. A program that keeps the socket's lock busy (a peer that
+ * floods it, or that it floods) thus never waits for the thread's look,
+ * which only ever tries the lock.
+ */
+bool sw_turn_claim(struct sw_sock *s);
+
 /* True in the upgrade thread (its steps need not share the program's
  * time: upgrade.c costly_step_may). */
 bool sw_turn_in_thread(void);

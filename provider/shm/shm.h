@@ -342,6 +342,11 @@ struct shm_listener {
 	bool bound;
 	int tcp_fd;
 	struct shm_tcp_peer tp;
+	/* listener_fd's: an epoll set over fd and the pending connections
+	 * (a bound listener's request is complete only when the HELLO comes
+	 * on its pending connection, after our PROVE); made on first ask,
+	 * -1 before */
+	int epfd;
 	/* accepted connections whose first message has not come yet */
 	struct {
 		int fd;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -340,6 +341,7 @@ static int listen_on(struct sdp_provider *p, const struct sockaddr *addr,
 		return -ENOMEM;
 	l->prov = shm_prov(p);
 	l->tcp_fd = -1;
+	l->epfd = -1;
 	l->fd = shm_fd_keep(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
 					   SOCK_CLOEXEC, 0));
 	if (l->fd < 0) {
@@ -406,9 +408,48 @@ int shm_listen_bound(struct sdp_provider *p, int tcp_fd, int backlog,
 	return 0;
 }
 
-int shm_listener_fd(struct sdp_listener *l)
+/*
+ * What to sleep on for this listener's next request. A bound listener's
+ * request is complete when the HELLO comes on a connection it accepted
+ * earlier (after its PROVE), which the listening socket never tells: an
+ * epoll set over both, made on the first ask (the switch asks for the
+ * client listener an upgrade waits on, one at a time per connection) and
+ * kept with the listener. Without one (no descriptor to spare), the
+ * listening socket, and the caller looks again now and then.
+ */
+int shm_listener_fd(struct sdp_listener *sl)
 {
-	return l ? ((struct shm_listener *)l)->fd : -EINVAL;
+	struct shm_listener *l = (struct shm_listener *)sl;
+	struct epoll_event ev = { .events = EPOLLIN };
+	uint32_t i;
+	int ep;
+
+	if (!l)
+		return -EINVAL;
+	if (l->epfd >= 0 || !l->bound)
+		return l->epfd >= 0 ? l->epfd : l->fd;
+	ep = shm_fd_keep(epoll_create1(EPOLL_CLOEXEC));
+	if (ep < 0)
+		return l->fd;
+	ev.data.fd = l->fd;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, l->fd, &ev)) {
+		close(ep);
+		return l->fd;
+	}
+	for (i = 0; i < l->npend; i++) {
+		ev.data.fd = l->pend[i].fd;
+		epoll_ctl(ep, EPOLL_CTL_ADD, l->pend[i].fd, &ev);
+	}
+	l->epfd = ep;
+	return ep;
+}
+
+/* A pending connection leaves the listener's epoll set (it is closed, or
+ * goes on as a request's socket, which must not wake the listener). */
+static void pend_unwatch(struct shm_listener *l, int fd)
+{
+	if (l->epfd >= 0)
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
 /* The watches go before the listener: a client that looks at its watch
@@ -424,6 +465,8 @@ int shm_listener_close(struct sdp_listener *sl)
 		close(l->watch[i].fd);
 	for (i = 0; i < l->npend; i++)
 		close(l->pend[i].fd);
+	if (l->epfd >= 0)
+		close(l->epfd);
 	close(l->fd);
 	free(l->watch);
 	free(l);
@@ -464,6 +507,7 @@ static void keep_watch(struct shm_listener *l, int fd, uint32_t uid)
 
 static void drop_pending(struct shm_listener *l, uint32_t i)
 {
+	pend_unwatch(l, l->pend[i].fd);
 	close(l->pend[i].fd);
 	memmove(&l->pend[i], &l->pend[i + 1],
 		(l->npend - i - 1) * sizeof(l->pend[0]));
@@ -491,6 +535,11 @@ static void keep_pending(struct shm_listener *l, int fd, uint32_t uid,
 	l->pend[l->npend].uid = uid;
 	l->pend[l->npend].since_ns = now;
 	l->npend++;
+	if (l->epfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+		epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
 }
 
 /* A bound listener's HELLO must carry the socket at the other end of its
@@ -592,6 +641,9 @@ int shm_get_request(struct sdp_listener *sl, struct sdp_conn_req **out,
 			i++;
 			continue;
 		}
+		/* (a closed one leaves the epoll set by itself) */
+		if (r == 1)
+			pend_unwatch(l, fd);
 		if (r == -EAGAIN)
 			close(fd);	/* silent for too long */
 		memmove(&l->pend[i], &l->pend[i + 1],

@@ -24,6 +24,11 @@ HEADLINE = {
 	('redis', None): ['set_rps', 'get_rps', 'cpu_ms_per_kmsg'],
 	('nginx', None): ['req_s', 'p50_us', 'p99_us', 'cpu_ms_per_kmsg',
 			  'cpu_s_per_gib'],
+	('haproxy', None): ['gbit_s', 'cpu_s_per_gib'],
+	('users', None): ['gbit_s', 'cpu_s_per_gib'],
+	# (the backends' CPU is counted only once the postmaster reaped
+	# them, which may come after the look: not shown)
+	('pgbench', None): ['tps'],
 }
 
 

@@ -6,17 +6,19 @@ import json
 import os
 import re
 
-from sdptest import free_port  # tests/lib
+from sdptest import free_port, listening  # tests/lib
 
 ORDER = ['iperf3', 'sockperf', 'qperf', 'connrate', 'redis', 'nginx',
-	 'haproxy', 'users']
+	 'haproxy', 'users', 'pgbench']
 NEEDS = {'iperf3': ['iperf3'], 'sockperf': ['sockperf'], 'qperf': ['qperf'],
 	 'connrate': ['connrate'],
 	 'redis': ['redis-server', 'redis-benchmark'],
 	 'nginx': ['nginx', 'wrk'],
 	 'haproxy': ['haproxy', 'iperf3'],
-	 'users': ['iperf3', 'setpriv']}
-PKG = {'redis-server': 'redis-server', 'redis-benchmark': 'redis-tools'}
+	 'users': ['iperf3', 'setpriv'],
+	 'pgbench': ['pgbench', 'setpriv', 'useradd']}
+PKG = {'redis-server': 'redis-server', 'redis-benchmark': 'redis-tools',
+       'pgbench': 'postgresql-client', 'useradd': 'passwd'}
 
 # metric -> (unit, True when higher is better); the first of a record's
 # metrics in this table is its headline in the summary.
@@ -31,6 +33,7 @@ METRICS = {
 	'set_rps': ('req/s', True),
 	'get_rps': ('req/s', True),
 	'req_s': ('req/s', True),
+	'tps': ('tx/s', True),
 	'cpu_s_per_gib': ('CPU s/GiB', False),
 	'cpu_ms_per_kmsg': ('CPU ms/1k msg', False),
 }
@@ -417,6 +420,115 @@ def users(ctx):
 			 t + 1)
 
 
+# -- pgbench -------------------------------------------------------------
+# PostgreSQL over 127.0.0.1 as tests/programs/hands.py starts it: the
+# postmaster accepts and forks a backend per connection, which upgrades the
+# connection once it holds it alone. initdb and pgbench -i (scale 4) once,
+# without the switch; then per run a postmaster and pgbench with 4 clients
+# on 2 threads: select-only (-S: one small query and answer per
+# transaction) and the default TPC-B-like transaction (5 statements).
+PG_BIN = '/usr/lib/postgresql/15/bin'
+PG_USER = 'sdp-pgtest'
+PG_ENV = ['env', 'PGSSLMODE=disable', 'PGGSSENCMODE=disable',
+	  'PGCONNECT_TIMEOUT=20']
+
+
+def pg_user():
+	"""The unprivileged user the postmaster runs as (postgres refuses
+	root), made once with useradd as the tests do. (uid, gid)."""
+	import pwd
+	import subprocess
+	try:
+		pw = pwd.getpwnam(PG_USER)
+	except KeyError:
+		r = subprocess.run(['useradd', '--system', '--no-create-home',
+				    '--shell', '/usr/sbin/nologin', PG_USER],
+				   capture_output=True, text=True)
+		if r.returncode:
+			raise RuntimeError('useradd %s: %s' % (PG_USER,
+							       r.stderr))
+		pw = pwd.getpwnam(PG_USER)
+	return pw.pw_uid, pw.pw_gid
+
+
+def pg_server(uid, gid, data, port):
+	return ['setpriv', '--reuid', str(uid), '--regid', str(gid),
+		'--clear-groups', '--', os.path.join(PG_BIN, 'postgres'),
+		'-D', data, '-p', str(port),
+		'-c', 'listen_addresses=127.0.0.1',
+		'-c', 'unix_socket_directories=' + data,
+		'-c', 'fsync=off', '-c', 'synchronous_commit=off',
+		'-c', 'full_page_writes=off', '-c', 'max_connections=30',
+		'-c', 'shared_buffers=64MB']
+
+
+def pg_client(port, extra):
+	return PG_ENV + [os.path.join(PG_BIN, 'pgbench'), '-h', '127.0.0.1',
+			 '-p', str(port), '-U', PG_USER] + extra + ['postgres']
+
+
+def pgbench(ctx):
+	import subprocess
+	import time
+	t = 5 if ctx.quick else 10
+	if os.getuid() != 0:
+		ctx.failures.append('pgbench: needs root (it runs postgres as '
+				    'the user %s)' % PG_USER)
+		return
+	if not os.path.exists(os.path.join(PG_BIN, 'postgres')):
+		ctx.failures.append('pgbench: PostgreSQL 15 is not installed '
+				    '(%s); apt-get install postgresql-15' %
+				    PG_BIN)
+		return
+	uid, gid = pg_user()
+	os.chmod(ctx.tmp, 0o755)
+	data = os.path.join(ctx.tmp, 'pgdata')
+	os.mkdir(data, 0o700)
+	os.chown(data, uid, gid)
+	plain = ctx.env['tcp']
+
+	def once(argv, what):
+		r = subprocess.run(argv, env=plain, capture_output=True,
+				   text=True, timeout=300)
+		if r.returncode:
+			raise RuntimeError('%s failed: %s' % (what,
+						     (r.stdout + r.stderr)[-600:]))
+
+	once(['setpriv', '--reuid', str(uid), '--regid', str(gid),
+	      '--clear-groups', '--', os.path.join(PG_BIN, 'initdb'), '-D',
+	      data, '-U', PG_USER, '--auth=trust', '-E', 'UTF8', '--no-sync'],
+	     'initdb')
+	port = free_port()
+	pm = subprocess.Popen(pg_server(uid, gid, data, port), env=plain,
+			      stdout=subprocess.DEVNULL,
+			      stderr=subprocess.DEVNULL,
+			      start_new_session=True)
+	try:
+		end = time.time() + 30
+		while not listening(port) and time.time() < end:
+			time.sleep(0.05)
+		once(pg_client(port, ['-i', '-s', '4', '-q']), 'pgbench -i')
+	finally:
+		pm.terminate()
+		pm.wait(30)
+
+	def parse(out):
+		tps = num(r'tps = ([0-9.]+) \(without initial', out)
+		n = num(r'number of transactions actually processed: (\d+)',
+			out, int)
+		bad = num(r'number of failed transactions: (\d+)', out, int)
+		if tps is None or not n or bad:
+			return None
+		return {'tps': round(tps, 1), '_msgs': 2 * n}
+
+	for test, extra in (('select-only', ['-S']), ('tpcb-like', [])):
+		def cmds(port, extra=extra):
+			return (pg_server(uid, gid, data, port),
+				pg_client(port, ['-c', '4', '-j', '2', '-T',
+						 str(t), '-n'] + extra))
+		ctx.pair('pgbench', test, 'c4', 4, cmds, parse, t)
+
+
 TOOLS = {'iperf3': iperf3, 'sockperf': sockperf, 'qperf': qperf,
 	 'connrate': connrate, 'redis': redis, 'nginx': nginx,
-	 'haproxy': haproxy, 'users': users}
+	 'haproxy': haproxy, 'users': users, 'pgbench': pgbench}

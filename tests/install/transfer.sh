@@ -14,11 +14,11 @@ clean_env_set() {
 	fi
 }
 
-# installed_transfer SDP-RUN SDP-STAT: 64 MiB from a client to a server,
+# installed_transfer SDP-RUN SDP-STAT: 8 MiB from a client to a server,
 # both started by SDP-RUN; the server's statistics, read by SDP-STAT while
 # the connection is open, must show it carried by shm.
 installed_transfer() {
-	local run=$1 stat=$2 size=$((64 * 1024 * 1024)) port srv cli ok=0
+	local run=$1 stat=$2 size=$((8 * 1024 * 1024)) port srv cli ok=0
 	clean_env_set
 	head -c $size /dev/urandom >"$work/in"
 	rm -f "$work/out"

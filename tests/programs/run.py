@@ -43,13 +43,13 @@ TCP_STATE = 'TCP'
 PENDING_STATES = ('HELLO_SENT', 'UPGRADING', 'HELLO_PENDING', 'HELLO_WAIT')
 # The program's bytes travel on TCP until the upgrade finishes (the
 # asynchronous upgrade, docs/protocol.md section 2): a connection carried by
-# shm moved at most this much on TCP each way first, or 5% of what went
-# that way when more: iperf3 on loopback moves 3-4 GB/s on TCP, so each
-# millisecond of the upgrade is 3-4 MiB there, and an upgrade against a
-# peer that floods TCP takes about 20 ms now (1% of a 2 s run; the
-# benchmarks measure the share, docs/performance.md).
+# shm moved at most this much on TCP each way before its switch point,
+# however much it moved in all. Against a peer that floods TCP the upgrade
+# takes a few milliseconds and loopback TCP moves 1-4 MB in each: iperf3,
+# qperf, nginx and haproxy put at most 10 MB on TCP first, the median 4-5
+# MB, on a 2-CPU machine at load 4 to 14 (docs/performance.md, "The
+# upgrade under a flood").
 HEAD_MAX = 16 * MIB
-HEAD_SHARE = 20	# 1/20 of the bytes
 # a connection's copy in a process that handed it over (fork, SCM_RIGHTS)
 HANDED = 'handed-over'
 
@@ -364,10 +364,7 @@ def fmt_conn(c):
 def carried(c):
 	"""On shm, its TCP bytes only those before the switch point."""
 	return (c['provider'] == 'shm' and c['state'] == SAN_STATE and
-		c['tx_tcp'] <= max(HEAD_MAX,
-				   (san_tx(c) + c['tx_tcp']) // HEAD_SHARE) and
-		c['rx_tcp'] <= max(HEAD_MAX,
-				   (san_rx(c) + c['rx_tcp']) // HEAD_SHARE))
+		c['tx_tcp'] <= HEAD_MAX and c['rx_tcp'] <= HEAD_MAX)
 
 
 def short_lived(c):
