@@ -20,6 +20,7 @@
 #include "config.h"
 #include "connect.h"
 #include "fallback.h"
+#include "fork_exec.h"
 #include "holders.h"
 #include "log.h"
 #include "sdp_switch.h"
@@ -38,6 +39,9 @@
 #define IN_TRANSIT INT32_MIN
 
 #define PASS_MAGIC 0x53445048u	/* "HPDS" */
+/* a connection returned to TCP for the pass: the bytes that had come on
+ * the SAN and were not read follow the record's first pages */
+#define PASS_MAGIC_TCP 0x54445048u	/* "HPDT" */
 
 enum { H_OPEN, H_TAKEN, H_CUT };
 
@@ -379,6 +383,157 @@ bool sw_holders_pass(struct sw_sock *s)
 	return true;
 }
 
+/* Where the bytes of a connection returned to TCP start in its record. */
+static size_t pass_buf_off(void)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (sizeof(struct sw_holders) + pg - 1) / pg * pg;
+}
+
+/*
+ * A carried connection passed with SCM_RIGHTS (s locked, on TCP now, its
+ * peer's marker read): the receiver reads first what had come on the SAN
+ * and not been read here. Those bytes move into the record, after its
+ * first pages, as a buffer sender and receiver share from then on, as a
+ * parent and child share theirs (fork_exec.c). Returns 0 or -errno.
+ */
+static int pass_tcp(struct sw_sock *s)
+{
+	struct sw_fork_buf *old = s->fork_buf, *nb;
+	size_t off = pass_buf_off(), left = 0, map_len;
+	pthread_mutexattr_t a;
+	struct sw_holders *h;
+	struct stat sb;
+	char path[64];
+	int fd, i, tries = 0;
+
+	if (fstat(s->fd, &sb))
+		return -errno;
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	if (old) {
+		pthread_mutex_lock(&old->lock);
+		left = old->len - old->off;
+	}
+	map_len = sizeof(*nb) + left;
+	do {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+				O_CLOEXEC, 0600);
+		/* one of ours that nobody took (its receiver never came):
+		 * the sticky directory lets only us remove it */
+	} while (fd < 0 && errno == EEXIST && !tries++ && !unlink(path));
+	if (fd < 0)
+		goto err_unlock;
+	if (ftruncate(fd, off + map_len))
+		goto err_file;
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		goto err_file;
+	nb = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+	close(fd);
+	if (nb == MAP_FAILED) {
+		munmap(h, sizeof(*h));
+		fd = -1;
+		goto err_file;
+	}
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&nb->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	nb->map_len = map_len;
+	nb->off = 0;
+	nb->len = left;
+	if (old) {
+		memcpy(nb->data, old->data + old->off, left);
+		/* a forked sibling sharing the old buffer reads them no
+		 * more: they are the receiver's (and ours) now */
+		old->off = old->len;
+		pthread_mutex_unlock(&old->lock);
+		munmap(old, old->map_len);
+	}
+	s->fork_buf = nb;
+	atomic_store(&h->pid[0], getpid());
+	atomic_store(&h->born_ns[1], sw_now_ns());
+	atomic_store(&h->pid[1], IN_TRANSIT);
+	for (i = 2; i < HOLDERS_MAX; i++)
+		atomic_store(&h->pid[i], 0);
+	h->pass.ino_lo = (uint32_t)sb.st_ino;
+	h->pass.ino_hi = (uint32_t)((unsigned long long)sb.st_ino >> 32);
+	h->pass.state = SW_TCP;
+	h->pass.family = s->family;
+	h->pass.is_client = s->is_client;
+	h->pass.local_port = s->local_port;
+	h->pass.peerlen = s->peerlen;
+	memcpy(&h->pass.peer, &s->peer, sizeof(h->pass.peer));
+	atomic_thread_fence(memory_order_release);
+	h->pass.magic = PASS_MAGIC_TCP;
+	munmap(h, sizeof(*h));
+	SW_DBG("fd %d: passed to another process on TCP, with %zu byte(s) that came on the SAN",
+	       s->fd, left);
+	return 0;
+
+err_file:
+	i = -errno;
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	errno = -i;
+err_unlock:
+	i = -errno;
+	if (old)
+		pthread_mutex_unlock(&old->lock);
+	return i;
+}
+
+/* The receiving end of pass_tcp: fd, with the record h (the file rfd of
+ * size bytes), checked to be ours and for this socket. */
+static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
+				    off_t size)
+{
+	struct sw_pass *p = &h->pass;
+	size_t off = pass_buf_off(), map_len;
+	struct sw_fork_buf *nb;
+	struct sw_sock *s;
+
+	if (size < (off_t)(off + sizeof(*nb)) ||
+	    p->peerlen > sizeof(p->peer))
+		goto err;
+	map_len = (size_t)size - off;
+	nb = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, off);
+	if (nb == MAP_FAILED)
+		goto err;
+	if (nb->map_len != map_len || nb->len > map_len - sizeof(*nb) ||
+	    nb->off > nb->len) {
+		munmap(nb, map_len);
+		goto err;
+	}
+	s = sw_sock_new(fd, SW_TCP);
+	if (!s) {
+		munmap(nb, map_len);
+		goto err;
+	}
+	s->fork_buf = nb;
+	s->family = p->family;
+	s->nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
+	s->is_client = p->is_client;
+	s->local_port = p->local_port;
+	s->peerlen = p->peerlen;
+	memcpy(&s->peer, &p->peer, sizeof(s->peer));
+	if (s->st) {
+		s->st->local_port = s->local_port;
+		s->st->is_client = s->is_client;
+	}
+	if (s->peerlen)
+		sw_peer_known(s);
+	munmap(h, sizeof(*h));
+	SW_DBG("fd %d: received from another process on TCP, with %zu byte(s) that came on the SAN",
+	       fd, nb->len - nb->off);
+	return s;
+err:
+	munmap(h, sizeof(*h));
+	return NULL;
+}
+
 struct sw_sock *sw_holders_received(int fd)
 {
 	struct sw_holders *h;
@@ -404,9 +559,10 @@ struct sw_sock *sw_holders_received(int fd)
 	}
 	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, rfd,
 		 0);
-	close(rfd);
-	if (h == MAP_FAILED)
+	if (h == MAP_FAILED) {
+		close(rfd);
 		return NULL;
+	}
 	p = &h->pass;
 	ino = (unsigned long long)p->ino_hi << 32 | p->ino_lo;
 	for (i = 0; i < HOLDERS_MAX; i++) {
@@ -415,6 +571,15 @@ struct sw_sock *sw_holders_received(int fd)
 		if (atomic_compare_exchange_strong(&h->pid[i], &t, getpid()))
 			break;
 	}
+	if (p->magic == PASS_MAGIC_TCP && i < HOLDERS_MAX &&
+	    ino == (unsigned long long)sb.st_ino) {
+		s = received_tcp(fd, h, rfd, fb.st_size);
+		close(rfd);
+		if (s)
+			unlink(path);	/* taken: no other receiver */
+		return s;
+	}
+	close(rfd);
 	if (p->magic != PASS_MAGIC || ino != (unsigned long long)sb.st_ino ||
 	    i == HOLDERS_MAX || p->hello_got > sizeof(p->hello_buf) ||
 	    p->prefix_len > sizeof(p->hello_buf) ||
@@ -472,10 +637,28 @@ struct sw_sock *sw_holders_received(int fd)
 
 void sw_pass(struct sw_sock *s)
 {
+	bool carried;
+	int r;
+
 	pthread_mutex_lock(&s->lock);
 	/* not kept for the receiver: given up, as before a fork */
 	if (sw_pending(s) && !s->holders && !sw_holders_pass(s))
 		sw_upgrade_cut(s);
+	/* carried (or committed): the receiver's switch cannot follow the
+	 * provider connection, which is this process's */
+	carried = !s->closed && !s->holders &&
+		  (s->state == SW_SAN || sw_pending(s));
+	pthread_mutex_unlock(&s->lock);
+	if (!carried)
+		return;
+	sw_downgrade_one(s);
+	pthread_mutex_lock(&s->lock);
+	if (s->state != SW_TCP)
+		SW_WARN("fd %d: passed to another process while still carried (the peer did not answer its return to TCP): the receiver may see neither the bytes the SAN carries nor the end",
+			s->fd);
+	else if ((r = pass_tcp(s)))
+		SW_WARN("fd %d: passed to another process, which cannot be given the bytes that came on the SAN and were not read here (%s)",
+			s->fd, strerror(-r));
 	pthread_mutex_unlock(&s->lock);
 }
 
