@@ -248,6 +248,11 @@ static void downgrade_list(struct sw_sock **v, int n, bool capture)
 				busy);
 			break;
 		}
+		/* the peers answer on their CPU: on a loaded machine a
+		 * spin here can hold one of them off (a sleep of the
+		 * kernel's slack, not a wait for an event) */
+		if (busy)
+			usleep(100);
 	} while (busy);
 
 	/* unread SAN bytes into shared buffers, then TCP for good */

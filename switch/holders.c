@@ -25,6 +25,7 @@
 #include "log.h"
 #include "sdp_switch.h"
 #include "providers.h"
+#include "reupgrade.h"
 #include "sock.h"
 #include "upgrade.h"
 #include "util.h"
@@ -74,6 +75,10 @@ struct sw_holders {
 		uint64_t hello_got, prefix_off, prefix_len;
 		uint64_t tcp_tx, tcp_rx;
 		uint64_t born_ns, upgrade_at_ns, deadline_ns;
+		/* a connection back on TCP (PASS_MAGIC_TCP) */
+		uint64_t dg_tx_base, dg_rx_base;
+		uint8_t dg_rx_based, reup;
+		uint32_t reup_n;
 	} pass;
 };
 
@@ -152,6 +157,7 @@ static void pass_path(char *buf, size_t len, unsigned long long ino)
  * process's. Counted nowhere: the connection is the other's. */
 static void quiet(struct sw_sock *s)
 {
+	s->reup_never = true;
 	drop_pid(s->holders, getpid());
 	sw_holders_unmap(s);
 	if (!sw_pending(s) || s->ss.ep)
@@ -168,6 +174,18 @@ static void quiet(struct sw_sock *s)
 	sw_event(s);
 }
 
+/* What a fork keeps a record for: a pending upgrade with nothing of the
+ * provider's yet; a carried connection (returned to TCP for the fork) or
+ * one back on TCP that may be upgraded again, for the process that will
+ * hold it alone (reupgrade.c). */
+static bool sw_holders_keeps(struct sw_sock *s)
+{
+	if (sw_pending(s))
+		return !s->ss.ep && !s->ptx_len;
+	return sw_cfg.reupgrade && !s->reup_never &&
+	       (s->state == SW_SAN || (s->state == SW_TCP && s->reup));
+}
+
 bool sw_holders_park(struct sw_sock *s)
 {
 	struct sw_holders *h = s->holders;
@@ -177,7 +195,7 @@ bool sw_holders_park(struct sw_sock *s)
 		/* nothing of the provider's may be copied into the child:
 		 * a client's listener opens again when due, in the process
 		 * that drives the upgrade */
-		if (!sw_pending(s) || s->ss.ep || s->ptx_len)
+		if (!sw_holders_keeps(s))
 			return false;
 		h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -185,7 +203,8 @@ bool sw_holders_park(struct sw_sock *s)
 			return false;
 		atomic_store(&h->pid[0], getpid());
 		s->holders = h;
-		sw_listeners_close(s);
+		if (sw_pending(s))
+			sw_listeners_close(s);
 	}
 	for (i = 0; i < HOLDERS_MAX; i++) {
 		int32_t p = 0;
@@ -283,6 +302,33 @@ bool sw_holders_alone(struct sw_sock *s)
 		    "another process uses the connection" :
 		    "another process still holds the connection");
 	return false;
+}
+
+int sw_holders_reup(struct sw_sock *s)
+{
+	struct sw_holders *h = s->holders;
+	uint32_t st;
+
+	if (!h)
+		return 1;
+	st = atomic_load(&h->state);
+	if (st == H_CUT) {
+		drop_pid(h, getpid());
+		sw_holders_unmap(s);
+		return -1;
+	}
+	if (st == H_TAKEN && atomic_load(&h->driver) == getpid() &&
+	    !others(h)) {
+		drop_pid(h, getpid());
+		sw_holders_unmap(s);
+		SW_DBG("fd %d: the last holder of a connection back on TCP",
+		       s->fd);
+		return 1;
+	}
+	/* others hold it still: looked at again in a while, not at every
+	 * call (a look reads /proc) */
+	s->reup_at_ns = sw_now_ns() + 10000000ull;
+	return 0;
 }
 
 void sw_holders_leave(struct sw_sock *s)
@@ -465,9 +511,26 @@ static int pass_tcp(struct sw_sock *s)
 	h->pass.local_port = s->local_port;
 	h->pass.peerlen = s->peerlen;
 	memcpy(&h->pass.peer, &s->peer, sizeof(h->pass.peer));
+	/* what an upgrade again needs (reupgrade.c) */
+	memcpy(h->pass.key, s->key, sizeof(h->pass.key));
+	memcpy(h->pass.hello_buf, s->hello_buf, sizeof(h->pass.hello_buf));
+	h->pass.up_prov = s->up_prov ? s->up_prov->index : -1;
+	h->pass.lsn_provs = s->lsn_provs;
+	h->pass.cand_provs = s->cand_provs;
+	h->pass.dg_tx_base = s->dg_tx_base;
+	h->pass.dg_rx_base = s->dg_rx_base;
+	h->pass.dg_rx_based = s->dg_rx_based;
+	h->pass.reup = s->reup && !s->reup_never;
+	h->pass.reup_n = s->reup_n;
 	atomic_thread_fence(memory_order_release);
 	h->pass.magic = PASS_MAGIC_TCP;
-	munmap(h, sizeof(*h));
+	/* who holds it, as after a fork (sw_holders_reup) */
+	if (!h->pass.reup) {
+		munmap(h, sizeof(*h));
+	} else {
+		sw_holders_unmap(s);
+		s->holders = h;
+	}
 	SW_DBG("fd %d: passed to another process on TCP, with %zu byte(s) that came on the SAN",
 	       s->fd, left);
 	return 0;
@@ -496,7 +559,7 @@ static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
 	struct sw_sock *s;
 
 	if (size < (off_t)(off + sizeof(*nb)) ||
-	    p->peerlen > sizeof(p->peer))
+	    p->peerlen > sizeof(p->peer) || p->up_prov >= sw_nproviders)
 		goto err;
 	map_len = (size_t)size - off;
 	nb = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, off);
@@ -525,11 +588,29 @@ static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
 	}
 	if (s->peerlen)
 		sw_peer_known(s);
-	munmap(h, sizeof(*h));
+	memcpy(s->key, p->key, sizeof(s->key));
+	memcpy(s->hello_buf, p->hello_buf, sizeof(s->hello_buf));
+	s->hello_got = sizeof(s->hello_buf);
+	s->hello_out = true;
+	s->up_prov = p->up_prov >= 0 ? &sw_providers[p->up_prov] : NULL;
+	s->lsn_provs = p->lsn_provs;
+	s->cand_provs = p->cand_provs;
+	s->dg_tx_base = p->dg_tx_base;
+	s->dg_rx_base = p->dg_rx_base;
+	s->dg_rx_based = p->dg_rx_based;
+	s->reup_n = p->reup_n;
+	if (p->reup && (s->is_client || s->up_prov)) {
+		sw_reup_arm(s);
+		s->holders = h;
+	} else {
+		s->reup_never = true;
+		munmap(h, sizeof(*h));
+	}
 	SW_DBG("fd %d: received from another process on TCP, with %zu byte(s) that came on the SAN",
 	       fd, nb->len - nb->off);
 	return s;
 err:
+	atomic_store(&h->state, H_CUT);
 	munmap(h, sizeof(*h));
 	return NULL;
 }
@@ -648,6 +729,14 @@ void sw_pass(struct sw_sock *s)
 	 * provider connection, which is this process's */
 	carried = !s->closed && !s->holders &&
 		  (s->state == SW_SAN || sw_pending(s));
+	if (!carried && !s->closed && s->state == SW_TCP && s->reup &&
+	    !s->reup_never) {
+		/* back on TCP already: the receiver may upgrade it again */
+		if (s->holders || (r = pass_tcp(s)))
+			s->reup_never = true;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (!carried)
 		return;

@@ -57,11 +57,11 @@ def held_by(st, pids):
 		if san_tx(c) + san_rx(c) + c['tx_tcp'] + c['rx_tcp']]
 
 
-def echo_clients(ctx, port, conns, nbytes):
+def echo_clients(ctx, port, conns, nbytes, env=None, timeout=120):
 	cli = ctx.run('echo-client', [PY, run.PEERS, 'echo-client', str(port),
 				      '--conns', str(conns), '--bytes',
-				      str(nbytes), '--mode', 'threads'], 120,
-		      ok=None)
+				      str(nbytes), '--mode', 'threads'], timeout,
+		      ok=None, env=env)
 	res = cli.json_lines()
 	bad = [r for r in res if not r.get('ok')]
 	check(cli.p.returncode == 0 and len(res) == conns and not bad,
@@ -376,9 +376,8 @@ def t_postgresql(ctx):
 def returned(c, what, first):
 	"""c was carried by shm (at least first bytes each way there before a
 	change of hands), then returned to TCP mid-stream (a downgrade: state
-	TCP, fallback reason none) and stayed there: a connection carried at
-	a fork or an SCM_RIGHTS pass is not upgraded again
-	(docs/protocol.md 2.7, "Not covered")."""
+	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0, the
+	default: docs/protocol.md 2.8)."""
 	check(c['state'] == run.TCP_STATE and c['fallback'] == 'none' and
 	      c['provider'] == 'shm' and san_tx(c) + c['tx_tcp'] >= first and
 	      san_rx(c) + c['rx_tcp'] >= first and
@@ -387,20 +386,31 @@ def returned(c, what, first):
 	      (what, fmt_conn(c)))
 
 
-@run.test('carried-fork')
-def t_carried_fork(ctx):
+def again(c, what, first, rest):
+	"""c was carried by shm (at least first bytes each way there before a
+	change of hands), returned to TCP for it, and carried again once one
+	process held it (docs/protocol.md 2.8): of what moved after, at least
+	95% on shm; on TCP only the head before the first switch point and
+	the bytes between the downgrade and the second one."""
+	on_san(c, what, first + rest, first + rest, share=0.95)
+
+
+def carried_fork(ctx, reup):
 	"""A client echoes 16 MiB on a connection the SAN carries, forks,
 	and its parent closes its copy; the child echoes 100 MiB more. The
 	bytes are exact across the return to TCP at the fork (what had
 	arrived on the SAN unread is read from the buffer both processes
-	share), and the rest goes on TCP."""
+	share). With reup (SDP_REUPGRADE=1 on both ends) the child, left
+	alone with the connection, upgrades it again: both ends carried, 95%
+	of the bytes on shm; without, the rest goes on TCP."""
+	env = {'SDP_REUPGRADE': 1} if reup else None
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
-					str(port), '--mode', 'threads'])
+					str(port), '--mode', 'threads'], env=env)
 	ctx.wait_listen(port, srv)
 	cli = ctx.run('carried-fork-client', [PY, HANDS, 'carried-fork-client',
-		str(port), str(first), str(rest)], 120, ok=None)
+		str(port), str(first), str(rest)], 240, ok=None, env=env)
 	res = cli.json_lines()
 	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
 	      res[0]['sent'] == first + rest,
@@ -413,28 +423,49 @@ def t_carried_fork(ctx):
 	held = held_by(st, [kid])
 	check(len(held) == 1, 'carried fork: %d connections in the child: %s'
 	      % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
-	returned(held[0], 'client child', first)
+	if not reup:
+		returned(held[0], 'client child', first)
+		for c in by_pid(st, srv.pid):
+			returned(c, 'server', first)
+		return '%d MiB carried, then %d MiB by the child on TCP, exact' % (
+			first >> 20, rest >> 20)
+	again(held[0], 'client child', first, rest)
 	for c in by_pid(st, srv.pid):
-		returned(c, 'server', first)
-	return '%d MiB carried, then %d MiB by the child on TCP, exact' % (
-		first >> 20, rest >> 20)
+		again(c, 'server', first, rest)
+	c = held[0]
+	return ('%d MiB carried, then %d MiB by the child, carried again: '
+		'%.2f%% on shm, exact' % (first >> 20, rest >> 20, 100.0 *
+		(san_tx(c) + san_rx(c)) / (san_tx(c) + san_rx(c) + c['tx_tcp'] +
+					   c['rx_tcp'])))
 
 
-@run.test('scm-carried')
-def t_scm_carried(ctx):
+@run.test('carried-fork')
+def t_carried_fork(ctx):
+	return carried_fork(ctx, False)
+
+
+@run.test('carried-fork-again')
+def t_carried_fork_again(ctx):
+	return carried_fork(ctx, True)
+
+
+def scm_carried(ctx, reup):
 	"""The acceptor echoes the first 16 MiB of a connection itself (the
 	SAN carries it), then passes the socket to a worker with SCM_RIGHTS
 	and closes its copy; the worker echoes 100 MiB more. Exact across
 	the return to TCP at the pass: the client's bytes that had come on
 	the SAN when the acceptor stopped reading reach the worker first,
 	and the client, blocked in a write for credits when the acceptor
-	stopped reading, goes on writing on TCP."""
+	stopped reading, goes on writing on TCP. With reup (SDP_REUPGRADE=1
+	on both ends), once the acceptor closed its copy the worker holds the
+	connection alone and upgrades it again."""
+	env = {'SDP_REUPGRADE': 1} if reup else None
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-carried-server',
-				       str(port), str(first)])
+				       str(port), str(first)], env=env)
 	ctx.wait_listen(port, srv)
-	cli = echo_clients(ctx, port, 1, first + rest)
+	cli = echo_clients(ctx, port, 1, first + rest, env, 240)
 	ctx.stop(srv)
 	served = srv.json_lines()
 	check(len(served) == 2 and
@@ -445,21 +476,37 @@ def t_scm_carried(ctx):
 	check(worker != srv.pid, 'the acceptor echoed all: nothing passed?')
 	st = ctx.stats()
 	for c in by_pid(st, cli.pid):
-		returned(c, 'client', first)
+		if reup:
+			again(c, 'client', first, rest)
+		else:
+			returned(c, 'client', first)
 	held = held_by(st, [worker])
 	check(len(held) == 1, 'SCM_RIGHTS: %d connections in the worker: %s'
 	      % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
 	# it echoes what it was given: the bytes that had come on the SAN
-	# and the acceptor had not read (handed over with the socket), then
-	# the rest from TCP
-	check(held[0]['state'] == run.TCP_STATE and
-	      san_tx(held[0]) + san_rx(held[0]) == 0 and
-	      held[0]['tx_tcp'] == rest and
-	      rest - 16 * MIB <= held[0]['rx_tcp'] <= rest,
-	      'SCM_RIGHTS worker: not on TCP: %s' % fmt_conn(held[0]))
-	return '%d MiB carried, then %d MiB by the worker on TCP, exact' % (
-		first >> 20, rest >> 20)
+	# and the acceptor had not read (handed over with the socket, and not
+	# counted), then the rest, carried again once the acceptor closed
+	if reup:
+		on_san(held[0], 'SCM_RIGHTS worker', rest, rest - 16 * MIB,
+		       share=0.95)
+	else:
+		check(held[0]['state'] == run.TCP_STATE and
+		      san_tx(held[0]) + san_rx(held[0]) == 0 and
+		      held[0]['tx_tcp'] == rest and
+		      rest - 16 * MIB <= held[0]['rx_tcp'] <= rest,
+		      'SCM_RIGHTS worker: not on TCP: %s' % fmt_conn(held[0]))
+	return '%d MiB carried, then %d MiB by the worker%s, exact' % (
+		first >> 20, rest >> 20, ', carried again' if reup else ' on TCP')
 
+
+@run.test('scm-carried')
+def t_scm_carried(ctx):
+	return scm_carried(ctx, False)
+
+
+@run.test('scm-carried-again')
+def t_scm_carried_again(ctx):
+	return scm_carried(ctx, True)
 
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
@@ -617,8 +664,14 @@ def t_git_daemon(ctx):
 
 
 if __name__ == '__main__':
+	# the upgrade again after a change of hands is off by default
+	# (SDP_REUPGRADE, docs/protocol.md 2.8); SDP_TEST_REUPGRADE=1 adds
+	# its tests
+	again_tests = (('carried-fork-again', 'scm-carried-again')
+		       if os.environ.get('SDP_TEST_REUPGRADE') == '1' else ())
 	run.TESTS[:] = [t for t in run.TESTS if t[0] in
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
-			 'scm-carried', 'rsync-daemon', 'git-daemon')]
+			 'scm-carried', 'rsync-daemon', 'git-daemon') +
+			again_tests]
 	sys.exit(run.main())
