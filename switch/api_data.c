@@ -23,6 +23,7 @@
 #include "session_msg.h"
 #include "session_rx.h"
 #include "session_tx.h"
+#include "reupgrade.h"
 #include "sock.h"
 #include "status.h"
 #include "sys.h"
@@ -266,6 +267,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 
 	pthread_mutex_lock(&s->lock);
 	sw_holders_settle(s);
+	sw_reup_maybe(s);
 	/* a hello ahead is taken with the program's bytes (head_recvmsg) */
 	if (!sw_hello_read_merges(s, flags))
 		sw_upgrade_advance(s);
@@ -417,6 +419,7 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 
 	pthread_mutex_lock(&s->lock);
 	sw_holders_settle(s);
+	sw_reup_maybe(s);
 	sw_upgrade_advance(s);
 	if ((flags & MSG_OOB) && head_tx(s))
 		/* urgent data takes the path the rest of the stream takes,

@@ -30,6 +30,18 @@
 #include "upgrade_turns.h"
 #include "wakeup.h"
 
+/* After our DOWNGRADE our bytes go on TCP (api_data.c), whatever the
+ * credits say: the kernel tells whether they fit. A program that waits to
+ * write while the rest of the peer's SAN bytes waits for its read would
+ * otherwise never write what the peer waits for. */
+static bool tcp_writable(struct sw_sock *s)
+{
+	struct pollfd pf = { .fd = s->fd, .events = POLLOUT };
+
+	return s->ss.dg_sent && sdp_sys.poll(&pf, 1, 0) == 1 &&
+	       (pf.revents & (POLLOUT | POLLERR | POLLHUP));
+}
+
 /* SAN readiness; rx: the peer's bytes come from the SAN (all its TCP bytes
  * were read), else only the sending side and errors count here. */
 static short san_revents(struct sw_sock *s, short events, bool rx)
@@ -55,7 +67,8 @@ static short san_revents(struct sw_sock *s, short events, bool rx)
 	 * TCP's poll says */
 	if ((events & (POLLOUT | POLLWRNORM)) &&
 	    (sw_credit_writable(ss) || ss->peer_dead || ss->fin_sent ||
-	     ss->fin_pending || ss->error || s->tcp_eof || ss->abort_rcvd))
+	     ss->fin_pending || ss->error || s->tcp_eof || ss->abort_rcvd ||
+	     tcp_writable(s)))
 		r |= events & (POLLOUT | POLLWRNORM);
 	if (ss->abort_rcvd || ss->error)
 		r |= POLLERR;
@@ -103,6 +116,16 @@ static short tcp_revents(struct sw_sock *s, short events,
 	 * downgrade marker) must not make the socket look readable */
 	short r = kernel_revents;
 
+	/* a wait armed while the socket was carried asked the kernel for
+	 * its doorbells only; the return to TCP (in this call or another
+	 * thread's) makes the kernel's word on writing count again */
+	if ((events & (POLLOUT | POLLWRNORM)) &&
+	    !(r & (POLLOUT | POLLWRNORM)) && s->fb_reason == SDP_FB_NONE) {
+		struct pollfd pf = { .fd = s->fd, .events = events };
+
+		if (sdp_sys.poll(&pf, 1, 0) == 1)
+			r |= pf.revents;
+	}
 	if ((r & (POLLIN | POLLRDNORM)) && (s->dg_marker || s->skip_hello)) {
 		if (s->dg_marker)
 			sw_dg_marker_skip(s, false);

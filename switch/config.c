@@ -110,6 +110,8 @@ static const struct num_var num_vars[] = {
 	    "the peer's silence an upgrade waits out, in ms"),
 	NUM("SDP_UPGRADE_MAX", upgrade_max, 1, 65536,
 	    "upgrades under way at once in a process"),
+	NUM("SDP_REUPGRADE", reupgrade, 0, 1,
+	    "1: a connection returned to TCP by a change of hands is upgraded again"),
 };
 
 static int config_errors;

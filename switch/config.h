@@ -36,6 +36,7 @@ struct sw_config {
 	size_t upgrade_after_bytes; /* ... or once this much went on TCP */
 	unsigned upgrade_timeout_ms; /* the rest of an upgrade, once begun */
 	unsigned upgrade_max;	/* upgrades under way at once (process) */
+	unsigned reupgrade;	/* 1: upgrade again after a change of hands */
 	enum sw_path_force path;
 	char rules_file[256];
 };

@@ -16,6 +16,7 @@
 #include "downgrade.h"
 #include "fallback.h"
 #include "log.h"
+#include "reupgrade.h"
 #include "session_msg.h"
 #include "session_rx.h"
 #include "sock.h"
@@ -42,6 +43,8 @@ int sw_downgrade_start(struct sw_sock *s)
 	r = sw_tcp_write_all(s->fd, &m, sizeof(m));
 	if (r)
 		ss->error = -r;
+	else
+		sw_reup_tx_base(s);
 	/* the peer may sleep on TCP: the marker itself wakes it */
 	SW_DBG("fd %d: our data returns to TCP", s->fd);
 	return r;
@@ -64,4 +67,5 @@ void sw_downgrade_rx_point(struct sw_sock *s)
 	 * precede its data there */
 	s->dg_marker = true;
 	sw_fallback(s, SW_FB_DOWNGRADED, NULL);
+	sw_reup_arm(s);
 }

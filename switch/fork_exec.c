@@ -190,12 +190,11 @@ static int capture_rx(struct sw_sock *s)
 	return 0;
 }
 
-/* Returns every managed connection to TCP (before fork or exec). */
-void sw_downgrade_all(bool capture)
+/* Returns the n connections of v to TCP, a reference each, dropped. */
+static void downgrade_list(struct sw_sock **v, int n, bool capture)
 {
-	struct sw_sock **v;
 	uint64_t deadline = sw_now_ns() + DG_TIMEOUT_NS;
-	int n = sw_sock_list(&v), i, busy;
+	int i, busy;
 
 	/* pending upgrades: given up where nothing is lost by it, else
 	 * (a committed server) finished; both ends may be in this process,
@@ -249,6 +248,11 @@ void sw_downgrade_all(bool capture)
 				busy);
 			break;
 		}
+		/* the peers answer on their CPU: on a loaded machine a
+		 * spin here can hold one of them off (a sleep of the
+		 * kernel's slack, not a wait for an event) */
+		if (busy)
+			usleep(100);
 	} while (busy);
 
 	/* unread SAN bytes into shared buffers, then TCP for good */
@@ -267,7 +271,22 @@ void sw_downgrade_all(bool capture)
 		pthread_mutex_unlock(&s->lock);
 		sw_sock_unref(s);
 	}
+}
+
+/* Returns every managed connection to TCP (before fork or exec). */
+void sw_downgrade_all(bool capture)
+{
+	struct sw_sock **v;
+	int n = sw_sock_list(&v);
+
+	downgrade_list(v, n, capture);
 	free(v);
+}
+
+void sw_downgrade_one(struct sw_sock *s)
+{
+	sw_sock_ref(s);
+	downgrade_list(&s, 1, true);
 }
 
 /*

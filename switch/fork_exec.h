@@ -31,6 +31,10 @@ char *sw_exec_hello_skips(void);
  * that arrived on the SAN in a buffer parent and child share). */
 void sw_downgrade_all(bool capture);
 
+/* Returns s (carried, or its upgrade committed) to TCP, its unread SAN
+ * bytes kept in s->fork_buf; s not locked. */
+void sw_downgrade_one(struct sw_sock *s);
+
 /* In a forked child: its statistics start anew (stats.c). */
 void sw_stats_after_fork_child(void);
 

@@ -20,10 +20,12 @@
 #include "config.h"
 #include "connect.h"
 #include "fallback.h"
+#include "fork_exec.h"
 #include "holders.h"
 #include "log.h"
 #include "sdp_switch.h"
 #include "providers.h"
+#include "reupgrade.h"
 #include "sock.h"
 #include "upgrade.h"
 #include "util.h"
@@ -38,6 +40,9 @@
 #define IN_TRANSIT INT32_MIN
 
 #define PASS_MAGIC 0x53445048u	/* "HPDS" */
+/* a connection returned to TCP for the pass: the bytes that had come on
+ * the SAN and were not read follow the record's first pages */
+#define PASS_MAGIC_TCP 0x54445048u	/* "HPDT" */
 
 enum { H_OPEN, H_TAKEN, H_CUT };
 
@@ -71,6 +76,10 @@ struct sw_holders {
 		uint64_t hello_got, prefix_off, prefix_len;
 		uint64_t tcp_tx, tcp_rx;
 		uint64_t born_ns, upgrade_at_ns, deadline_ns, spoke_first_ns;
+		/* a connection back on TCP (PASS_MAGIC_TCP) */
+		uint64_t dg_tx_base, dg_rx_base;
+		uint8_t dg_rx_based, reup;
+		uint32_t reup_n;
 	} pass;
 };
 
@@ -149,6 +158,7 @@ static void pass_path(char *buf, size_t len, unsigned long long ino)
  * process's. Counted nowhere: the connection is the other's. */
 static void quiet(struct sw_sock *s)
 {
+	s->reup_never = true;
 	drop_pid(s->holders, getpid());
 	sw_holders_unmap(s);
 	if (!sw_pending(s) || s->ss.ep)
@@ -165,6 +175,18 @@ static void quiet(struct sw_sock *s)
 	sw_event(s);
 }
 
+/* What a fork keeps a record for: a pending upgrade with nothing of the
+ * provider's yet; a carried connection (returned to TCP for the fork) or
+ * one back on TCP that may be upgraded again, for the process that will
+ * hold it alone (reupgrade.c). */
+static bool sw_holders_keeps(struct sw_sock *s)
+{
+	if (sw_pending(s))
+		return !s->ss.ep && !s->ptx_len;
+	return sw_cfg.reupgrade && !s->reup_never &&
+	       (s->state == SW_SAN || (s->state == SW_TCP && s->reup));
+}
+
 bool sw_holders_park(struct sw_sock *s)
 {
 	struct sw_holders *h = s->holders;
@@ -174,7 +196,7 @@ bool sw_holders_park(struct sw_sock *s)
 		/* nothing of the provider's may be copied into the child:
 		 * a client's listener opens again when due, in the process
 		 * that drives the upgrade */
-		if (!sw_pending(s) || s->ss.ep || s->ptx_len)
+		if (!sw_holders_keeps(s))
 			return false;
 		h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -182,7 +204,8 @@ bool sw_holders_park(struct sw_sock *s)
 			return false;
 		atomic_store(&h->pid[0], getpid());
 		s->holders = h;
-		sw_listeners_close(s);
+		if (sw_pending(s))
+			sw_listeners_close(s);
 	}
 	for (i = 0; i < HOLDERS_MAX; i++) {
 		int32_t p = 0;
@@ -280,6 +303,33 @@ bool sw_holders_alone(struct sw_sock *s)
 		    "another process uses the connection" :
 		    "another process still holds the connection");
 	return false;
+}
+
+int sw_holders_reup(struct sw_sock *s)
+{
+	struct sw_holders *h = s->holders;
+	uint32_t st;
+
+	if (!h)
+		return 1;
+	st = atomic_load(&h->state);
+	if (st == H_CUT) {
+		drop_pid(h, getpid());
+		sw_holders_unmap(s);
+		return -1;
+	}
+	if (st == H_TAKEN && atomic_load(&h->driver) == getpid() &&
+	    !others(h)) {
+		drop_pid(h, getpid());
+		sw_holders_unmap(s);
+		SW_DBG("fd %d: the last holder of a connection back on TCP",
+		       s->fd);
+		return 1;
+	}
+	/* others hold it still: looked at again in a while, not at every
+	 * call (a look reads /proc) */
+	s->reup_at_ns = sw_now_ns() + 10000000ull;
+	return 0;
 }
 
 void sw_holders_leave(struct sw_sock *s)
@@ -382,6 +432,192 @@ bool sw_holders_pass(struct sw_sock *s)
 	return true;
 }
 
+/* Where the bytes of a connection returned to TCP start in its record. */
+static size_t pass_buf_off(void)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (sizeof(struct sw_holders) + pg - 1) / pg * pg;
+}
+
+/*
+ * A carried connection passed with SCM_RIGHTS (s locked, on TCP now, its
+ * peer's marker read): the receiver reads first what had come on the SAN
+ * and not been read here. Those bytes move into the record, after its
+ * first pages, as a buffer sender and receiver share from then on, as a
+ * parent and child share theirs (fork_exec.c). Returns 0 or -errno.
+ */
+static int pass_tcp(struct sw_sock *s)
+{
+	struct sw_fork_buf *old = s->fork_buf, *nb;
+	size_t off = pass_buf_off(), left = 0, map_len;
+	pthread_mutexattr_t a;
+	struct sw_holders *h;
+	struct stat sb;
+	char path[64];
+	int fd, i, tries = 0;
+
+	if (fstat(s->fd, &sb))
+		return -errno;
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	if (old) {
+		pthread_mutex_lock(&old->lock);
+		left = old->len - old->off;
+	}
+	map_len = sizeof(*nb) + left;
+	do {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+				O_CLOEXEC, 0600);
+		/* one of ours that nobody took (its receiver never came):
+		 * the sticky directory lets only us remove it */
+	} while (fd < 0 && errno == EEXIST && !tries++ && !unlink(path));
+	if (fd < 0)
+		goto err_unlock;
+	if (ftruncate(fd, off + map_len))
+		goto err_file;
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		goto err_file;
+	nb = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+	close(fd);
+	if (nb == MAP_FAILED) {
+		munmap(h, sizeof(*h));
+		fd = -1;
+		goto err_file;
+	}
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&nb->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	nb->map_len = map_len;
+	nb->off = 0;
+	nb->len = left;
+	if (old) {
+		memcpy(nb->data, old->data + old->off, left);
+		/* a forked sibling sharing the old buffer reads them no
+		 * more: they are the receiver's (and ours) now */
+		old->off = old->len;
+		pthread_mutex_unlock(&old->lock);
+		munmap(old, old->map_len);
+	}
+	s->fork_buf = nb;
+	atomic_store(&h->pid[0], getpid());
+	atomic_store(&h->born_ns[1], sw_now_ns());
+	atomic_store(&h->pid[1], IN_TRANSIT);
+	for (i = 2; i < HOLDERS_MAX; i++)
+		atomic_store(&h->pid[i], 0);
+	h->pass.ino_lo = (uint32_t)sb.st_ino;
+	h->pass.ino_hi = (uint32_t)((unsigned long long)sb.st_ino >> 32);
+	h->pass.state = SW_TCP;
+	h->pass.family = s->family;
+	h->pass.is_client = s->is_client;
+	h->pass.local_port = s->local_port;
+	h->pass.peerlen = s->peerlen;
+	memcpy(&h->pass.peer, &s->peer, sizeof(h->pass.peer));
+	/* what an upgrade again needs (reupgrade.c) */
+	memcpy(h->pass.key, s->key, sizeof(h->pass.key));
+	memcpy(h->pass.hello_buf, s->hello_buf, sizeof(h->pass.hello_buf));
+	h->pass.up_prov = s->up_prov ? s->up_prov->index : -1;
+	h->pass.lsn_provs = s->lsn_provs;
+	h->pass.cand_provs = s->cand_provs;
+	h->pass.dg_tx_base = s->dg_tx_base;
+	h->pass.dg_rx_base = s->dg_rx_base;
+	h->pass.dg_rx_based = s->dg_rx_based;
+	h->pass.reup = s->reup && !s->reup_never;
+	h->pass.reup_n = s->reup_n;
+	atomic_thread_fence(memory_order_release);
+	h->pass.magic = PASS_MAGIC_TCP;
+	/* who holds it, as after a fork (sw_holders_reup) */
+	if (!h->pass.reup) {
+		munmap(h, sizeof(*h));
+	} else {
+		sw_holders_unmap(s);
+		s->holders = h;
+	}
+	SW_DBG("fd %d: passed to another process on TCP, with %zu byte(s) that came on the SAN",
+	       s->fd, left);
+	return 0;
+
+err_file:
+	i = -errno;
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	errno = -i;
+err_unlock:
+	i = -errno;
+	if (old)
+		pthread_mutex_unlock(&old->lock);
+	return i;
+}
+
+/* The receiving end of pass_tcp: fd, with the record h (the file rfd of
+ * size bytes), checked to be ours and for this socket. */
+static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
+				    off_t size)
+{
+	struct sw_pass *p = &h->pass;
+	size_t off = pass_buf_off(), map_len;
+	struct sw_fork_buf *nb;
+	struct sw_sock *s;
+
+	if (size < (off_t)(off + sizeof(*nb)) ||
+	    p->peerlen > sizeof(p->peer) || p->up_prov >= sw_nproviders)
+		goto err;
+	map_len = (size_t)size - off;
+	nb = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, off);
+	if (nb == MAP_FAILED)
+		goto err;
+	if (nb->map_len != map_len || nb->len > map_len - sizeof(*nb) ||
+	    nb->off > nb->len) {
+		munmap(nb, map_len);
+		goto err;
+	}
+	s = sw_sock_new(fd, SW_TCP);
+	if (!s) {
+		munmap(nb, map_len);
+		goto err;
+	}
+	s->fork_buf = nb;
+	s->family = p->family;
+	s->nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
+	s->is_client = p->is_client;
+	s->local_port = p->local_port;
+	s->peerlen = p->peerlen;
+	memcpy(&s->peer, &p->peer, sizeof(s->peer));
+	if (s->st) {
+		s->st->local_port = s->local_port;
+		s->st->is_client = s->is_client;
+	}
+	if (s->peerlen)
+		sw_peer_known(s);
+	memcpy(s->key, p->key, sizeof(s->key));
+	memcpy(s->hello_buf, p->hello_buf, sizeof(s->hello_buf));
+	s->hello_got = sizeof(s->hello_buf);
+	s->hello_out = true;
+	s->up_prov = p->up_prov >= 0 ? &sw_providers[p->up_prov] : NULL;
+	s->lsn_provs = p->lsn_provs;
+	s->cand_provs = p->cand_provs;
+	s->dg_tx_base = p->dg_tx_base;
+	s->dg_rx_base = p->dg_rx_base;
+	s->dg_rx_based = p->dg_rx_based;
+	s->reup_n = p->reup_n;
+	if (p->reup && (s->is_client || s->up_prov)) {
+		sw_reup_arm(s);
+		s->holders = h;
+	} else {
+		s->reup_never = true;
+		munmap(h, sizeof(*h));
+	}
+	SW_DBG("fd %d: received from another process on TCP, with %zu byte(s) that came on the SAN",
+	       fd, nb->len - nb->off);
+	return s;
+err:
+	atomic_store(&h->state, H_CUT);
+	munmap(h, sizeof(*h));
+	return NULL;
+}
+
 struct sw_sock *sw_holders_received(int fd)
 {
 	struct sw_holders *h;
@@ -407,9 +643,10 @@ struct sw_sock *sw_holders_received(int fd)
 	}
 	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, rfd,
 		 0);
-	close(rfd);
-	if (h == MAP_FAILED)
+	if (h == MAP_FAILED) {
+		close(rfd);
 		return NULL;
+	}
 	p = &h->pass;
 	ino = (unsigned long long)p->ino_hi << 32 | p->ino_lo;
 	for (i = 0; i < HOLDERS_MAX; i++) {
@@ -418,6 +655,15 @@ struct sw_sock *sw_holders_received(int fd)
 		if (atomic_compare_exchange_strong(&h->pid[i], &t, getpid()))
 			break;
 	}
+	if (p->magic == PASS_MAGIC_TCP && i < HOLDERS_MAX &&
+	    ino == (unsigned long long)sb.st_ino) {
+		s = received_tcp(fd, h, rfd, fb.st_size);
+		close(rfd);
+		if (s)
+			unlink(path);	/* taken: no other receiver */
+		return s;
+	}
+	close(rfd);
 	if (p->magic != PASS_MAGIC || ino != (unsigned long long)sb.st_ino ||
 	    i == HOLDERS_MAX || p->hello_got > sizeof(p->hello_buf) ||
 	    p->prefix_len > sizeof(p->hello_buf) ||
@@ -477,10 +723,36 @@ struct sw_sock *sw_holders_received(int fd)
 
 void sw_pass(struct sw_sock *s)
 {
+	bool carried;
+	int r;
+
 	pthread_mutex_lock(&s->lock);
 	/* not kept for the receiver: given up, as before a fork */
 	if (sw_pending(s) && !s->holders && !sw_holders_pass(s))
 		sw_upgrade_cut(s);
+	/* carried (or committed): the receiver's switch cannot follow the
+	 * provider connection, which is this process's */
+	carried = !s->closed && !s->holders &&
+		  (s->state == SW_SAN || sw_pending(s));
+	if (!carried && !s->closed && s->state == SW_TCP && s->reup &&
+	    !s->reup_never) {
+		/* back on TCP already: the receiver may upgrade it again */
+		if (s->holders || (r = pass_tcp(s)))
+			s->reup_never = true;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!carried)
+		return;
+	sw_downgrade_one(s);
+	pthread_mutex_lock(&s->lock);
+	if (s->state != SW_TCP)
+		SW_WARN("fd %d: passed to another process while still carried (the peer did not answer its return to TCP): the receiver may see neither the bytes the SAN carries nor the end",
+			s->fd);
+	else if ((r = pass_tcp(s)))
+		SW_WARN("fd %d: passed to another process, which cannot be given the bytes that came on the SAN and were not read here (%s)",
+			s->fd, strerror(-r));
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -30,6 +30,11 @@ void sw_holders_settle(struct sw_sock *s);
  * another process, falls back (reason cut). */
 bool sw_holders_alone(struct sw_sock *s);
 
+/* A connection back on TCP that may be upgraded again (s locked, in a
+ * data call): 1 when this process holds it alone (the record is dropped),
+ * 0 while others hold it too, -1 when another process used it. */
+int sw_holders_reup(struct sw_sock *s);
+
 /* close (s locked): this process holds the connection no more. */
 void sw_holders_leave(struct sw_sock *s);
 

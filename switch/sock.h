@@ -188,6 +188,15 @@ struct sw_sock {
 				 * fork, shared by parent and child */
 	struct sw_holders *holders; /* a pending upgrade kept across fork:
 				 * who holds the connection (holders.c) */
+	/* upgraded again after a downgrade (reupgrade.c): the kernel's
+	 * counts of our bytes and the peer's at the downgrade markers, and
+	 * when it may be */
+	uint64_t dg_tx_base, dg_rx_base;
+	bool dg_rx_based;	/* the peer's marker was read */
+	bool reup;		/* a downgrade completed: may upgrade again */
+	bool reup_never;	/* something of it cannot be known */
+	uint32_t reup_n;	/* upgrades again so far (back-off) */
+	uint64_t reup_at_ns;
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
 	bool fd_shed;		/* listener: its provider listeners went

@@ -28,6 +28,7 @@
 #include "sock.h"
 #include "status.h"
 #include "sys.h"
+#include "reupgrade.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
 #include "util.h"
@@ -445,12 +446,14 @@ int sw_dg_marker_skip(struct sw_sock *s, bool wait)
 				SW_WARN("fd %d: TCP data without the downgrade marker",
 					s->fd);
 				s->dg_marker = false;
+				sw_reup_rx_base(s, false);
 				return 0;
 			}
 			if (n >= (ssize_t)sizeof(want)) {
 				sdp_sys.recv(s->fd, buf, sizeof(want),
 					     MSG_WAITALL);
 				s->dg_marker = false;
+				sw_reup_rx_base(s, true);
 				return 0;
 			}
 		} else if (n == 0) {

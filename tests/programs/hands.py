@@ -55,11 +55,11 @@ def held_by(st, pids):
 		if san_tx(c) + san_rx(c) + c['tx_tcp'] + c['rx_tcp']]
 
 
-def echo_clients(ctx, port, conns, nbytes):
+def echo_clients(ctx, port, conns, nbytes, env=None, timeout=120):
 	cli = ctx.run('echo-client', [PY, run.PEERS, 'echo-client', str(port),
 				      '--conns', str(conns), '--bytes',
-				      str(nbytes), '--mode', 'threads'], 120,
-		      ok=None)
+				      str(nbytes), '--mode', 'threads'], timeout,
+		      ok=None, env=env)
 	res = cli.json_lines()
 	bad = [r for r in res if not r.get('ok')]
 	check(cli.p.returncode == 0 and len(res) == conns and not bad,
@@ -341,8 +341,306 @@ def t_postgresql(ctx):
 		 100.0 * san / (san + tcp)))
 
 
+
+def returned(c, what, first):
+	"""c was carried by shm (at least first bytes each way there before a
+	change of hands), then returned to TCP mid-stream (a downgrade: state
+	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0, the
+	default: docs/protocol.md 2.8)."""
+	check(c['state'] == run.TCP_STATE and c['fallback'] == 'none' and
+	      c['provider'] == 'shm' and san_tx(c) + c['tx_tcp'] >= first and
+	      san_rx(c) + c['rx_tcp'] >= first and
+	      san_tx(c) + san_rx(c) >= first,
+	      '%s: not carried first, then returned to TCP: %s' %
+	      (what, fmt_conn(c)))
+
+
+def again(c, what, first, rest):
+	"""c was carried by shm (at least first bytes each way there before a
+	change of hands), returned to TCP for it, and carried again once one
+	process held it (docs/protocol.md 2.8): of what moved after, at least
+	95% on shm; on TCP only the head before the first switch point and
+	the bytes between the downgrade and the second one."""
+	on_san(c, what, first + rest, first + rest, share=0.95)
+
+
+def carried_fork(ctx, reup):
+	"""A client echoes 16 MiB on a connection the SAN carries, forks,
+	and its parent closes its copy; the child echoes 100 MiB more. The
+	bytes are exact across the return to TCP at the fork (what had
+	arrived on the SAN unread is read from the buffer both processes
+	share). With reup (SDP_REUPGRADE=1 on both ends) the child, left
+	alone with the connection, upgrades it again: both ends carried, 95%
+	of the bytes on shm; without, the rest goes on TCP."""
+	env = {'SDP_REUPGRADE': 1} if reup else None
+	first, rest = 16 * MIB, 100 * MIB
+	port = free_port()
+	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
+					str(port), '--mode', 'threads'], env=env)
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('carried-fork-client', [PY, HANDS, 'carried-fork-client',
+		str(port), str(first), str(rest)], 240, ok=None, env=env)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
+	      res[0]['sent'] == first + rest,
+	      'carried fork client exit %d: %s; stderr %s' %
+	      (cli.p.returncode, res, cli.err()[-600:]))
+	ctx.stop(srv)
+	st = ctx.stats()
+	kid = res[0]['pid']
+	check(kid != cli.pid, 'the client did not fork')
+	held = held_by(st, [kid])
+	check(len(held) == 1, 'carried fork: %d connections in the child: %s'
+	      % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
+	if not reup:
+		returned(held[0], 'client child', first)
+		for c in by_pid(st, srv.pid):
+			returned(c, 'server', first)
+		return '%d MiB carried, then %d MiB by the child on TCP, exact' % (
+			first >> 20, rest >> 20)
+	again(held[0], 'client child', first, rest)
+	for c in by_pid(st, srv.pid):
+		again(c, 'server', first, rest)
+	c = held[0]
+	return ('%d MiB carried, then %d MiB by the child, carried again: '
+		'%.2f%% on shm, exact' % (first >> 20, rest >> 20, 100.0 *
+		(san_tx(c) + san_rx(c)) / (san_tx(c) + san_rx(c) + c['tx_tcp'] +
+					   c['rx_tcp'])))
+
+
+@run.test('carried-fork')
+def t_carried_fork(ctx):
+	return carried_fork(ctx, False)
+
+
+@run.test('carried-fork-again')
+def t_carried_fork_again(ctx):
+	return carried_fork(ctx, True)
+
+
+def scm_carried(ctx, reup):
+	"""The acceptor echoes the first 16 MiB of a connection itself (the
+	SAN carries it), then passes the socket to a worker with SCM_RIGHTS
+	and closes its copy; the worker echoes 100 MiB more. Exact across
+	the return to TCP at the pass: the client's bytes that had come on
+	the SAN when the acceptor stopped reading reach the worker first,
+	and the client, blocked in a write for credits when the acceptor
+	stopped reading, goes on writing on TCP. With reup (SDP_REUPGRADE=1
+	on both ends), once the acceptor closed its copy the worker holds the
+	connection alone and upgrades it again."""
+	env = {'SDP_REUPGRADE': 1} if reup else None
+	first, rest = 16 * MIB, 100 * MIB
+	port = free_port()
+	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-carried-server',
+				       str(port), str(first)], env=env)
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, 1, first + rest, env, 240)
+	ctx.stop(srv)
+	served = srv.json_lines()
+	check(len(served) == 2 and
+	      sorted(r['echoed'] for r in served) == [first, rest],
+	      'SCM_RIGHTS of a carried connection: echo results %s; stderr %s'
+	      % (served, srv.err()[-600:]))
+	worker = [r['pid'] for r in served if r['echoed'] == rest][0]
+	check(worker != srv.pid, 'the acceptor echoed all: nothing passed?')
+	st = ctx.stats()
+	for c in by_pid(st, cli.pid):
+		if reup:
+			again(c, 'client', first, rest)
+		else:
+			returned(c, 'client', first)
+	held = held_by(st, [worker])
+	check(len(held) == 1, 'SCM_RIGHTS: %d connections in the worker: %s'
+	      % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
+	# it echoes what it was given: the bytes that had come on the SAN
+	# and the acceptor had not read (handed over with the socket, and not
+	# counted), then the rest, carried again once the acceptor closed
+	if reup:
+		on_san(held[0], 'SCM_RIGHTS worker', rest, rest - 16 * MIB,
+		       share=0.95)
+	else:
+		check(held[0]['state'] == run.TCP_STATE and
+		      san_tx(held[0]) + san_rx(held[0]) == 0 and
+		      held[0]['tx_tcp'] == rest and
+		      rest - 16 * MIB <= held[0]['rx_tcp'] <= rest,
+		      'SCM_RIGHTS worker: not on TCP: %s' % fmt_conn(held[0]))
+	return '%d MiB carried, then %d MiB by the worker%s, exact' % (
+		first >> 20, rest >> 20, ', carried again' if reup else ' on TCP')
+
+
+@run.test('scm-carried')
+def t_scm_carried(ctx):
+	return scm_carried(ctx, False)
+
+
+@run.test('scm-carried-again')
+def t_scm_carried_again(ctx):
+	return scm_carried(ctx, True)
+
+def all_conns(st, prefix):
+	"""Every connection (not a listener, not a handed-over copy) of the
+	processes whose program name starts with prefix."""
+	return [c for x in st if x['program'].startswith(prefix)
+		for c in by_pid(st, x['pid'])]
+
+
+def moved(c):
+	return san_tx(c) + san_rx(c) + c['tx_tcp'] + c['rx_tcp']
+
+
+def tree_sha(root):
+	"""SHA-256 over the relative paths and contents of a directory tree."""
+	import hashlib
+	h = hashlib.sha256()
+	for d, dirs, files in sorted(os.walk(root)):
+		dirs.sort()
+		for f in sorted(files):
+			p = os.path.join(d, f)
+			h.update(os.path.relpath(p, root).encode() + b'\0')
+			h.update(run.sha_file(p).encode())
+	return h.hexdigest()
+
+
+@run.test('rsync-daemon')
+def t_rsync_daemon(ctx):
+	"""rsync --daemon (accepts, forks a child per connection) and the
+	rsync client, both preloaded: a 112 MiB tree pushed and pulled
+	back, hashed. The daemon's child holds its connection alone and
+	upgrades it; then the receiving end of each transfer forks its
+	receiver, which reads the socket while its parent (the generator)
+	writes it: two processes use that end at once, so the connection
+	returns to TCP (both ends: state TCP, reason none, the SAN carried
+	the start) and stays there, with no byte lost or added."""
+	need('rsync')
+	src, back, mod = ctx.path('src'), ctx.path('back'), ctx.path('mod')
+	os.mkdir(src)
+	os.mkdir(mod)
+	run.make_random_file(os.path.join(src, 'big.bin'), 96 * MIB)
+	os.mkdir(os.path.join(src, 'sub'))
+	for i in range(16):
+		run.make_random_file(os.path.join(src, 'sub', 'f%02d' % i), MIB)
+	port = free_port()
+	conf = ctx.path('rsyncd.conf')
+	with open(conf, 'w') as f:
+		f.write('use chroot = no\nuid = %d\ngid = %d\n'
+			'pid file = %s\n[m]\npath = %s\nread only = false\n' %
+			(os.getuid(), os.getgid(), ctx.path('rsyncd.pid'), mod))
+	srv = ctx.spawn('rsyncd', ['rsync', '--daemon', '--no-detach',
+		'--config=' + conf, '--address=127.0.0.1', '--port=%d' % port,
+		'--log-file=' + ctx.path('rsyncd.log')])
+	ctx.wait_listen(port, srv)
+	url = 'rsync://127.0.0.1:%d/m/' % port
+	ctx.run('rsync-push', ['rsync', '-a', '--whole-file', src + '/',
+			       url + 'tree/'], 120)
+	ctx.run('rsync-pull', ['rsync', '-a', '--whole-file', url + 'tree/',
+			       back + '/'], 120)
+	ctx.stop(srv)
+	h0, h1, h2 = (tree_sha(src), tree_sha(os.path.join(mod, 'tree')),
+		      tree_sha(back))
+	check(h0 == h1 == h2, 'rsync: tree sha %s, pushed %s, pulled back %s'
+	      % (h0[:16], h1[:16], h2[:16]))
+	st = ctx.stats()
+	big = [c for c in all_conns(st, 'rsync') if moved(c) >= 96 * MIB]
+	check(len(big) == 4, 'rsync: %d connection ends moved the tree, '
+	      'expected 4 (push and pull, client and daemon child): %s' %
+	      (len(big), '; '.join(fmt_conn(c) for c in run.conns(st))))
+	check(all(c['pid'] != srv.pid for c in big),
+	      'rsync: the daemon itself moved a tree: no fork?')
+	# carried first, then returned to TCP; or never upgraded: the
+	# daemon speaks first (its greeting), and a client whose provider
+	# listener was not open yet reads it where it looked for the
+	# server's hello (docs/protocol.md 2.1 step 5: bad-hello and
+	# no-peer-switch), or the fork came before the upgrade was done
+	downgraded = 0
+	for c in big:
+		dg = (c['fallback'] == 'none' and c['provider'] == 'shm' and
+		      san_tx(c) + san_rx(c) > 0)
+		never = (c['fallback'] in ('bad-hello', 'no-peer-switch', 'cut',
+					   'peer-fallback') and
+			 san_tx(c) + san_rx(c) == 0)
+		check(c['state'] == run.TCP_STATE and (dg or never),
+		      'rsync: a connection neither returned to TCP by the fork '
+		      'of its receiver nor left on TCP before its upgrade: %s'
+		      % fmt_conn(c))
+		downgraded += dg
+	return ('112 MiB tree pushed and pulled back, sha256 equal; %d of 4 '
+		'connection ends carried by shm until rsync forked its '
+		'receiver' % downgraded)
+
+
+@run.test('git-daemon')
+def t_git_daemon(ctx):
+	"""git daemon (accepts, forks and execs `git daemon --serve` with
+	the socket as stdin and stdout, which runs upload-pack the same way)
+	and git clone over git://, both preloaded: a repository with 24 MiB
+	of incompressible history cloned, its HEAD, fsck and files compared
+	with the source's. The daemon's child execs a new program with the
+	connection before its upgrade is done: the upgrade is given up
+	there (cut) and refused to the client (peer-fallback), so that not
+	one switch byte reaches a program that may not run the switch (or
+	the daemon, which speaks only after the client's request here, won
+	the speaks-first race of docs/protocol.md 2.1 step 5)."""
+	need('git')
+	repo, dst = ctx.path('repo'), ctx.path('clone')
+	genv = {'GIT_CONFIG_NOSYSTEM': '1', 'HOME': ctx.dir,
+		'GIT_AUTHOR_NAME': 't', 'GIT_AUTHOR_EMAIL': 't@t',
+		'GIT_COMMITTER_NAME': 't', 'GIT_COMMITTER_EMAIL': 't@t'}
+
+	def git(name, args, cwd=None):
+		p = ctx.spawn(name, ['git'] + args, preload=False, env=genv,
+			      cwd=cwd)
+		if p.wait(120):
+			raise Fail('git %s: %s' % (' '.join(args),
+						   p.err()[-600:]))
+		return p.out().strip()
+	git('init', ['init', '-q', '-b', 'main', repo])
+	for i in range(6):
+		run.make_random_file(os.path.join(repo, 'blob%d' % i), 4 * MIB)
+		git('add%d' % i, ['add', '-A'], repo)
+		git('commit%d' % i, ['commit', '-q', '-m', 'c%d' % i], repo)
+	head = git('head', ['rev-parse', 'HEAD'], repo)
+	port = free_port()
+	srv = ctx.spawn('git-daemon', ['git', 'daemon', '--reuseaddr',
+		'--export-all', '--base-path=' + ctx.dir, '--listen=127.0.0.1',
+		'--port=%d' % port, ctx.dir], env=genv)
+	ctx.wait_listen(port, srv)
+	cl = ctx.spawn('git-clone', ['git', 'clone', '-q',
+		'git://127.0.0.1:%d/repo' % port, dst], env=genv)
+	if cl.wait(120):
+		raise Fail('git clone: %s' % cl.err()[-800:])
+	ctx.stop(srv)
+	got = git('head2', ['rev-parse', 'HEAD'], dst)
+	check(got == head, 'git clone: HEAD %s, source %s' % (got, head))
+	git('fsck', ['fsck', '--full', '--strict'], dst)
+	for i in range(6):
+		check(run.sha_file(os.path.join(repo, 'blob%d' % i)) ==
+		      run.sha_file(os.path.join(dst, 'blob%d' % i)),
+		      'git clone: blob%d differs' % i)
+	st = ctx.stats()
+	cs = [c for c in all_conns(st, 'git') if moved(c)]
+	got_pack = [c for c in by_pid(st, cl.pid) if c['rx_tcp'] >= 24 * MIB]
+	check(len(got_pack) == 1, 'git clone: the pack did not come on the '
+	      'connection of the clone process: %s' %
+	      '; '.join(fmt_conn(c) for c in cs))
+	for c in cs:
+		check(c['state'] == run.TCP_STATE and
+		      san_tx(c) + san_rx(c) == 0 and
+		      c['fallback'] in ('cut', 'peer-fallback', 'bad-hello',
+					'no-peer-switch'),
+		      'git: a connection not left on TCP by the exec: %s' %
+		      fmt_conn(c))
+	return 'git clone of 24 MiB of history, HEAD, fsck and files equal'
+
+
 if __name__ == '__main__':
+	# the upgrade again after a change of hands is off by default
+	# (SDP_REUPGRADE, docs/protocol.md 2.8); SDP_TEST_REUPGRADE=1 adds
+	# its tests
+	again_tests = (('carried-fork-again', 'scm-carried-again')
+		       if os.environ.get('SDP_TEST_REUPGRADE') == '1' else ())
 	run.TESTS[:] = [t for t in run.TESTS if t[0] in
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
-			 'scm-rights', 'postgresql')]
+			 'scm-rights', 'postgresql', 'carried-fork',
+			 'scm-carried', 'rsync-daemon', 'git-daemon') +
+			again_tests]
 	sys.exit(run.main())
