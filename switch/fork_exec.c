@@ -277,7 +277,9 @@ void sw_downgrade_all(bool capture)
  * program must not read it: what is here is dropped now; for the rest, the
  * new program's switch is told through its environment, as
  * SW_EXEC_ENV=FD:INO:GOT,... (GOT: bytes of the hello already dropped), and
- * drops it there (sw_sock_inherit). Returns that entry (malloc'd) or NULL.
+ * drops it there (sw_sock_inherit). The socket is the inode: FD is only
+ * one of its numbers here, and the new program manages every fd that
+ * names that inode (shim_inherit). Returns that entry (malloc'd) or NULL.
  */
 char *sw_exec_hello_skips(void)
 {
@@ -336,9 +338,23 @@ struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
 	if (!s)
 		return NULL;
 	s->skip_hello = true;
+	s->exec_skip = true;
 	/* the bytes dropped before exec: the magic, then the rest */
 	memcpy(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
 	s->hello_got = got;
 	sw_fallback_inherited(s, SDP_FB_CUT);
 	return s;
+}
+
+bool sw_sock_inherit_done(struct sw_sock *s)
+{
+	bool done;
+
+	if (!s->exec_skip)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	done = s->state == SW_TCP && !s->skip_hello && !s->prefix_len &&
+	       !s->closed;
+	pthread_mutex_unlock(&s->lock);
+	return done;
 }
