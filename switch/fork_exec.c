@@ -343,6 +343,8 @@ struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
 	memcpy(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
 	s->hello_got = got;
 	sw_fallback_inherited(s, SDP_FB_CUT);
+	SW_DBG("fd %d: inherited across exec with %zu byte(s) of the peer's hello still to drop",
+	       fd, sizeof(struct sdp_hello) - got);
 	return s;
 }
 
