@@ -336,9 +336,12 @@ SHIM_EXPORT int execle(const char *path, const char *arg, ...)
 
 /*
  * prctl: a program that puts itself in a seccomp sandbox (sshd's pre-auth
- * child) may be killed for any system call its filter does not list; the
- * switch is told, and leaves out at exit what such a filter would not
- * allow (sw_sandboxed).
+ * child) may be killed for any system call its filter does not list. So,
+ * before the filter is in place, its connections return to plain TCP and
+ * the switch lets go of every socket it is done with (sw_before_sandbox,
+ * shim_let_go_all): the program's read and write reach the kernel as
+ * they are. After, the switch is told, and leaves out at exit what such a
+ * filter would not allow (sw_sandboxed).
  */
 SHIM_EXPORT int prctl(int option, ...)
 {
@@ -352,6 +355,15 @@ SHIM_EXPORT int prctl(int option, ...)
 	a4 = va_arg(ap, unsigned long);
 	a5 = va_arg(ap, unsigned long);
 	va_end(ap);
+	if (option == PR_SET_SECCOMP && shim_on()) {
+		int saved = errno;
+
+		shim_enter();
+		sw_before_sandbox();
+		shim_leave();
+		shim_let_go_all();
+		errno = saved;
+	}
 	r = REAL(prctl)(option, a2, a3, a4, a5);
 	if (option == PR_SET_SECCOMP && !r && shim_on())
 		sw_sandboxed();

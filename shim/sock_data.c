@@ -14,14 +14,15 @@
 #include "fdtable.h"
 
 /*
- * A socket inherited across exec only for its peer's hello to be dropped
- * (sw_sock_inherit) is let go once that is done: every fd naming it leaves
- * the table, with no close, and the program's later calls go to the kernel
- * unchanged, as on a socket the switch never knew. A sandboxed process
- * (sshd's pre-auth child) may be allowed read and write but not the
- * recvmsg and sendmsg the switch would make for them.
+ * A socket the switch has nothing more to do with (sw_sock_inherit_done:
+ * inherited across exec only for its peer's hello to be dropped, or any
+ * once the process stepped aside for a seccomp sandbox) is let go: every
+ * fd naming it leaves the table, with no close, and the program's later
+ * calls go to the kernel unchanged, as on a socket the switch never knew.
+ * A sandboxed process (sshd's pre-auth child) may be allowed read and
+ * write but not the recvmsg and sendmsg the switch would make for them.
  */
-static void shim_let_go(struct sw_sock *s)
+void shim_let_go(struct sw_sock *s)
 {
 	int fd, primary, saved = errno;
 	bool last;
@@ -44,6 +45,24 @@ static void shim_let_go(struct sw_sock *s)
 			break;
 	}
 	errno = saved;
+}
+
+/* Every managed socket that may go (shim_let_go). */
+void shim_let_go_all(void)
+{
+	int fd;
+
+	for (fd = fdt_next_managed(0, INT_MAX); fd >= 0;
+	     fd = fdt_next_managed(fd + 1, INT_MAX)) {
+		struct sw_sock *s = fdt_get(fd);
+
+		if (s) {
+			shim_let_go(s);
+			sw_sock_unref(s);
+		}
+		if (fd == INT_MAX)
+			break;
+	}
 }
 
 static ssize_t shim_recv(struct sw_sock *s, struct msghdr *m, int flags)

@@ -435,6 +435,40 @@ def ssh_case(c):
 	for bad in ('invalid protocol identifier', 'Bad packet length'):
 		check(bad not in c.output(s),
 		      'sshd: %r in its output: %s' % (bad, c.output(s)[-600:]))
+	ssh_norexec(c, sshd, opts, part)
+
+
+def ssh_norexec(c, sshd, opts, part):
+	"""sshd -r: no re-exec, so the process that accepted keeps the
+	connection's switch state into the pre-auth child, which enters a
+	seccomp sandbox that allows read and write but not the switch's
+	sendmsg, recvmsg or kill: the switch steps aside before the filter."""
+	d = c.dir
+	port = free_port()
+	conf = os.path.join(d, 'sshd_config_r')
+	with open(os.path.join(d, 'sshd_config')) as f:
+		text = f.read()
+	with open(conf, 'w') as f:
+		f.write(text.replace('Port ', 'Port %d\n#' % port, 1).replace(
+			'sshd.pid', 'sshd_r.pid'))
+	s = c.spawn('sshd-r', [sshd, '-r', '-D', '-e', '-f', conf], True,
+		    SDP_LOG='debug')
+	c.wait_listen(port, s)
+	want = sha_file(part)
+	for i in range(2):
+		name = 'ssh-r%d' % i
+		with open(part, 'rb') as inp:
+			out = open(os.path.join(d, name + '.out'), 'w+')
+			p = subprocess.Popen(['ssh'] + opts + ['-p', str(port),
+					     'root@127.0.0.1', 'sha256sum'],
+					     stdin=inp, stdout=out,
+					     stderr=subprocess.STDOUT,
+					     env=c.env(True, name, SDP_LOG='debug'))
+			p.name, p.outf = name, out
+			c.procs.append(p)
+			got = c.finish(p, 120)
+		check(want in got, 'sshd -r, sha256sum over ssh: %r' %
+		      got[-300:])
 
 
 def ssh_tests():
