@@ -374,7 +374,7 @@ void sw_before_sandbox(void)
 		sw_sock_unref(v[i]);
 	}
 	free(v);
-	/* the same return to TCP as before exec; the peers' hellos that
+	/* the same return to TCP as before a fork; the peers' hellos that
 	 * are here dropped now */
 	sw_downgrade_all(true);
 	skips = sw_exec_hello_skips();
