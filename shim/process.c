@@ -6,11 +6,13 @@
  * (shim/preload.c).
  */
 #include <errno.h>
+#include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -107,20 +109,64 @@ SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 }
 
 /*
- * After exec: the fds the previous program's switch named in SW_EXEC_ENV
- * (FD:INO:GOT,...) still have their peer's hello to drop; they are managed
- * here as TCP sockets that drop it (sw_sock_inherit). The entry is removed
- * from the environment: it is about this process's fds only.
+ * After exec: the sockets the previous program's switch named in
+ * SW_EXEC_ENV (FD:INO:GOT,...) still have their peer's hello to drop.
+ * A socket is known by its inode, not by the fd the entry names: the old
+ * program may have put it on other numbers too (sshd dup2s it onto 0 and
+ * 1 before it re-execs itself, then reads a dup of 0 and puts /dev/null
+ * on 0 and 1), and the named fd may have been close-on-exec. So every
+ * inherited fd that names such a socket is managed here, all as one
+ * socket that drops the hello (sw_sock_inherit), whichever fd or dup the
+ * program reads it through. The entry is removed from the environment:
+ * it is about this process's fds only.
  */
+#define INHERIT_MAX 64
+#define INHERIT_SCAN_NO_PROC 1024
+
+struct inherit {
+	unsigned long long ino;
+	size_t got;
+	struct sw_sock *s;
+};
+
+static void inherit_fd(int fd, struct inherit *v, int n)
+{
+	struct stat sb;
+	int i;
+
+	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode))
+		return;
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i].s;
+
+		if (v[i].ino != (unsigned long long)sb.st_ino)
+			continue;
+		if (!s) {
+			s = sw_sock_inherit(fd, v[i].ino, v[i].got);
+			if (!s)
+				return;
+			v[i].s = s;
+		} else {
+			sw_sock_ref(s);
+		}
+		if (fdt_install(fd, s))
+			sw_sock_unref(s);
+		return;
+	}
+}
+
 void shim_inherit(void)
 {
 	const char *p = getenv(SW_EXEC_ENV);
+	struct inherit v[INHERIT_MAX];
+	struct dirent *de;
+	int n = 0, fd;
+	DIR *d;
 
-	while (p && *p) {
+	while (p && *p && n < INHERIT_MAX) {
 		unsigned long long ino;
-		int fd, used = 0;
+		int used = 0;
 		size_t got;
-		struct sw_sock *s;
 
 		if (sscanf(p, "%d:%llu:%zu%n", &fd, &ino, &got, &used) != 3 ||
 		    !used)
@@ -128,15 +174,33 @@ void shim_inherit(void)
 		p += used;
 		if (*p == ',')
 			p++;
-		shim_enter();
-		s = sw_sock_inherit(fd, ino, got);
-		if (s && fdt_install(fd, s)) {
-			sw_sock_unref(s);
-			s = NULL;
-		}
-		shim_leave();
+		v[n].ino = ino;
+		v[n].got = got;
+		v[n].s = NULL;
+		n++;
 	}
 	unsetenv(SW_EXEC_ENV);
+	if (!n)
+		return;
+	shim_enter();
+	d = opendir("/proc/self/fd");
+	if (d) {
+		while ((de = readdir(d))) {
+			char *end;
+			long l = strtol(de->d_name, &end, 10);
+
+			if (*end || end == de->d_name || l < 0 ||
+			    l > INT_MAX || (int)l == dirfd(d))
+				continue;
+			inherit_fd((int)l, v, n);
+		}
+		closedir(d);
+	} else {
+		/* no /proc: the low numbers, where inherited fds are */
+		for (fd = 0; fd < INHERIT_SCAN_NO_PROC; fd++)
+			inherit_fd(fd, v, n);
+	}
+	shim_leave();
 }
 
 /* The fds of msg's SCM_RIGHTS messages, each passed to fn. */
@@ -272,9 +336,12 @@ SHIM_EXPORT int execle(const char *path, const char *arg, ...)
 
 /*
  * prctl: a program that puts itself in a seccomp sandbox (sshd's pre-auth
- * child) may be killed for any system call its filter does not list; the
- * switch is told, and leaves out at exit what such a filter would not
- * allow (sw_sandboxed).
+ * child) may be killed for any system call its filter does not list. So,
+ * before the filter is in place, its connections return to plain TCP and
+ * the switch lets go of every socket it is done with (sw_before_sandbox,
+ * shim_let_go_all): the program's read and write reach the kernel as
+ * they are. After, the switch is told, and leaves out at exit what such a
+ * filter would not allow (sw_sandboxed).
  */
 SHIM_EXPORT int prctl(int option, ...)
 {
@@ -288,6 +355,15 @@ SHIM_EXPORT int prctl(int option, ...)
 	a4 = va_arg(ap, unsigned long);
 	a5 = va_arg(ap, unsigned long);
 	va_end(ap);
+	if (option == PR_SET_SECCOMP && shim_on()) {
+		int saved = errno;
+
+		shim_enter();
+		sw_before_sandbox();
+		shim_leave();
+		shim_let_go_all();
+		errno = saved;
+	}
 	r = REAL(prctl)(option, a2, a3, a4, a5);
 	if (option == PR_SET_SECCOMP && !r && shim_on())
 		sw_sandboxed();

@@ -105,6 +105,11 @@ static inline void shim_unref(struct sw_sock *s)
 /* Shared helpers of the wrappers (shim/sock_setup.c). */
 int shim_close_fd(int fd);
 void shim_closed_range(unsigned int first, unsigned int last);
+/* sock_data.c: a socket the switch is done with leaves the fd table
+ * (sw_sock_inherit_done); all such sockets. */
+void shim_let_go(struct sw_sock *s);
+void shim_let_go_all(void);
+
 /* process.c: at start, the fds an exec'd-from switch named (SW_EXEC_ENV) */
 void shim_inherit(void);
 /* process.c: the fds an SCM_RIGHTS message carries, sent or received */

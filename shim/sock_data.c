@@ -5,6 +5,7 @@
  * one struct msghdr for sw_recvmsg or sw_sendmsg; otherwise libc's call.
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -12,12 +13,65 @@
 #include "shim.h"
 #include "fdtable.h"
 
+/*
+ * A socket the switch has nothing more to do with (sw_sock_inherit_done:
+ * inherited across exec only for its peer's hello to be dropped, or any
+ * once the process stepped aside for a seccomp sandbox) is let go: every
+ * fd naming it leaves the table, with no close, and the program's later
+ * calls go to the kernel unchanged, as on a socket the switch never knew.
+ * A sandboxed process (sshd's pre-auth child) may be allowed read and
+ * write but not the recvmsg and sendmsg the switch would make for them.
+ */
+void shim_let_go(struct sw_sock *s)
+{
+	int fd, primary, saved = errno;
+	bool last;
+
+	if (!sw_sock_inherit_done(s))
+		return;
+	for (fd = fdt_next_managed(0, INT_MAX); fd >= 0;
+	     fd = fdt_next_managed(fd + 1, INT_MAX)) {
+		struct sw_sock *o = fdt_get(fd), *t = NULL;
+
+		if (o == s)
+			t = fdt_remove(fd, &last, &primary);
+		/* the table's reference; another socket that came to fd
+		 * meanwhile stays */
+		if (t && (t == s || fdt_install(fd, t)))
+			sw_sock_unref(t);
+		if (o)
+			sw_sock_unref(o);
+		if (fd == INT_MAX)
+			break;
+	}
+	errno = saved;
+}
+
+/* Every managed socket that may go (shim_let_go). */
+void shim_let_go_all(void)
+{
+	int fd;
+
+	for (fd = fdt_next_managed(0, INT_MAX); fd >= 0;
+	     fd = fdt_next_managed(fd + 1, INT_MAX)) {
+		struct sw_sock *s = fdt_get(fd);
+
+		if (s) {
+			shim_let_go(s);
+			sw_sock_unref(s);
+		}
+		if (fd == INT_MAX)
+			break;
+	}
+}
+
 static ssize_t shim_recv(struct sw_sock *s, struct msghdr *m, int flags)
 {
 	ssize_t ret;
 
 	shim_enter();
 	ret = sw_recvmsg(s, m, flags);
+	shim_let_go(s);
 	sw_sock_unref(s);
 	shim_leave();
 	return ret;
@@ -241,6 +295,7 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	}
 	if (i < vlen && r == 0)
 		i++;
+	shim_let_go(s);
 	sw_sock_unref(s);
 	shim_leave();
 	if (i == 0 && vlen > 0)

@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "credits.h"
 #include "downgrade.h"
 #include "fallback.h"
@@ -296,7 +298,9 @@ void sw_downgrade_one(struct sw_sock *s)
  * program must not read it: what is here is dropped now; for the rest, the
  * new program's switch is told through its environment, as
  * SW_EXEC_ENV=FD:INO:GOT,... (GOT: bytes of the hello already dropped), and
- * drops it there (sw_sock_inherit). Returns that entry (malloc'd) or NULL.
+ * drops it there (sw_sock_inherit). The socket is the inode: FD is only
+ * one of its numbers here, and the new program manages every fd that
+ * names that inode (shim_inherit). Returns that entry (malloc'd) or NULL.
  */
 char *sw_exec_hello_skips(void)
 {
@@ -355,9 +359,57 @@ struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
 	if (!s)
 		return NULL;
 	s->skip_hello = true;
+	s->exec_skip = true;
 	/* the bytes dropped before exec: the magic, then the rest */
 	memcpy(s->hello_buf, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
 	s->hello_got = got;
 	sw_fallback_inherited(s, SDP_FB_CUT);
+	SW_DBG("fd %d: inherited across exec with %zu byte(s) of the peer's hello still to drop",
+	       fd, sizeof(struct sdp_hello) - got);
 	return s;
+}
+
+/* Set before the process enters a seccomp sandbox (sw_before_sandbox). */
+static atomic_bool stepped_aside;
+
+void sw_before_sandbox(void)
+{
+	struct sw_sock **v;
+	char *skips;
+	int n = sw_sock_list(&v), i;
+
+	atomic_store(&stepped_aside, true);
+	/* nothing is logged from here on: a program about to enter a
+	 * sandbox may have made its files unwritable already (sshd sets
+	 * RLIMIT_FSIZE to 0, and a write to the log file would kill it with
+	 * SIGXFSZ), and the filter may forbid what the log does */
+	sw_cfg.log_level = -1;
+	/* a kept upgrade is nobody's: another holder must not commit it
+	 * while this process does its I/O on TCP */
+	for (i = 0; i < n; i++) {
+		pthread_mutex_lock(&v[i]->lock);
+		sw_holders_cut(v[i]);
+		pthread_mutex_unlock(&v[i]->lock);
+		sw_sock_unref(v[i]);
+	}
+	free(v);
+	/* the same return to TCP as before a fork; the peers' hellos that
+	 * are here dropped now */
+	sw_downgrade_all(true);
+	skips = sw_exec_hello_skips();
+	free(skips);
+}
+
+bool sw_sock_inherit_done(struct sw_sock *s)
+{
+	bool done;
+
+	if (!s->exec_skip && !atomic_load(&stepped_aside))
+		return false;
+	pthread_mutex_lock(&s->lock);
+	done = s->state == SW_TCP && !s->skip_hello && !s->prefix_len &&
+	       !s->dg_marker && !s->holders && !s->closed &&
+	       (!s->fork_buf || s->fork_buf->off == s->fork_buf->len);
+	pthread_mutex_unlock(&s->lock);
+	return done;
 }

@@ -358,6 +358,15 @@ void sw_holders_exec(struct sw_sock *s)
 	sw_holders_unmap(s);
 }
 
+void sw_holders_cut(struct sw_sock *s)
+{
+	if (!s->holders)
+		return;
+	atomic_store(&s->holders->state, H_CUT);
+	drop_pid(s->holders, getpid());
+	sw_holders_unmap(s);
+}
+
 /* The state of s's pending upgrade, for the receiver of its fd. */
 static void pass_save(struct sw_sock *s, struct sw_pass *p,
 		      unsigned long long ino)

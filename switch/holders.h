@@ -42,6 +42,11 @@ void sw_holders_leave(struct sw_sock *s);
  * fd is inherited) or goes with the old one (close-on-exec). */
 void sw_holders_exec(struct sw_sock *s);
 
+/* A process about to lose the system calls the switch needs (a seccomp
+ * sandbox), s locked: the connection stays TCP in every process of the
+ * record, and this one leaves it. */
+void sw_holders_cut(struct sw_sock *s);
+
 /* sendmsg with SCM_RIGHTS (s locked): the pending upgrade of s is kept
  * for the receiving process, in a record named by the socket's inode that
  * only this uid can make (/dev/shm/sdp-pass.UID.INODE). false: not kept. */

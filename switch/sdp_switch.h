@@ -176,12 +176,26 @@ void sw_atfork_child(void);
 void sw_sandboxed(void);
 #define SW_EXEC_ENV "SDP_EXEC_HELLO_SKIP"
 char *sw_before_exec(void);
-/* At start, after exec: a TCP fd named in SW_EXEC_ENV whose peer's
- * hello may still come (sw_before_exec), got bytes of it dropped already:
- * the socket to install for it, or NULL when fd is not that socket (any
- * more). */
+/* At start, after exec: a TCP socket named in SW_EXEC_ENV (by its inode
+ * ino; fd is one of the fds naming it here) whose peer's hello may still
+ * come (sw_before_exec), got bytes of it dropped already: the socket to
+ * install for fd and every other fd naming it, or NULL when fd is not
+ * that socket. */
 struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino,
 				size_t got);
+/* An inherited socket whose hello is dropped and whose bytes taken while
+ * looking for it were delivered, or any plain TCP socket with nothing of
+ * the switch's left once the process stepped aside for a sandbox: the
+ * switch has nothing more to do with it, and the shim lets it go (the
+ * program's calls on it then go to the kernel as they are, which a
+ * seccomp sandbox may require). */
+bool sw_sock_inherit_done(struct sw_sock *s);
+/* The process is about to enter a seccomp sandbox (prctl PR_SET_SECCOMP),
+ * whose filter may kill it for calls the switch makes (sendmsg, kill,
+ * the providers'): every connection returns to plain TCP, kept upgrades
+ * are given up in every process that holds them, and the shim lets the
+ * sockets go (sw_sock_inherit_done). */
+void sw_before_sandbox(void);
 /* SCM_RIGHTS (switch/holders.c): s is about to be sent to another
  * process; a socket this process did not know arrived, with the upgrade
  * its sender kept for it (the socket to install), or NULL. */

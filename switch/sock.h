@@ -240,6 +240,8 @@ struct sw_sock {
 	uint64_t spoke_first_ns; /* server: since then */
 	bool skip_hello;	/* TCP: the peer's stream may start with its
 				 * hello (sw_hello_skip) */
+	bool exec_skip;		/* managed after exec only to drop that
+				 * hello (sw_sock_inherit) */
 	uint64_t upgrade_at_ns;	/* server: its connection is made then
 				 * (again, after a refusal) */
 

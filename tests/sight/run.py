@@ -200,15 +200,7 @@ KNOWN = {}
 # Faults that show in some runs only, by what they look like: a failure
 # that matches is reported as KNOWN (the run goes on), any other failure
 # fails, and a pass is a pass.
-INTERMITTENT = {
-	'ssh': (('peer answered without a server hello',),
-		('Bad packet length', 'Connection reset by'),
-		'sshd forks and execs itself (rexec) for each connection; when '
-		'the client\'s hello comes after the fork, the client falls '
-		'back (bad-hello) and in about one run of four the SSH stream '
-		'then breaks (bad packet length or a reset): the hello skip '
-		'across exec (switch/fork_exec.c, shim/process.c) is suspect'),
-}
+INTERMITTENT = {}
 
 
 # ---- Node.js with libuv's io_uring backend ------------------------------------
@@ -295,6 +287,55 @@ def sha_file(path):
 	return h.hexdigest()
 
 
+# A client switch's hello (docs/protocol.md 2.2), as a preloaded client
+# sends it in front of its first bytes or alone when it reads first.
+CLIENT_HELLO = (b'\xd5SDPSW\r\n' + bytes([1, 3, 0, 1]) + bytes(4) +
+		bytes(16) + b'shm'.ljust(32, b'\0') +
+		(65536).to_bytes(4, 'little') + (64).to_bytes(4, 'little') +
+		bytes(24))
+
+
+def late_hello(c, port):
+	"""A client whose hello comes after sshd forked and re-exec'd itself
+	(sent from a plain socket, well after the new sshd's switch said it
+	has the hello still to drop): the switch must drop it, so that sshd
+	reads the client's version line first."""
+	import socket
+	s = socket.create_connection(('127.0.0.1', port))
+	try:
+		end = time.monotonic() + 20
+		while 'still to drop' not in c.logtext('sshd'):
+			check(time.monotonic() < end,
+			      'the re-exec\'d sshd\'s switch was not told of '
+			      'the hello to drop: %s' %
+			      c.logtext('sshd')[-600:])
+			time.sleep(0.02)
+		# later than a close's wait for a hello (sw_hello_drain): sshd
+		# closes fds of the socket once it runs, and it is reading
+		time.sleep(0.5)
+		s.sendall(CLIENT_HELLO + b'SSH-2.0-sdp_late_hello\r\n')
+		# sshd answers a bad version line with a message and closes,
+		# a good one with its key exchange
+		s.settimeout(5)
+		got = b''
+		try:
+			while b'\n' not in got or len(got) < 200:
+				b = s.recv(4096)
+				if not b:
+					break
+				got += b
+		except (socket.timeout, ConnectionResetError):
+			pass
+	finally:
+		s.close()
+	check(got.startswith(b'SSH-2.0-') and b'Invalid' not in got,
+	      'sshd read a hello that came after its exec: %r' % got[:120])
+
+
+SCP_BYTES = 200 << 20
+SSH_RUNS = 8
+
+
 def ssh_case(c):
 	sshd = shutil.which('sshd') or '/usr/sbin/sshd'
 	if not os.path.exists(sshd) or not shutil.which('ssh'):
@@ -318,15 +359,31 @@ def ssh_case(c):
 			     os.path.join(d, 'sshd_config')], True,
 		    SDP_LOG='debug')
 	c.wait_listen(port, s)
+	# a hello that comes after the exec: dropped by the new program
+	late_hello(c, port)
 	data = os.path.join(d, 'data')
 	with open(data, 'wb') as f:
-		f.write(os.urandom(24 << 20))
+		for _ in range(SCP_BYTES >> 20):
+			f.write(os.urandom(1 << 20))
 	want = sha_file(data)
 	opts = ['-F', '/dev/null', '-o', 'StrictHostKeyChecking=no', '-o',
 		'UserKnownHostsFile=%s/known' % d, '-o', 'BatchMode=yes',
 		'-i', os.path.join(d, 'user')]
-	# a command whose output is hashed, the file in on stdin
-	with open(data, 'rb') as inp:
+	clients = []
+	# short sessions, whose hellos come before or after sshd's exec
+	for i in range(SSH_RUNS):
+		name = 'ssh-short%d' % i
+		p = c.spawn(name, ['ssh'] + opts + ['-p', str(port),
+			    'root@127.0.0.1', 'echo', 'sdp-token-%d' % i], True,
+			    SDP_LOG='debug')
+		got = c.finish(p, 60)
+		check('sdp-token-%d' % i in got, '%s: %r' % (name, got[-300:]))
+		clients.append((name, p))
+	# a command whose output is hashed, 24 MiB of the file on stdin
+	part = os.path.join(d, 'part')
+	with open(data, 'rb') as f, open(part, 'wb') as g:
+		g.write(f.read(24 << 20))
+	with open(part, 'rb') as inp:
 		out = open(os.path.join(d, 'ssh.out'), 'w+')
 		p = subprocess.Popen(['ssh'] + opts + ['-p', str(port),
 				     'root@127.0.0.1', 'sha256sum'],
@@ -336,23 +393,69 @@ def ssh_case(c):
 		p.name, p.outf = 'ssh', out
 		c.procs.append(p)
 		got = c.finish(p, 120)
-	check(want in got, 'sha256sum over ssh: %r' % got[-300:])
-	# scp there and back
+	check(sha_file(part) in got, 'sha256sum over ssh: %r' % got[-300:])
+	clients.append(('ssh', p))
+	# scp there and back, 200 MiB each way
 	copy, back = os.path.join(d, 'copy'), os.path.join(d, 'back')
 	p = c.spawn('scp', ['scp'] + opts + ['-P', str(port), data,
 		    'root@127.0.0.1:' + copy], True, SDP_LOG='debug')
 	c.finish(p, 120)
+	clients.append(('scp', p))
 	p = c.spawn('scp2', ['scp'] + opts + ['-P', str(port),
 		    'root@127.0.0.1:' + copy, back], True, SDP_LOG='debug')
 	c.finish(p, 120)
-	check(sha_file(copy) == want and sha_file(back) == want,
-	      'scp changed the file')
-	for name in ('sshd', 'ssh', 'scp', 'scp2'):
-		check('sdp-switch' in c.logtext(name),
-		      '%s: the switch logged nothing to its file' % name)
-		check('sdp-switch' not in c.output(c.procs[0] if name ==
-						     'sshd' else p),
+	clients.append(('scp2', p))
+	check(sha_file(copy) == want, 'scp to sshd changed the file')
+	check(sha_file(back) == want, 'scp from sshd changed the file')
+	# the path: sshd re-execs itself with the connection and its privilege
+	# separation holds it in two processes, so it stays plain TCP (with
+	# every byte exact, above); each client's switch says so
+	for name, p in clients:
+		log = c.logtext(name)
+		check('plain TCP' in log,
+		      '%s: no "plain TCP" in its log: %s' % (name, log[-600:]))
+		check('sdp-switch' not in c.output(p),
 		      'a log line in the output of %s' % name)
+	check('sdp-switch' in c.logtext('sshd'),
+	      'sshd: the switch logged nothing to its file')
+	check('sdp-switch' not in c.output(s), 'a log line in sshd\'s output')
+	for bad in ('invalid protocol identifier', 'Bad packet length'):
+		check(bad not in c.output(s),
+		      'sshd: %r in its output: %s' % (bad, c.output(s)[-600:]))
+	ssh_norexec(c, sshd, opts, part)
+
+
+def ssh_norexec(c, sshd, opts, part):
+	"""sshd -r: no re-exec, so the process that accepted keeps the
+	connection's switch state into the pre-auth child, which enters a
+	seccomp sandbox that allows read and write but not the switch's
+	sendmsg, recvmsg or kill: the switch steps aside before the filter."""
+	d = c.dir
+	port = free_port()
+	conf = os.path.join(d, 'sshd_config_r')
+	with open(os.path.join(d, 'sshd_config')) as f:
+		text = f.read()
+	with open(conf, 'w') as f:
+		f.write(text.replace('Port ', 'Port %d\n#' % port, 1).replace(
+			'sshd.pid', 'sshd_r.pid'))
+	s = c.spawn('sshd-r', [sshd, '-r', '-D', '-e', '-f', conf], True,
+		    SDP_LOG='debug')
+	c.wait_listen(port, s)
+	want = sha_file(part)
+	for i in range(2):
+		name = 'ssh-r%d' % i
+		with open(part, 'rb') as inp:
+			out = open(os.path.join(d, name + '.out'), 'w+')
+			p = subprocess.Popen(['ssh'] + opts + ['-p', str(port),
+					     'root@127.0.0.1', 'sha256sum'],
+					     stdin=inp, stdout=out,
+					     stderr=subprocess.STDOUT,
+					     env=c.env(True, name, SDP_LOG='debug'))
+			p.name, p.outf = name, out
+			c.procs.append(p)
+			got = c.finish(p, 120)
+		check(want in got, 'sshd -r, sha256sum over ssh: %r' %
+		      got[-300:])
 
 
 def ssh_tests():
