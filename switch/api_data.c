@@ -163,8 +163,11 @@ static int head_wait(struct sw_sock *s)
 
 /*
  * Before the peer's switch point: its program's bytes from TCP, then
- * (MSG_WAITALL) the rest from the SAN. Returns bytes, -errno, or
- * SW_HEAD_FELL_BACK when the connection fell back before a byte was read.
+ * (MSG_WAITALL) the rest from the SAN. Returns bytes, -errno,
+ * SW_HEAD_FELL_BACK when the connection fell back before a byte was read,
+ * or SW_RX_DOWNGRADE when the peer's first message after its switch point
+ * returns its stream to TCP (its marker is next there, not the program's
+ * bytes: the caller's downgrade path takes it).
  */
 static ssize_t head_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 {
@@ -263,7 +266,7 @@ static ssize_t recv_discard(struct sw_sock *s, size_t want, int flags)
 static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 			      int flags, bool *by_kernel)
 {
-	ssize_t r;
+	ssize_t r = 0;
 
 	pthread_mutex_lock(&s->lock);
 	sw_holders_settle(s);
@@ -277,12 +280,12 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 		if (s->state == SW_HELLO_PENDING)
 			sw_hello_send(s, NULL, 0);
 		r = head_recvmsg(s, msg, flags);
-		if (r != SW_HEAD_FELL_BACK) {
+		if (r != SW_HEAD_FELL_BACK && r != SW_RX_DOWNGRADE) {
 			pthread_mutex_unlock(&s->lock);
 			return r;
 		}
 	}
-	if (s->state == SW_SAN) {
+	if (s->state == SW_SAN || r == SW_RX_DOWNGRADE) {
 		/* TCP's MSG_TRUNC: the bytes are taken (or, with MSG_PEEK,
 		 * counted) but never written to the program's buffer */
 		if ((flags & MSG_TRUNC) && !(flags & MSG_OOB))
@@ -296,7 +299,7 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 		}
 		/* the peer's data continues on TCP from here */
 		sw_downgrade_rx_point(s);
-		if (s->state == SW_SAN) {
+		if (s->state != SW_TCP) {
 			pthread_mutex_unlock(&s->lock);
 			return -EAGAIN;
 		}
