@@ -32,7 +32,11 @@
  * The program's first bytes after our switch point are on their way: a
  * peer asleep on TCP in its program's read would not look at the provider,
  * nor would its provider move what needs both sides (staging-mode RDMA):
- * one doorbell wakes it, unless it said it looks at the SAN already.
+ * one doorbell wakes it. Even when the peer's messages say it has taken
+ * our SWITCH: its upgrade thread may have taken it while its program
+ * slept in a wait armed before the switch, with no wake-up asked for (an
+ * nginx worker in epoll_wait held a keep-alive request for its whole
+ * 75 s timeout).
  */
 void sw_switch_bell(struct sw_sock *s)
 {
@@ -41,8 +45,7 @@ void sw_switch_bell(struct sw_sock *s)
 	if (!ss->switch_bell)
 		return;
 	ss->switch_bell = false;
-	if (!ss->peer_knows_switch)
-		sw_doorbell_ring(s);
+	sw_doorbell_ring(s);
 }
 
 int sw_session_arm(struct sw_sock *s)
