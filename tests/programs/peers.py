@@ -351,17 +351,29 @@ def cmd_http_get(a):
 	switch)."""
 	u = urllib.parse.urlsplit(a.url)
 	c = http.client.HTTPConnection(u.hostname, u.port, timeout=a.timeout)
-	c.request('GET', u.path or '/')
-	r = c.getresponse()
-	if r.status != 200:
-		print('http-get: status %d' % r.status, file=sys.stderr)
-		return 22
-	with open(a.output, 'wb') as f:
-		while True:
-			d = r.read(1 << 20)
-			if not d:
-				break
-			f.write(d)
+	first = None
+	# --count N: N requests in turn on the one keep-alive connection,
+	# each answered with the same body
+	for i in range(a.count):
+		c.request('GET', u.path or '/')
+		r = c.getresponse()
+		if r.status != 200:
+			print('http-get: status %d' % r.status, file=sys.stderr)
+			return 22
+		h = hashlib.sha256()
+		with open(a.output, 'wb') as f:
+			while True:
+				d = r.read(1 << 20)
+				if not d:
+					break
+				h.update(d)
+				f.write(d)
+		if first is None:
+			first = h.hexdigest()
+		elif h.hexdigest() != first:
+			print('http-get: response %d differs from the first' %
+			      (i + 1), file=sys.stderr)
+			return 23
 	c.close()
 	return 0
 
@@ -402,6 +414,7 @@ def main():
 	s.add_argument('url')
 	s.add_argument('output')
 	s.add_argument('--timeout', type=float, default=60)
+	s.add_argument('--count', type=int, default=1)
 	a = p.parse_args()
 	fn = {'echo-server': cmd_echo_server, 'echo-client': cmd_echo_client,
 	      'send': cmd_send, 'sink': cmd_sink, 'side': cmd_side,

@@ -769,6 +769,17 @@ def t_nginx(ctx):
 	      'curl got %d bytes of the 100 MiB file, sha256 %s (want %s)' %
 	      (os.path.getsize(got), sha_file(got)[:16], sha_file(big)[:16]))
 	os.unlink(got)
+	# small responses in turn on one keep-alive connection, the later
+	# ones after its switch point: each must come (a wake-up lost at the
+	# switch point held a request for nginx's 75 s keep-alive timeout)
+	keep = ctx.run('keep-alive', [sys.executable, PEERS, 'http-get',
+				      url + 'small.bin', got, '--count', '20',
+				      '--timeout', '10'], 60, ok=None)
+	check(keep.p.returncode == 0 and
+	      sha_file(got) == sha_file(ctx.path('www/small.bin')),
+	      '20 requests on one keep-alive connection: exit %d: %s' %
+	      (keep.p.returncode, keep.err()[-400:]))
+	os.unlink(got)
 	# four connections of 100 MiB each: a few seconds even on TCP when
 	# the machine is busy
 	wrk = ctx.run('wrk', ['wrk', '-t1', '-c4', '-d5s', url + 'big.bin'], 30)
@@ -788,6 +799,9 @@ def t_nginx(ctx):
 	cs = by_pid(st, curl.pid)
 	check(len(cs) == 1, 'curl: %d connections in its stats' % len(cs))
 	check_all_san(cs, 'curl')
+	ks = by_pid(st, keep.pid)
+	check(len(ks) == 1, 'keep-alive: %d connections' % len(ks))
+	check_all_san(ks, 'keep-alive client')
 	check(san_rx(cs[0]) + cs[0]['rx_tcp'] > 100 * MIB and
 	      carried(cs[0]), 'curl received %d bytes, less than the file: %s'
 	      % (san_rx(cs[0]) + cs[0]['rx_tcp'], fmt_conn(cs[0])))
