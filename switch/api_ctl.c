@@ -21,6 +21,7 @@
 #include "flusher.h"
 #include "fallback.h"
 #include "holders.h"
+#include "log.h"
 #include "session.h"
 #include "session_msg.h"
 #include "sock.h"
@@ -64,6 +65,11 @@ int sw_shutdown(struct sw_sock *s, int how)
 	return r;
 }
 
+/* How long close waits for the peer to take any of the bytes kept for it
+ * before they are given up (a TCP socket sends its buffer after close;
+ * here the program's close waits while the peer reads). */
+#define SW_CLOSE_KEPT_NS 5000000000ull
+
 int sw_close(struct sw_sock *s, int fd)
 {
 	uint64_t deadline;
@@ -98,13 +104,28 @@ int sw_close(struct sw_sock *s, int fd)
 			 * the wait for a credit is short and bounded (longer
 			 * while bytes written during the upgrade must go
 			 * first, as a TCP socket sends its buffer) */
+			size_t kept = s->ptx_len;
+
 			s->ss.fin_pending = true;
-			deadline = sw_now_ns() + (s->ptx_len ? 2000000000ull :
+			deadline = sw_now_ns() + (kept ? SW_CLOSE_KEPT_NS :
 						  200000000ull);
 			sw_credit_maybe_update(s);
 			while (s->ss.fin_pending && !s->ss.peer_dead &&
-			       !s->tcp_eof && sw_now_ns() < deadline)
+			       !s->tcp_eof && sw_now_ns() < deadline) {
 				sw_session_wait(s, POLLOUT, deadline);
+				/* the peer reads what was kept: the wait
+				 * goes on while it does (a peer slow to
+				 * read, not gone, lost the stream's end) */
+				if (s->ptx_len < kept) {
+					kept = s->ptx_len;
+					deadline = sw_now_ns() +
+						   SW_CLOSE_KEPT_NS;
+				}
+			}
+			if (s->ptx_len && !s->ss.peer_dead && !s->tcp_eof)
+				SW_WARN("fd %d: closed with %zu bytes the program wrote still kept: the peer read none of them for %llu s; they are lost",
+					fd, s->ptx_len,
+					SW_CLOSE_KEPT_NS / 1000000000ull);
 		}
 		if (s->ss.peer_wants_wake)
 			sw_doorbell_ring(s);
