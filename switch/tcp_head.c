@@ -116,8 +116,10 @@ ssize_t sw_head_recv(struct sw_sock *s, struct msghdr *msg, int flags)
 		n = -errno;
 	/* also when TCP holds nothing: across a wire the peer's SWITCH
 	 * rings no doorbell (it may be followed only by its bytes on the
-	 * SAN), and a blocking read that never looked would wait for ever */
-	if (s->ss.cq && (n >= 0 || n == -EAGAIN))
+	 * SAN), and a blocking read that never looked would wait for ever
+	 * (a local provider's peer rings one) */
+	if (s->ss.cq && (n >= 0 || (n == -EAGAIN &&
+			 !(s->ss.prov->mod.info.caps & SDP_CAP_LOCAL_ONLY))))
 		sw_progress(s);
 	if (n < 0) {
 		if (n == -EAGAIN && s->tcp_rx == s->tcp_rx_limit) {
