@@ -454,7 +454,7 @@ static int iwarp_afonly(struct rdma_cm_id *id)
 	int one = 1;
 
 	return rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
-			       &one, sizeof(one)) ? -1 : 0;
+			       &one, sizeof(one)) ? verbs_errno(EINVAL) : 0;
 }
 
 /*
@@ -531,10 +531,9 @@ int verbs_listen(struct sdp_provider *p, const struct sockaddr *addr,
 			ret = verbs_errno(ENOMEM);
 			goto destroy_channel;
 		}
-		if (iwarp_any6(&ss) && iwarp_afonly(l->id)) {
-			ret = -EIO;
+		ret = iwarp_any6(&ss) ? iwarp_afonly(l->id) : 0;
+		if (ret)
 			goto destroy_id;
-		}
 		if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) {
 			ret = verbs_errno(EADDRNOTAVAIL);
 			goto destroy_id;
