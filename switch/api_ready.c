@@ -165,6 +165,14 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 		sw_progress(s);
 		if (s->ss.rxq && s->ss.rxq->kind == RX_DOWNGRADE)
 			sw_downgrade_rx_point(s);
+	} else if (s->state == SW_SAN && s->ss.cq && !s->ss.switch_rcvd &&
+		   !(s->ss.prov->mod.info.caps & SDP_CAP_LOCAL_ONLY)) {
+		/* across a wire the peer's SWITCH rings no doorbell (a local
+		 * provider's does): without a look here a set with another
+		 * fd ready (iperf3's data socket, writable) never sleeps,
+		 * hence never arms, and this socket never sees the bytes
+		 * that follow the SWITCH */
+		sw_progress(s);
 	}
 	if (sw_hello_ahead(s)) {
 		/* the peer's hello comes before any byte of the program's;

@@ -113,9 +113,21 @@ ssize_t sw_head_recv(struct sw_sock *s, struct msghdr *msg, int flags)
 	m.msg_iovlen = iov_cut(msg, SIZE_MAX, iov);
 	n = sdp_sys.recvmsg(s->fd, &m, flags | MSG_PEEK);
 	if (n < 0)
-		return -errno;
-	if (s->ss.cq)
+		n = -errno;
+	/* also when TCP holds nothing: across a wire the peer's SWITCH
+	 * rings no doorbell (it may be followed only by its bytes on the
+	 * SAN), and a blocking read that never looked would wait for ever
+	 * (a local provider's peer rings one) */
+	if (s->ss.cq && (n >= 0 || (n == -EAGAIN &&
+			 !(s->ss.prov->mod.info.caps & SDP_CAP_LOCAL_ONLY))))
 		sw_progress(s);
+	if (n < 0) {
+		if (n == -EAGAIN && s->tcp_rx == s->tcp_rx_limit) {
+			s->rx_san = true;
+			return SW_HEAD_SWITCHED;
+		}
+		return n;
+	}
 	if (s->tcp_rx_limit != SW_NO_LIMIT) {
 		if ((uint64_t)n > s->tcp_rx_limit - s->tcp_rx)
 			n = (ssize_t)(s->tcp_rx_limit - s->tcp_rx);

@@ -199,6 +199,8 @@ struct sdp_listener {
 	struct verbs_provider *vp;
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
+	/* iWARP, on [::]: the IPv4 peers' id beside it (verbs_cm.c) */
+	struct rdma_cm_id *id4;
 };
 
 struct sdp_conn_req {

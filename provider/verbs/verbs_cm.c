@@ -440,6 +440,52 @@ destroy_id:
 	return ret;
 }
 
+/* The IPv6 wildcard address (a dual-stack program's listener, [::]). */
+static bool iwarp_any6(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 &&
+	       IN6_IS_ADDR_UNSPECIFIED(
+		       &((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/* An id bound to :: that takes IPv6 peers only (set before the bind). */
+static int iwarp_afonly(struct rdma_cm_id *id)
+{
+	int one = 1;
+
+	return rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+			       &one, sizeof(one)) ? verbs_errno(EINVAL) : 0;
+}
+
+/*
+ * iWARP, listener on [::] (iperf3's): the kernel's iWARP listener on the
+ * IPv6 wildcard accepts an IPv4 peer's TCP connection, but rdma_cm then
+ * finds no device for the local address it is given, ::ffff:a.b.c.d, and
+ * drops the request, so no IPv4 client could connect (nor probe: it counts
+ * as no switch listening). The [::] id takes IPv6 peers only, and a second
+ * id on 0.0.0.0, same port and event channel, takes the IPv4 ones. Without
+ * it (the IPv4 port taken) the listener still serves IPv6 peers.
+ */
+static void iwarp_listen_v4(struct sdp_listener *l,
+			    const struct sockaddr_storage *any6, int backlog)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+
+	a.sin_port = ((const struct sockaddr_in6 *)any6)->sin6_port;
+	if (rdma_create_id(l->ch, &l->id4, l, RDMA_PS_TCP)) {
+		l->id4 = NULL;
+		return;
+	}
+	if (rdma_bind_addr(l->id4, (struct sockaddr *)&a) ||
+	    rdma_listen(l->id4, backlog > 0 ? backlog : 128)) {
+		vlog(l->vp, 4, "iWARP listener on [::] port %u: no IPv4 "
+		     "listener beside it (%s): IPv4 peers stay on TCP",
+		     ntohs(a.sin_port), strerror(errno));
+		rdma_destroy_id(l->id4);
+		l->id4 = NULL;
+	}
+}
+
 int verbs_listen(struct sdp_provider *p, const struct sockaddr *addr,
 		 socklen_t addrlen, int backlog, struct sdp_listener **lp)
 {
@@ -485,6 +531,9 @@ int verbs_listen(struct sdp_provider *p, const struct sockaddr *addr,
 			ret = verbs_errno(ENOMEM);
 			goto destroy_channel;
 		}
+		ret = iwarp_any6(&ss) ? iwarp_afonly(l->id) : 0;
+		if (ret)
+			goto destroy_id;
 		if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) {
 			ret = verbs_errno(EADDRNOTAVAIL);
 			goto destroy_id;
@@ -501,6 +550,8 @@ int verbs_listen(struct sdp_provider *p, const struct sockaddr *addr,
 			     strerror(-ret));
 		goto destroy_id;
 	}
+	if (iwarp_any6(&ss) && l->id->verbs == NULL && vp->any_iwarp)
+		iwarp_listen_v4(l, &ss, backlog);
 	*lp = l;
 	return 0;
 
@@ -701,6 +752,8 @@ int verbs_listener_close(struct sdp_listener *l)
 {
 	if (!l)
 		return -EINVAL;
+	if (l->id4)
+		rdma_destroy_id(l->id4);
 	rdma_destroy_id(l->id);
 	rdma_destroy_event_channel(l->ch);
 	free(l);

@@ -366,17 +366,34 @@ int verbs_cq_notify_fd(struct sdp_cq *cq)
 	return cq ? cq->epfd : -EINVAL;
 }
 
+/*
+ * Arms every device CQ. A completion that came before the arm raises no
+ * event, so what already waits is moved to the backlog, whose eventfd
+ * makes the notification fd readable at once: a caller that armed after
+ * its last poll (the switch's sleep during an upgrade) does not sleep on
+ * a message that is already there.
+ */
 int verbs_cq_arm(struct sdp_cq *cq)
 {
-	int i, ret;
+	struct sdp_completion c[16];
+	int i, n, ret;
 
 	if (!cq)
 		return -EINVAL;
 	for (i = 0; i < cq->vp->ndev; i++) {
 		ret = ibv_req_notify_cq(cq->dev[i].cq, 0);
 		if (ret)
-			return -ret;
+			return ret < 0 ? ret : -ret;
 	}
+	pthread_mutex_lock(&cq->lock);
+	do {
+		n = poll_hw(cq, c, 16);
+		for (i = 0; i < n; i++)
+			verbs_cq_push(cq, &c[i]);
+	} while (n == 16);
+	if (cq->bl_head && eventfd_write(cq->evfd, 1))
+		vlog(cq->vp, 3, "eventfd_write: %s", strerror(errno));
+	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }
 

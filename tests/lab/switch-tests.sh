@@ -122,6 +122,7 @@ fail=0
 n=0
 for name in $STEPS; do
 	n=$((n + 1))
+	t0=$(date +%s)
 	case $mode in
 	local)
 		echo "=== $name (one VM, $ip) ==="
@@ -154,10 +155,11 @@ for name in $STEPS; do
 		src=0
 		;;
 	esac
+	t=$(( $(date +%s) - t0 ))
 	if [ $crc = 0 ] && [ $src = 0 ]; then
-		echo "=== PASS $name ==="
+		echo "=== PASS $name ($t s) ==="
 	else
-		echo "=== FAIL $name (client $crc, server $src) ==="
+		echo "=== FAIL $name (client $crc, server $src; $t s) ==="
 		fail=1
 	fi
 done
