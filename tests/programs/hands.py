@@ -11,8 +11,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402
-from run import (MIB, PY, Skip, check, fmt_conn, san_rx,  # noqa: E402
-		 san_tx, by_pid, need, free_port)
+from run import (MIB, PY, Fail, Skip, check, fmt_conn,  # noqa: E402
+		 san_rx, san_tx, by_pid, need, free_port)
 
 HANDS = os.path.join(run.HERE, 'hands_peers.py')
 # A carried connection's TCP counters hold only the program's bytes before

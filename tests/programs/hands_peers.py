@@ -18,7 +18,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import HOST, drain, echo_conn, echo_through, out  # noqa: E402
+from peers import (HOST, chunks, drain, echo_conn,  # noqa: E402
+		   echo_through, out)
 
 
 class EchoHandler(socketserver.BaseRequestHandler):
