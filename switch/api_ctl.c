@@ -105,6 +105,7 @@ int sw_close(struct sw_sock *s, int fd)
 			 * while bytes written during the upgrade must go
 			 * first, as a TCP socket sends its buffer) */
 			size_t kept = s->ptx_len;
+			int32_t credits = s->ss.credits;
 
 			s->ss.fin_pending = true;
 			deadline = sw_now_ns() + (kept ? SW_CLOSE_KEPT_NS :
@@ -113,14 +114,18 @@ int sw_close(struct sw_sock *s, int fd)
 			while (s->ss.fin_pending && !s->ss.peer_dead &&
 			       !s->tcp_eof && sw_now_ns() < deadline) {
 				sw_session_wait(s, POLLOUT, deadline);
-				/* the peer reads what was kept: the wait
-				 * goes on while it does (a peer slow to
-				 * read, not gone, lost the stream's end) */
-				if (s->ptx_len < kept) {
+				/* the peer reads what was kept, or what we
+				 * sent (it returns buffers): the wait goes on
+				 * while it does. A peer slow to read, not
+				 * gone, lost the stream's end, or saw ours
+				 * go before the FIN could (a reset) */
+				if (s->ptx_len < kept ||
+				    s->ss.credits > credits) {
 					kept = s->ptx_len;
 					deadline = sw_now_ns() +
 						   SW_CLOSE_KEPT_NS;
 				}
+				credits = s->ss.credits;
 			}
 			if (s->ptx_len && !s->ss.peer_dead && !s->tcp_eof)
 				SW_WARN("fd %d: closed with %zu bytes the program wrote still kept: the peer read none of them for %llu s; they are lost",
