@@ -39,9 +39,11 @@ def cmd_fork_server(port):
 		srv.serve_forever()
 
 
-def cmd_scm_server(port):
+def scm_server(port, first=None):
 	"""The acceptor passes each connection to one worker process over a
-	unix socket (SCM_RIGHTS) and closes its own copy."""
+	unix socket (SCM_RIGHTS) and closes its own copy; the worker echoes.
+	With first, the acceptor echoes that many bytes itself before it
+	passes the socket on."""
 	a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 	pid = os.fork()
 	if pid == 0:
@@ -60,8 +62,16 @@ def cmd_scm_server(port):
 	ls.listen(16)
 	while True:
 		c, _ = ls.accept()
+		if first is not None:
+			d = read_exact(c, first, c.sendall)
+			out({'pid': os.getpid(), 'echoed': len(d),
+			     'sha': hashlib.sha256(d).hexdigest()})
 		socket.send_fds(a, [b'c'], [c.fileno()])
 		c.close()
+
+
+def cmd_scm_server(port):
+	scm_server(port)
 
 
 def cmd_fork_client(port, nbytes):
@@ -139,29 +149,7 @@ def cmd_scm_carried_server(port, first):
 	"""The acceptor echoes the first bytes of each connection itself,
 	then passes the socket to a worker process with SCM_RIGHTS and closes
 	its copy; the worker echoes the rest."""
-	a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-	pid = os.fork()
-	if pid == 0:
-		a.close()
-		while True:
-			msg, fds, _, _ = socket.recv_fds(b, 16, 1)
-			if not msg:
-				os._exit(0)
-			c = socket.socket(fileno=fds[0])
-			threading.Thread(target=echo_conn, args=(c,),
-					 daemon=True).start()
-	b.close()
-	ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-	ls.bind((HOST, port))
-	ls.listen(16)
-	while True:
-		c, _ = ls.accept()
-		d = read_exact(c, first, c.sendall)
-		out({'pid': os.getpid(), 'echoed': len(d),
-		     'sha': hashlib.sha256(d).hexdigest()})
-		socket.send_fds(a, [b'c'], [c.fileno()])
-		c.close()
+	scm_server(port, first)
 
 
 def main():
