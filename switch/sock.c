@@ -25,6 +25,19 @@
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sw_sock *list_head;
 
+/* A reference to s unless its last one is being dropped: the unref that
+ * reached zero unlinks s under list_lock, after the fact, so the list may
+ * show a socket that is about to be freed. Called with list_lock held. */
+static bool ref_live(struct sw_sock *s)
+{
+	int r = atomic_load(&s->refs);
+
+	while (r > 0)
+		if (atomic_compare_exchange_weak(&s->refs, &r, r + 1))
+			return true;
+	return false;
+}
+
 int sw_sock_list(struct sw_sock ***out)
 {
 	struct sw_sock *s, **v = NULL;
@@ -41,7 +54,8 @@ int sw_sock_list(struct sw_sock ***out)
 				break;
 			v = nv;
 		}
-		sw_sock_ref(s);
+		if (!ref_live(s))
+			continue;	/* its last reference is going */
 		v[n++] = s;
 	}
 	pthread_mutex_unlock(&list_lock);
