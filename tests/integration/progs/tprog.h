@@ -205,14 +205,12 @@ static inline void tp_reap(pid_t pid, const char *fmt, ...)
 	tp_fail("%s (status 0x%x)", what, st);
 }
 
-/* A listening loopback TCP socket of family (AF_INET or AF_INET6) on a
- * port the kernel picks; *ss and *len receive its address. */
-static inline int tp_listener(int family, int backlog,
-			      struct sockaddr_storage *ss, socklen_t *len)
+/* The loopback address of family (port 0) in *ss, its length in *len. */
+static inline void tp_loopback(int family, struct sockaddr_storage *ss,
+			       socklen_t *len)
 {
 	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-	int l, one = 1;
 
 	memset(ss, 0, sizeof(*ss));
 	if (family == AF_INET6) {
@@ -224,6 +222,16 @@ static inline int tp_listener(int family, int backlog,
 		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		*len = sizeof(*in4);
 	}
+}
+
+/* A listening loopback TCP socket of family (AF_INET or AF_INET6) on a
+ * port the kernel picks; *ss and *len receive its address. */
+static inline int tp_listener(int family, int backlog,
+			      struct sockaddr_storage *ss, socklen_t *len)
+{
+	int l, one = 1;
+
+	tp_loopback(family, ss, len);
 	l = socket(family, SOCK_STREAM, 0);
 	TP_CHECK(l >= 0, "socket");
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -252,9 +260,7 @@ static inline void tp_pair(int family, int *c, int *s)
 	int l, one = 1;
 
 	l = tp_listener(family, 16, &ss, &len);
-	*c = socket(family, SOCK_STREAM, 0);
-	TP_CHECK(*c >= 0, "socket");
-	TP_CHECK(!connect(*c, (struct sockaddr *)&ss, len), "connect");
+	*c = tp_connect(&ss, len);
 	*s = accept(l, NULL, NULL);
 	TP_CHECK(*s >= 0, "accept");
 	setsockopt(*c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -265,20 +271,9 @@ static inline void tp_pair(int family, int *c, int *s)
 static inline int tp_raw_listener(int family, int backlog,
 				  struct sockaddr_storage *ss, socklen_t *len)
 {
-	struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
 	long l;
 
-	memset(ss, 0, sizeof(*ss));
-	if (family == AF_INET6) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_addr = in6addr_loopback;
-		*len = sizeof(*in6);
-	} else {
-		in4->sin_family = AF_INET;
-		in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		*len = sizeof(*in4);
-	}
+	tp_loopback(family, ss, len);
 	l = syscall(SYS_socket, family, SOCK_STREAM, 0);
 	TP_CHECK(l >= 0, "raw socket");
 	TP_CHECK(!syscall(SYS_bind, l, ss, *len), "raw bind");
