@@ -85,13 +85,22 @@ static inline void tp_carry_both(int c, int s)
 }
 
 /* CPU milliseconds this process (all its threads) has used. */
-static inline long tp_cpu_ms(void)
+/* CPU milliseconds used so far by this process (who RUSAGE_SELF: every
+ * thread, the switch's own included) or by the calling thread only
+ * (RUSAGE_THREAD: what a wait in this thread costs, whatever the switch's
+ * background threads happen to do meanwhile). */
+static inline long tp_cpu_ms_of(int who)
 {
 	struct rusage ru;
 
-	getrusage(RUSAGE_SELF, &ru);
+	getrusage(who, &ru);
 	return ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 	       ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
+}
+
+static inline long tp_cpu_ms(void)
+{
+	return tp_cpu_ms_of(RUSAGE_SELF);
 }
 
 #endif /* TP_STATS_H */
