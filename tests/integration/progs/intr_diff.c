@@ -20,6 +20,7 @@
 static int family;
 static int fds[4];		/* plain client, plain server, carried ... */
 static pthread_t main_thr;
+static pid_t main_tid;
 static volatile sig_atomic_t hits;
 static atomic_bool call_done;	/* the main thread's call returned */
 static bool restart;
@@ -54,13 +55,39 @@ struct act {
 	int made;	/* an fd the act made, closed afterwards */
 };
 
+/* Whether thread tid sleeps ('S' in its stat: in the blocking call, since
+ * the main thread goes from start() straight to the call). */
+static bool asleep(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'S';
+}
+
 static void *helper(void *arg)
 {
 	struct act *a = arg;
-
 	long end;
 
+	/* the signal goes to the call, never before it: on a loaded machine
+	 * the main thread may not reach the call within 50 ms, and a
+	 * handler that ran before the call interrupts nothing */
 	usleep(50 * 1000);
+	end = tp_ms() + 5000;
+	while (!asleep(main_tid) && tp_ms() < end)
+		usleep(1000);
 	pthread_kill(main_thr, SIGUSR1);
 	end = tp_ms() + 50;
 	while (tp_ms() < end && !atomic_load(&call_done))
@@ -361,6 +388,7 @@ int main(int argc, char **argv)
 	family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
 	tp_start("intr_diff", 50);
 	main_thr = pthread_self();
+	main_tid = (pid_t)syscall(SYS_gettid);
 	tp_raw_pair(family, &fds[0], &fds[1]);
 	tp_pair(family, &fds[2], &fds[3]);
 	tp_carry_both(fds[2], fds[3]);
