@@ -417,7 +417,7 @@ bool sw_holders_pass(struct sw_sock *s)
 		  0600);
 	if (fd < 0)
 		return false;
-	if (ftruncate(fd, sizeof(*h))) {
+	if (!sw_fsize_room(sizeof(*h)) || ftruncate(fd, sizeof(*h))) {
 		unlink(path);
 		close(fd);
 		return false;
@@ -482,7 +482,7 @@ static int pass_tcp(struct sw_sock *s)
 	} while (fd < 0 && errno == EEXIST && !tries++ && !unlink(path));
 	if (fd < 0)
 		goto err_unlock;
-	if (ftruncate(fd, off + map_len))
+	if (!sw_fsize_room(off + map_len) || ftruncate(fd, off + map_len))
 		goto err_file;
 	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)

@@ -72,6 +72,17 @@ static bool log_fd_ok(int fd)
 	       sb.st_ino == log_ino;
 }
 
+/* A line of n bytes fits under the program's RLIMIT_FSIZE (a regular file
+ * grown past it sends SIGXFSZ, which would kill the program: the line is
+ * dropped instead). */
+static bool log_room(int fd, int n)
+{
+	struct stat sb;
+
+	return fstat(fd, &sb) || !S_ISREG(sb.st_mode) ||
+	       sw_fsize_room((uint64_t)sb.st_size + (uint64_t)n);
+}
+
 void sw_log(int level, const char *fmt, ...)
 {
 	static const char *names[] = { "emerg", "alert", "crit", "error",
@@ -103,7 +114,7 @@ void sw_log(int level, const char *fmt, ...)
 	/* the real write: never the program's wrapper, and only to the log
 	 * file itself (or stderr), never to a number the program now owns */
 	fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
-	if (fd != 2 && !log_fd_ok(fd))
+	if ((fd != 2 && !log_fd_ok(fd)) || !log_room(fd, n))
 		return;
 	if (sdp_sys.write(fd, line, n) < 0)
 		return;

@@ -182,6 +182,15 @@ static int stats_file_create(uint32_t nslots)
 		 (int)stat_pid);
 	slash = strrchr(stat_path, '/');
 	name = slash + 1;
+	if (!sw_fsize_room(file_size(nslots))) {
+		/* not even created: a reader never sees it half made */
+		snprintf(off_reason, sizeof(off_reason),
+			 "%s would need %zu bytes: File too large for this "
+			 "process's file size limit (RLIMIT_FSIZE, ulimit -f); "
+			 "raise the limit to have statistics", stat_path,
+			 file_size(nslots));
+		goto fail;
+	}
 	for (tries = 0; tries < 2; tries++) {
 		fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 				       O_CLOEXEC, 0600);
@@ -368,7 +377,8 @@ static bool stats_grow(void)
 		err = ESTALE;
 		goto close_fd;
 	}
-	err = posix_fallocate(fd, 0, file_size(n));
+	err = sw_fsize_room(file_size(n)) ?
+		      posix_fallocate(fd, 0, file_size(n)) : EFBIG;
 	if (!err) {
 		proc->nslots = n;
 		ok = true;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,6 +146,14 @@ int sw_wait_fd(int fd, short events, int timeout_ms)
 		r = sdp_sys.poll(&pfd, 1, timeout_ms);
 	while (r < 0 && errno == EINTR);
 	return r < 0 ? -errno : r;
+}
+
+bool sw_fsize_room(uint64_t size)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	       size <= rl.rlim_cur;
 }
 
 bool sw_fd_nonblocking(int fd)

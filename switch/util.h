@@ -33,6 +33,11 @@ void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port);
 /* A provider's name into a hello's fixed-size field. */
 void sw_name_copy(char dst[SDP_PROVIDER_NAME_LEN], const char *src);
 
+/* May this process make a file reach size bytes? A file grown past
+ * RLIMIT_FSIZE sends SIGXFSZ, which kills a program that does not handle
+ * it: the switch's own files (log, statistics, pass records) stay below. */
+bool sw_fsize_room(uint64_t size);
+
 /* Is O_NONBLOCK set on fd? */
 bool sw_fd_nonblocking(int fd);
 

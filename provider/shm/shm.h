@@ -470,6 +470,7 @@ int shm_fd_keep(int fd);
 bool shm_fd_ok(int fd);
 bool shm_fd_spare(int fd);
 bool shm_commit_all(void);
+bool shm_fsize_room(uint64_t size);
 int shm_region_seal(int fd);
 int shm_region_trust(int fd, const char **why);
 int shm_tcp_ends(int fd, struct sockaddr_storage *local,

@@ -133,6 +133,20 @@ bool shm_commit_all(void)
 	return strict;
 }
 
+/*
+ * May this process make a file reach size bytes? Growing a file past
+ * RLIMIT_FSIZE (ftruncate, fallocate, even of a memfd) sends SIGXFSZ,
+ * which kills a program that does not handle it: a program that set the
+ * limit low for its own reasons must never die of the provider's memory.
+ */
+bool shm_fsize_room(uint64_t size)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	       size <= rl.rlim_cur;
+}
+
 /* Seals our new region so that no process holding the memfd (the peer)
  * can shrink or grow it: a mapping of it can never fault. */
 int shm_region_seal(int fd)

@@ -88,6 +88,8 @@ int shm_region_new(struct shm_provider *p, struct shm_hdr **out,
 		 round_up((uint64_t)g.table_ents * sizeof(struct shm_ent),
 			  PAGE);
 	g.owner_pid = getpid();
+	if (!shm_fsize_room(g.size))
+		return -EFBIG;	/* below the program's RLIMIT_FSIZE */
 
 	fd = shm_fd_keep(memfd_create("sdp-shm", MFD_CLOEXEC |
 					      MFD_ALLOW_SEALING));

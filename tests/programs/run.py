@@ -19,7 +19,6 @@ import os
 import select
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -102,13 +101,23 @@ class StatKeeper:
 		self.th.start()
 
 	def keep(self, name):
+		"""Links the file; a pid's new file (the program exec'd and
+		the new image made its own) is kept beside the old one, as
+		sdp-stat.<pid>~<n>."""
 		if not name.startswith('sdp-stat.'):
 			return
+		src = os.path.join(self.statdir, name)
 		dst = os.path.join(self.keepdir, name)
-		if os.path.exists(dst):
-			return
 		try:
-			os.link(os.path.join(self.statdir, name), dst)
+			ino = os.stat(src).st_ino
+			n = 0
+			while os.path.exists(dst):
+				if os.stat(dst).st_ino == ino:
+					return
+				n += 1
+				dst = os.path.join(self.keepdir,
+						   '%s~%d' % (name, n))
+			os.link(src, dst)
 		except OSError:
 			pass
 
@@ -283,7 +292,8 @@ class Ctx:
 			st['conns'] = [flat_conn(c) for c in st['connections']]
 			# the pid from the file name: the pid field in the file
 			# can be a forked child's
-			fpid = int(st['file'].rsplit('.', 1)[1])
+			fpid = int(os.path.basename(st['file']).split('.')[1]
+				   .split('~')[0])
 			if st['pid'] != fpid:
 				self.notes.append('stats file of pid %d says pid %d'
 						  % (fpid, st['pid']))
@@ -478,7 +488,7 @@ def check_proc_tcp(st, pid, n, what, reason=None):
 	the fallback reason (as sdp-stat names it) was counted for each."""
 	p = [x for x in st if x['pid'] == pid]
 	check(p, '%s: no stats file of pid %d' % (what, pid))
-	p = p[0]
+	p = p[-1]	# the last image of the pid (after an exec)
 	fb = p['fallbacks']
 	check(p['conns_san'] == 0 and p['conns_tcp'] >= n,
 	      '%s: %d connections on shm, %d on TCP (expected %d on TCP); '
@@ -1221,15 +1231,17 @@ def t_smtp_banner(ctx):
 
 
 def echo_test(ctx, smode, cmode, conns, nbytes, senv=None, cenv=None,
-	      spre=True, cpre=True, sargs=()):
-	"""Echo server and client from peers.py; the client checks that every
-	byte came back (sha256 both ways). Returns the stats."""
+	      spre=True, cpre=True, sargs=(), wrap=()):
+	"""Echo server and client from peers.py, each started through the
+	command prefix wrap; the client checks that every byte came back
+	(sha256 both ways). Returns the stats."""
 	port = free_port()
-	srv = ctx.spawn('echo-server', [PY, PEERS, 'echo-server', str(port),
+	wrap = list(wrap)
+	srv = ctx.spawn('echo-server', wrap + [PY, PEERS, 'echo-server', str(port),
 					'--mode', smode] + list(sargs),
 			preload=spre, env=senv)
 	ctx.wait_listen(port, srv)
-	cli = ctx.run('echo-client', [PY, PEERS, 'echo-client', str(port),
+	cli = ctx.run('echo-client', wrap + [PY, PEERS, 'echo-client', str(port),
 				      '--conns', str(conns), '--bytes',
 				      str(nbytes), '--mode', cmode], 90,
 		      preload=cpre, env=cenv, ok=None)
@@ -1353,6 +1365,57 @@ def t_fault_reg(ctx):
 	return 'exact; reg_failures client %d server %d' % (
 		sum(c['reg_failures'] for c in cs),
 		sum(c['reg_failures'] for c in by_pid(st, srv.pid)))
+
+
+def fsize_run(ctx, limit, n):
+	"""n random bytes from a socat client to a socat server, both under
+	RLIMIT_FSIZE limit (prlimit, which execs socat): both must live
+	(SIGXFSZ would end them with status 153) and the bytes arrive.
+	Returns (client, server)."""
+	port = free_port()
+	src, fifo = ctx.path('fsize.bin'), ctx.path('fsize.fifo')
+	make_random_file(src, n)
+	if not os.path.exists(fifo):
+		os.mkfifo(fifo)
+	# the server writes into a fifo (no file size limit there) that
+	# sha256sum reads: socat itself neither forks nor writes a file
+	summer = ctx.spawn('fsize-sum', ['sha256sum', fifo], preload=False)
+	lim = ['prlimit', '--fsize=%d' % limit, 'socat', '-u']
+	srv = ctx.spawn('fsize-server', lim + [
+		'TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr' % port,
+		'OPEN:%s' % fifo])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('fsize-client', lim + ['OPEN:%s' % src,
+		      'TCP:127.0.0.1:%d' % port], 60, ok=None)
+	rc = srv.wait(30)
+	check(cli.p.returncode == 0 and rc == 0,
+	      'RLIMIT_FSIZE %d: socat client exit %d, server exit %d (-25: '
+	      'killed by SIGXFSZ); stderr %s %s' % (limit, cli.p.returncode, rc,
+	      cli.err()[-400:], srv.err()[-400:]))
+	summer.wait(30)
+	got = summer.out().split()[0]
+	check(got == sha_file(src), 'RLIMIT_FSIZE %d: the server received '
+	      'sha256 %s, sent %s' % (limit, got[:16], sha_file(src)[:16]))
+	os.unlink(src)
+	return cli, srv
+
+
+@test('fsize-limit')
+def t_fsize_limit(ctx):
+	"""A program that set a low RLIMIT_FSIZE (ulimit -f) never dies of the
+	switch's files growing past it (SIGXFSZ, whose default kills): at 64
+	KiB not even the statistics file fits, at 1 MiB it does and the shared
+	region does not. Both stay on TCP, alive and exact."""
+	need('socat', 'prlimit')
+	cli, srv = fsize_run(ctx, 65536, 4 * MIB)
+	err = cli.err() + srv.err()
+	check('File too large' in err, 'RLIMIT_FSIZE 64 KiB: no warning that '
+	      'the statistics file does not fit: %s' % err[-600:])
+	cli, srv = fsize_run(ctx, MIB, 64 * MIB)
+	st = ctx.stats()
+	fc = check_proc_tcp(st, cli.pid, 1, 'socat client, 1 MiB RLIMIT_FSIZE')
+	fs = check_proc_tcp(st, srv.pid, 1, 'socat server, 1 MiB RLIMIT_FSIZE')
+	return 'exact, alive, TCP: client %s, server %s' % (fc, fs)
 
 
 def kill_test(ctx, kill_sender):
