@@ -45,7 +45,9 @@ int sw_downgrade_start(struct sw_sock *s)
 		ss->error = -r;
 	else
 		sw_reup_tx_base(s);
-	/* the peer may sleep on TCP: the marker itself wakes it */
+	/* the peer may sleep on TCP: the marker itself wakes it; our
+	 * threads waiting to send look again (their bytes go on TCP) */
+	sw_event(s);
 	SW_DBG("fd %d: our data returns to TCP", s->fd);
 	return r;
 }

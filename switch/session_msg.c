@@ -578,6 +578,12 @@ int sw_progress(struct sw_sock *s)
 			sw_credit_adapt(s);
 		if (s->ptx_len && sw_ptx_due(s))
 			sw_ptx_flush(s);
+		/* the peer's DOWNGRADE came when no credit let ours go
+		 * (on_control): it goes as soon as one does, whichever
+		 * thread moves the session, so that a sender waiting for
+		 * credits stops putting data on the SAN */
+		if (ss->dg_rcvd && !ss->dg_sent)
+			sw_downgrade_start(s);
 	}
 	return err;
 }

@@ -19,6 +19,7 @@
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "status.h"
 #include "util.h"
 #include "wakeup.h"
 #include "wire.h"
@@ -312,6 +313,15 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			if (sent)
 				break;
 			return -e;
+		}
+		/* our DOWNGRADE went while this call waited (lock released):
+		 * the peer takes nothing more on the SAN, and what it took
+		 * before is on its way to TCP's reader; the rest follows the
+		 * marker on TCP (the caller sends it) */
+		if (ss->dg_sent || s->state != SW_SAN) {
+			if (sent)
+				break;
+			return SW_TX_DOWNGRADE;
 		}
 		if (!sw_credit_can_send(ss, SDP_MSG_DATA)) {
 			if (s->st && !stalled)
