@@ -161,7 +161,11 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		     ss->peer_credits * 2 <= (int32_t)ss->nrecv;
 	r = send_inline(s, type, body, bodylen, iov, iovcnt, paylen, &credits);
 	if (r == -EAGAIN) {
+		/* its progress may take the peer's DOWNGRADE: ours goes
+		 * after this message, not inside it */
+		ss->dg_hold++;
 		r = send_buf_get(s, &k);
+		ss->dg_hold--;
 		if (r)
 			return r;
 		buf = ss->sslot[k].mem;

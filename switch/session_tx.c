@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "credits.h"
+#include "downgrade.h"
 #include "flusher.h"
 #include "iov.h"
 #include "rdma_read.h"
@@ -314,10 +315,13 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 				break;
 			return -e;
 		}
-		/* our DOWNGRADE went while this call waited (lock released):
-		 * the peer takes nothing more on the SAN, and what it took
-		 * before is on its way to TCP's reader; the rest follows the
+		/* the peer's DOWNGRADE came while this call waited (lock
+		 * released) or inside a message of ours (sw_send_ctrl): ours
+		 * answers it here, between two messages. Once it went, the
+		 * peer takes nothing more on the SAN; the rest follows our
 		 * marker on TCP (the caller sends it) */
+		if (ss->dg_rcvd && !ss->dg_sent)
+			sw_downgrade_start(s);
 		if (ss->dg_sent || s->state != SW_SAN) {
 			if (sent)
 				break;
