@@ -498,8 +498,16 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 					sw_session_wait(s, POLLOUT, 0);
 			}
 			while (!sw_credit_can_send(&s->ss, SDP_MSG_OOB) &&
-			       !s->ss.peer_dead && !s->ss.error)
+			       !s->ss.peer_dead && !s->ss.error &&
+			       !s->ss.dg_sent && s->state == SW_SAN)
 				sw_session_wait(s, POLLOUT, 0);
+			if (s->ss.dg_sent || s->state != SW_SAN) {
+				/* our DOWNGRADE went meanwhile: the urgent
+				 * byte follows the marker on TCP, as TCP's */
+				pthread_mutex_unlock(&s->lock);
+				return on_tcp(s, sdp_sys.sendmsg(s->fd, msg,
+								 flags), true);
+			}
 			e = sw_send_ctrl(s, SDP_MSG_OOB, NULL, 0, &one, 1, 1);
 			pthread_mutex_unlock(&s->lock);
 			return e ? -EPIPE : 1;
