@@ -299,6 +299,22 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 		}
 		/* the peer's data continues on TCP from here */
 		sw_downgrade_rx_point(s);
+		/* our DOWNGRADE must go first, and waits for a credit (or
+		 * for a message another thread of ours is making): a
+		 * blocking read waits for it, as for data */
+		while (s->state == SW_SAN && !sw_nonblocking(s, flags) &&
+		       !s->ss.error && !s->ss.peer_dead && !s->tcp_eof &&
+		       !s->closed) {
+			int w = sw_session_wait(s, POLLOUT, 0);
+
+			if (w == -EINTR && !sw_intr_restarts(s, true)) {
+				pthread_mutex_unlock(&s->lock);
+				return -EINTR;
+			}
+			if (w < 0 && w != -ETIMEDOUT && w != -EINTR)
+				break;
+			sw_downgrade_rx_point(s);
+		}
 		if (s->state != SW_TCP) {
 			pthread_mutex_unlock(&s->lock);
 			return -EAGAIN;
