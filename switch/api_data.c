@@ -299,6 +299,22 @@ static ssize_t recvmsg_do(struct sw_sock *s, struct msghdr *msg,
 		}
 		/* the peer's data continues on TCP from here */
 		sw_downgrade_rx_point(s);
+		/* our DOWNGRADE must go first, and waits for a credit (or
+		 * for a message another thread of ours is making): a
+		 * blocking read waits for it, as for data */
+		while (s->state == SW_SAN && !sw_nonblocking(s, flags) &&
+		       !s->ss.error && !s->ss.peer_dead && !s->tcp_eof &&
+		       !s->closed) {
+			int w = sw_session_wait(s, POLLOUT, 0);
+
+			if (w == -EINTR && !sw_intr_restarts(s, true)) {
+				pthread_mutex_unlock(&s->lock);
+				return -EINTR;
+			}
+			if (w < 0 && w != -ETIMEDOUT && w != -EINTR)
+				break;
+			sw_downgrade_rx_point(s);
+		}
 		if (s->state != SW_TCP) {
 			pthread_mutex_unlock(&s->lock);
 			return -EAGAIN;
@@ -340,6 +356,49 @@ static bool head_tx(const struct sw_sock *s)
 }
 
 /*
+ * A send on the SAN (s locked). When our DOWNGRADE goes while the call
+ * waits for credits (another thread read the peer's, or the connection
+ * is being passed to another process), the bytes not sent on the SAN
+ * follow our marker on TCP: a blocking call sends them all there, as it
+ * would have on the SAN; a non-blocking one what TCP takes now. The lock
+ * is let go for the TCP send, as for any TCP send: a reader of this
+ * socket must not wait for a peer that waits for that reader.
+ */
+static ssize_t san_send(struct sw_sock *s, const struct msghdr *msg,
+			int flags)
+{
+	size_t want = msg_total(msg), done;
+	struct iovec scratch[64];
+	struct msghdr m;
+	ssize_t r;
+
+	r = sw_session_send(s, msg->msg_iov, msg->msg_iovlen, flags);
+	if (r == SW_TX_DOWNGRADE)
+		r = 0;
+	else if (r < 0 || (size_t)r == want || !s->ss.dg_sent ||
+		 sw_nonblocking(s, flags))
+		return r;
+	done = r;
+	while (done < want) {
+		msg_advance(msg, done, &m, scratch);
+		pthread_mutex_unlock(&s->lock);
+		r = sdp_sys.sendmsg(s->fd, &m, flags);
+		pthread_mutex_lock(&s->lock);
+		if (r < 0 && errno == EINTR && !done &&
+		    sw_intr_restarts(s, false))
+			continue;
+		if (r < 0)
+			return done ? (ssize_t)done : -errno;
+		if (s->st)
+			s->st->tx_tcp += r;
+		done += r;
+		if (sw_nonblocking(s, flags))
+			break;
+	}
+	return done;
+}
+
+/*
  * Before our switch point: the program's bytes go on TCP, counted. A
  * blocking send waits for room as TCP's would (lock released), and what is
  * left when the switch happens meanwhile goes on the SAN.
@@ -356,7 +415,7 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 	for (;;) {
 		msg_advance(msg, done, &m, scratch);
 		if (s->state == SW_SAN && !s->ss.dg_sent) {
-			r = sw_session_send(s, m.msg_iov, m.msg_iovlen, flags);
+			r = san_send(s, &m, flags);
 			if (r < 0 && done)
 				return done;
 			if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
@@ -455,13 +514,21 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 					sw_session_wait(s, POLLOUT, 0);
 			}
 			while (!sw_credit_can_send(&s->ss, SDP_MSG_OOB) &&
-			       !s->ss.peer_dead && !s->ss.error)
+			       !s->ss.peer_dead && !s->ss.error &&
+			       !s->ss.dg_sent && s->state == SW_SAN)
 				sw_session_wait(s, POLLOUT, 0);
+			if (s->ss.dg_sent || s->state != SW_SAN) {
+				/* our DOWNGRADE went meanwhile: the urgent
+				 * byte follows the marker on TCP, as TCP's */
+				pthread_mutex_unlock(&s->lock);
+				return on_tcp(s, sdp_sys.sendmsg(s->fd, msg,
+								 flags), true);
+			}
 			e = sw_send_ctrl(s, SDP_MSG_OOB, NULL, 0, &one, 1, 1);
 			pthread_mutex_unlock(&s->lock);
 			return e ? -EPIPE : 1;
 		}
-		r = sw_session_send(s, msg->msg_iov, msg->msg_iovlen, flags);
+		r = san_send(s, msg, flags);
 		pthread_mutex_unlock(&s->lock);
 		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);

@@ -32,7 +32,7 @@ int sw_downgrade_start(struct sw_sock *s)
 
 	if (ss->dg_sent)
 		return 0;
-	if (!sw_credit_can_send(ss, SDP_MSG_DOWNGRADE))
+	if (ss->dg_hold || !sw_credit_can_send(ss, SDP_MSG_DOWNGRADE))
 		return -EAGAIN;
 	r = sw_send_ctrl(s, SDP_MSG_DOWNGRADE, NULL, 0, NULL, 0, 0);
 	if (r)
@@ -45,7 +45,9 @@ int sw_downgrade_start(struct sw_sock *s)
 		ss->error = -r;
 	else
 		sw_reup_tx_base(s);
-	/* the peer may sleep on TCP: the marker itself wakes it */
+	/* the peer may sleep on TCP: the marker itself wakes it; our
+	 * threads waiting to send look again (their bytes go on TCP) */
+	sw_event(s);
 	SW_DBG("fd %d: our data returns to TCP", s->fd);
 	return r;
 }

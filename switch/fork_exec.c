@@ -149,14 +149,56 @@ static int head_read_all(struct sw_sock *s, uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* The peer's bytes taken off the SAN while its DOWNGRADE is awaited
+ * (downgrade_list), in arrival order. */
+struct dg_held {
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+/*
+ * Takes what has come on the SAN and was not read (up to the peer's
+ * DOWNGRADE) into h, so that the receive buffers holding it are posted
+ * again and returned to the peer: a peer held by its credits can send
+ * the rest of its data and its DOWNGRADE only once its bytes here are
+ * taken, and the program that stopped reading will not take them.
+ */
+static void hold_rx(struct sw_sock *s, struct dg_held *h)
+{
+	struct sw_session *ss = &s->ss;
+	struct iovec iov;
+	ssize_t n;
+
+	while (s->state == SW_SAN && ss->rx_queued) {
+		if (h->len + ss->rx_queued > h->cap) {
+			size_t cap = h->cap ? h->cap : 65536;
+			uint8_t *p;
+
+			while (cap < h->len + ss->rx_queued)
+				cap *= 2;
+			p = realloc(h->buf, cap);
+			if (!p)
+				return;	/* taken at the end, if at all */
+			h->buf = p;
+			h->cap = cap;
+		}
+		iov.iov_base = h->buf + h->len;
+		iov.iov_len = ss->rx_queued;
+		n = sw_session_recv(s, &iov, 1, MSG_DONTWAIT);
+		if (n <= 0)
+			return;
+		h->len += n;
+	}
+}
+
 /* Moves the unread bytes of s into a buffer parent and child share: the
  * peer's bytes still on TCP before its switch point, then those that came
- * on the SAN. */
-static int capture_rx(struct sw_sock *s)
+ * on the SAN (taken before, in h, then what is left). */
+static int capture_rx(struct sw_sock *s, struct dg_held *h)
 {
 	struct sw_session *ss = &s->ss;
 	size_t head = s->rx_san ? 0 : s->tcp_rx_limit - s->tcp_rx;
-	size_t len = head + ss->rx_queued, map_len;
+	size_t len = head + h->len + ss->rx_queued, map_len;
 	struct sw_fork_buf *fb;
 	pthread_mutexattr_t a;
 	struct iovec iov;
@@ -182,11 +224,17 @@ static int capture_rx(struct sw_sock *s)
 			s->st->rx_tcp += head;
 	}
 	s->rx_san = true;
-	iov.iov_base = fb->data + fb->len;
-	iov.iov_len = ss->rx_queued;
-	n = iov.iov_len ? sw_session_recv(s, &iov, 1, MSG_DONTWAIT) : 0;
-	if (n > 0)
+	if (h->len)
+		memcpy(fb->data + fb->len, h->buf, h->len);
+	fb->len += h->len;
+	while (ss->rx_queued && fb->len < len) {
+		iov.iov_base = fb->data + fb->len;
+		iov.iov_len = len - fb->len;
+		n = sw_session_recv(s, &iov, 1, MSG_DONTWAIT);
+		if (n <= 0)
+			break;
 		fb->len += n;
+	}
 	fb->off = 0;
 	s->fork_buf = fb;
 	return 0;
@@ -196,6 +244,7 @@ static int capture_rx(struct sw_sock *s)
 static void downgrade_list(struct sw_sock **v, int n, bool capture)
 {
 	uint64_t deadline = sw_now_ns() + DG_TIMEOUT_NS;
+	struct dg_held *held = calloc(n, sizeof(*held));
 	int i, busy;
 
 	/* pending upgrades: given up where nothing is lost by it, else
@@ -238,6 +287,10 @@ static void downgrade_list(struct sw_sock **v, int n, bool capture)
 					sw_downgrade_start(s);
 				sw_doorbell_drain(s);
 				sw_progress(s);
+				/* the peer's bytes before its DOWNGRADE hold
+				 * our buffers: taken, the credits go back */
+				if (capture && held)
+					hold_rx(s, &held[i]);
 				if (s->state == SW_SAN && !s->ss.dg_rcvd &&
 				    !s->ss.peer_dead && !s->tcp_eof &&
 				    !s->ss.error)
@@ -259,20 +312,24 @@ static void downgrade_list(struct sw_sock **v, int n, bool capture)
 
 	/* unread SAN bytes into shared buffers, then TCP for good */
 	for (i = 0; i < n; i++) {
+		struct dg_held none = { NULL, 0, 0 };
 		struct sw_sock *s = v[i];
 
 		pthread_mutex_lock(&s->lock);
 		if (s->state == SW_SAN && s->ss.dg_rcvd) {
 			if (capture)
-				capture_rx(s);
+				capture_rx(s, held ? &held[i] : &none);
 			sw_credit_maybe_update(s);
 			sw_downgrade_rx_point(s);
 			if (s->state == SW_TCP)
 				sw_dg_marker_skip(s, true);
 		}
 		pthread_mutex_unlock(&s->lock);
+		if (held)
+			free(held[i].buf);
 		sw_sock_unref(s);
 	}
+	free(held);
 }
 
 /* Returns every managed connection to TCP (before fork or exec). */

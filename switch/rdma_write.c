@@ -111,7 +111,11 @@ ssize_t sw_wdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 	if (r == SDP_PENDING) {
 		if (ss->peer_wants_wake)
 			sw_doorbell_ring(s);
+		/* the wait's progress may take the peer's DOWNGRADE: ours
+		 * goes after the WDATA that announces these bytes */
+		ss->dg_hold++;
 		r = sw_rdma_wait(s, ctx);
+		ss->dg_hold--;
 	}
 	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
 	/* the wait ran progress: the peer may have taken the ring back (or

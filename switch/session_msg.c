@@ -161,7 +161,11 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		     ss->peer_credits * 2 <= (int32_t)ss->nrecv;
 	r = send_inline(s, type, body, bodylen, iov, iovcnt, paylen, &credits);
 	if (r == -EAGAIN) {
+		/* its progress may take the peer's DOWNGRADE: ours goes
+		 * after this message, not inside it */
+		ss->dg_hold++;
 		r = send_buf_get(s, &k);
+		ss->dg_hold--;
 		if (r)
 			return r;
 		buf = ss->sslot[k].mem;
@@ -578,6 +582,12 @@ int sw_progress(struct sw_sock *s)
 			sw_credit_adapt(s);
 		if (s->ptx_len && sw_ptx_due(s))
 			sw_ptx_flush(s);
+		/* the peer's DOWNGRADE came when no credit let ours go
+		 * (on_control): it goes as soon as one does, whichever
+		 * thread moves the session, so that a sender waiting for
+		 * credits stops putting data on the SAN */
+		if (ss->dg_rcvd && !ss->dg_sent)
+			sw_downgrade_start(s);
 	}
 	return err;
 }

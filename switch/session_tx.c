@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "credits.h"
+#include "downgrade.h"
 #include "flusher.h"
 #include "iov.h"
 #include "rdma_read.h"
@@ -19,6 +20,7 @@
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "status.h"
 #include "util.h"
 #include "wakeup.h"
 #include "wire.h"
@@ -312,6 +314,18 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 			if (sent)
 				break;
 			return -e;
+		}
+		/* the peer's DOWNGRADE came while this call waited (lock
+		 * released) or inside a message of ours (sw_send_ctrl): ours
+		 * answers it here, between two messages. Once it went, the
+		 * peer takes nothing more on the SAN; the rest follows our
+		 * marker on TCP (the caller sends it) */
+		if (ss->dg_rcvd && !ss->dg_sent)
+			sw_downgrade_start(s);
+		if (ss->dg_sent || s->state != SW_SAN) {
+			if (sent)
+				break;
+			return SW_TX_DOWNGRADE;
 		}
 		if (!sw_credit_can_send(ss, SDP_MSG_DATA)) {
 			if (s->st && !stalled)

@@ -160,6 +160,10 @@ struct sw_session {
 	/* return to TCP (downgrade.c) */
 	bool dg_sent;		/* our data goes on TCP now */
 	bool dg_rcvd;		/* the peer's DOWNGRADE arrived */
+	/* a message of ours is being made (its progress calls may take
+	 * the peer's DOWNGRADE): ours waits, so that it never precedes a
+	 * message begun before it */
+	uint32_t dg_hold;
 
 	/* end of stream */
 	bool fin_rcvd, fin_sent, abort_rcvd, peer_dead;

@@ -20,6 +20,8 @@ const char *sw_strerror(int r)
 		return "not the peer's hello";
 	case SW_RX_DOWNGRADE:
 		return "the peer's stream continues on TCP";
+	case SW_TX_DOWNGRADE:
+		return "our stream continues on TCP";
 	}
 	if (r < 0 && r > -4096)
 		return strerror(-r);

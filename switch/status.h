@@ -21,6 +21,9 @@ enum sw_status {
 	SW_HELLO_OTHER = -4100,
 	/* session_rx.c: the peer's stream continues on TCP from here */
 	SW_RX_DOWNGRADE = -4101,
+	/* session_tx.c: our stream continues on TCP from here (our
+	 * DOWNGRADE went before a byte of this call) */
+	SW_TX_DOWNGRADE = -4102,
 };
 
 /* At an entry point the shim calls: POSIX from -errno (-1, errno set;

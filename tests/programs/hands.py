@@ -5,12 +5,14 @@
 # bytes hashed, and the process left holding each connection proven to
 # carry it on shm from its sdp-stat counters. Same options as run.py:
 #   PYTHONPATH=tests/lib hands.py --lib LIB --stat SDP_STAT [TEST...]
+import hashlib
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402
+from peers import chunks  # noqa: E402
 from run import (MIB, PY, Fail, Skip, check, fmt_conn,  # noqa: E402
 		 san_rx, san_tx, by_pid, need, free_port)
 
@@ -418,6 +420,19 @@ def t_carried_fork_again(ctx):
 	return carried_fork(ctx, True)
 
 
+def stream_shas(seed, first, total):
+	"""The sha256 hex of the first bytes, and of the rest, of the stream
+	of total bytes an echo client sends on its connection SEED."""
+	head, tail = hashlib.sha256(), hashlib.sha256()
+	at = 0
+	for d in chunks(total, seed):
+		cut = max(0, min(len(d), first - at))
+		head.update(d[:cut])
+		tail.update(d[cut:])
+		at += len(d)
+	return head.hexdigest(), tail.hexdigest()
+
+
 def scm_carried(ctx, reup):
 	"""The acceptor echoes the first 16 MiB of a connection itself (the
 	SAN carries it), then passes the socket to a worker with SCM_RIGHTS
@@ -425,9 +440,11 @@ def scm_carried(ctx, reup):
 	the return to TCP at the pass: the client's bytes that had come on
 	the SAN when the acceptor stopped reading reach the worker first,
 	and the client, blocked in a write for credits when the acceptor
-	stopped reading, goes on writing on TCP. With reup (SDP_REUPGRADE=1
-	on both ends), once the acceptor closed its copy the worker holds the
-	connection alone and upgrades it again."""
+	stopped reading, goes on writing on TCP. Each process's part is
+	checked by its hash: the acceptor echoed exactly the client's first
+	16 MiB, the worker exactly the rest, in order. With reup
+	(SDP_REUPGRADE=1 on both ends), once the acceptor closed its copy
+	the worker holds the connection alone and upgrades it again."""
 	env = {'SDP_REUPGRADE': 1} if reup else None
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
@@ -443,6 +460,12 @@ def scm_carried(ctx, reup):
 	      % (served, srv.err()[-600:]))
 	worker = [r['pid'] for r in served if r['echoed'] == rest][0]
 	check(worker != srv.pid, 'the acceptor echoed all: nothing passed?')
+	want = stream_shas(0, first, first + rest)
+	got = ([r['sha'] for r in served if r['pid'] == srv.pid] +
+	       [r['sha'] for r in served if r['pid'] == worker])
+	check(got == list(want), 'SCM_RIGHTS of a carried connection: the '
+	      'acceptor and the worker did not echo the first %d bytes and '
+	      'the rest: sha256 %s, expected %s' % (first, got, list(want)))
 	st = ctx.stats()
 	for c in by_pid(st, cli.pid):
 		if reup:
@@ -638,14 +661,9 @@ if __name__ == '__main__':
 	# its tests
 	again_tests = (('carried-fork-again', 'scm-carried-again')
 		       if os.environ.get('SDP_TEST_REUPGRADE') == '1' else ())
-	# a known fault, not yet found: a connection passed with SCM_RIGHTS
-	# while carried loses 32 KiB of the stream in about one run of ten
-	# (docs/testing.md); SDP_TEST_KNOWN=1 runs its reproducer
-	known_tests = (('scm-carried',)
-		       if os.environ.get('SDP_TEST_KNOWN') == '1' else ())
 	run.TESTS[:] = [t for t in run.TESTS if t[0] in
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
-			 'rsync-daemon', 'git-daemon') +
-			again_tests + known_tests]
+			 'scm-carried', 'rsync-daemon', 'git-daemon') +
+			again_tests]
 	sys.exit(run.main())
