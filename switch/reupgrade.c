@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "blind.h"
 #include "config.h"
 #include "connect.h"
 #include "fork_exec.h"
@@ -64,8 +65,8 @@ static int tcp_info_counts(int fd, uint8_t *state, uint64_t *acked,
  * name a switch point the peer's count never reaches (it waits for ever)
  * or has passed (the bytes after it are lost to the program). So each
  * ioctl is read between two TCP_INFOs and kept only when the monotonic
- * half did not move meanwhile (the other half moves only by this
- * process's own calls, and the caller is the only one inside the socket);
+ * half did not move meanwhile (the other half moves only by the
+ * program's own writes and reads, made under the lock the caller holds);
  * a peer or ACKs moving it every time cannot go on for long on an
  * established connection, and after COUNT_TRIES the count is not known.
  */
@@ -139,7 +140,8 @@ void sw_reup_arm(struct sw_sock *s)
 
 	if (wait > REUP_MAX_NS)
 		wait = REUP_MAX_NS;
-	if (!sw_cfg.reupgrade) {
+	/* a process with I/O the switch cannot see never carries again */
+	if (!sw_cfg.reupgrade || sw_blind()) {
 		s->reup_never = true;
 		return;
 	}
@@ -191,6 +193,10 @@ void sw_reup_maybe(struct sw_sock *s)
 	if (s->state != SW_TCP || !s->reup || s->reup_never || s->closed ||
 	    sw_now_ns() < s->reup_at_ns)
 		return;
+	if (sw_blind()) {
+		s->reup_never = true;
+		return;
+	}
 	/* a call in the kernel would take or add bytes nobody counts */
 	if (atomic_load(&s->users) != 1)
 		return;
