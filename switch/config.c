@@ -42,7 +42,6 @@ struct sw_config sw_cfg = {
 	.upgrade_after_bytes = 65536,
 	.upgrade_timeout_ms = 2000,
 	.upgrade_max = 64,
-	.reupgrade = 1,
 	.path = SW_PATH_AUTO,
 };
 
@@ -112,7 +111,7 @@ static const struct num_var num_vars[] = {
 	NUM("SDP_UPGRADE_MAX", upgrade_max, 1, 65536,
 	    "upgrades under way at once in a process"),
 	NUM("SDP_REUPGRADE", reupgrade, 0, 1,
-	    "0: a connection returned to TCP by a change of hands stays there"),
+	    "1: a connection returned to TCP by a change of hands is upgraded again"),
 };
 
 static int config_errors;

@@ -404,8 +404,8 @@ def t_postgresql(ctx):
 def returned(c, what, first):
 	"""c was carried by shm (at least first bytes each way there before a
 	change of hands), then returned to TCP mid-stream (a downgrade: state
-	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0:
-	docs/protocol.md 2.8)."""
+	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0, the
+	default: docs/protocol.md 2.8)."""
 	check(c['state'] == run.TCP_STATE and c['fallback'] == 'none' and
 	      c['provider'] == 'shm' and san_tx(c) + c['tx_tcp'] >= first and
 	      san_rx(c) + c['rx_tcp'] >= first and
@@ -428,10 +428,10 @@ def carried_fork(ctx, reup):
 	and its parent closes its copy; the child echoes 100 MiB more. The
 	bytes are exact across the return to TCP at the fork (what had
 	arrived on the SAN unread is read from the buffer both processes
-	share). With reup (the default) the child, left alone with the
-	connection, upgrades it again: both ends carried, 95% of the bytes
-	on shm; with SDP_REUPGRADE=0 on both ends the rest goes on TCP."""
-	env = None if reup else {'SDP_REUPGRADE': 0}
+	share). With reup (SDP_REUPGRADE=1 on both ends) the child, left
+	alone with the connection, upgrades it again: both ends carried, 95%
+	of the bytes on shm; with SDP_REUPGRADE=0 the rest goes on TCP."""
+	env = {'SDP_REUPGRADE': 1 if reup else 0}
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
@@ -484,11 +484,11 @@ def scm_carried(ctx, reup):
 	the return to TCP at the pass: the client's bytes that had come on
 	the SAN when the acceptor stopped reading reach the worker first,
 	and the client, blocked in a write for credits when the acceptor
-	stopped reading, goes on writing on TCP. With reup (the default),
-	once the acceptor closed its copy the worker holds the connection
-	alone and upgrades it again; SDP_REUPGRADE=0 on both ends keeps it
-	on TCP."""
-	env = None if reup else {'SDP_REUPGRADE': 0}
+	stopped reading, goes on writing on TCP. With reup (SDP_REUPGRADE=1
+	on both ends), once the acceptor closed its copy the worker holds the
+	connection alone and upgrades it again; SDP_REUPGRADE=0 keeps it on
+	TCP."""
+	env = {'SDP_REUPGRADE': 1 if reup else 0}
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-carried-server',
@@ -570,9 +570,9 @@ def t_rsync_daemon(ctx):
 	receiver, which reads the socket while its parent (the generator)
 	writes it: two processes use that end at once, so the connection
 	returns to TCP (both ends: the SAN carried the start) and stays
-	there, with no byte lost or added. The other end, held by one
-	process, upgrades again (docs/protocol.md 2.8), which its peer never
-	answers: it waits (state UPGRADING, reason none) and gives that up
+	there, with no byte lost or added. With SDP_REUPGRADE=1 the other
+	end, held by one process, upgrades again (docs/protocol.md 2.8),
+	which its peer never answers: it waits (state UPGRADING, reason none) and gives that up
 	after SDP_UPGRADE_TIMEOUT_MS (state TCP, reason timeout or
 	provider-connect), all its bytes on TCP meanwhile."""
 	need('rsync')
