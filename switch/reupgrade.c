@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "blind.h"
 #include "config.h"
 #include "connect.h"
 #include "fork_exec.h"
@@ -37,32 +38,78 @@
 #define REUP_FIRST_NS 1000000ull
 #define REUP_MAX_NS 16000000000ull
 
-int sw_tcp_counts(int fd, uint64_t *written, uint64_t *read)
+/* TCP_INFO of fd: its state and the two monotonic counts, 0 or -errno. */
+static int tcp_info_counts(int fd, uint8_t *state, uint64_t *acked,
+			   uint64_t *rcvd)
 {
 	uint8_t ti[256];
 	socklen_t len = sizeof(ti);
-	uint64_t acked, rcvd;
-	int outq = 0, inq = 0;
 
 	memset(ti, 0, sizeof(ti));
 	if (sdp_sys.getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len))
 		return -errno;
 	if (len < TI_MIN_LEN)
 		return -EOPNOTSUPP;
-	/* a FIN either way counts as a byte; no upgrade then anyway */
-	if (ti[0] != TCP_ESTABLISHED)
-		return -ENOTCONN;
-	if (sdp_sys.ioctl(fd, SIOCOUTQ, &outq) ||
-	    sdp_sys.ioctl(fd, SIOCINQ, &inq))
-		return -errno;
-	memcpy(&acked, ti + TI_BYTES_ACKED, sizeof(acked));
-	memcpy(&rcvd, ti + TI_BYTES_RECEIVED, sizeof(rcvd));
-	/* sent and acknowledged, plus not yet; arrived, less not yet read.
-	 * An active opener's count also holds its SYN: the difference of
-	 * two counts (from a marker on) never does. */
-	*written = acked + (uint64_t)outq;
-	*read = rcvd - (uint64_t)inq;
+	*state = ti[0];
+	memcpy(acked, ti + TI_BYTES_ACKED, sizeof(*acked));
+	memcpy(rcvd, ti + TI_BYTES_RECEIVED, sizeof(*rcvd));
 	return 0;
+}
+
+/*
+ * The kernel gives each count in two halves by two calls: the bytes
+ * acknowledged (TCP_INFO) and those not yet (SIOCOUTQ); the bytes arrived
+ * (TCP_INFO) and those not yet read (SIOCINQ). An ACK or a segment that
+ * lands between the two calls moves a byte from one half to the other
+ * unseen, and the count is off by up to a segment: a SWITCH would then
+ * name a switch point the peer's count never reaches (it waits for ever)
+ * or has passed (the bytes after it are lost to the program). So each
+ * ioctl is read between two TCP_INFOs and kept only when the monotonic
+ * half did not move meanwhile (the other half moves only by the
+ * program's own writes and reads, made under the lock the caller holds);
+ * a peer or ACKs moving it every time cannot go on for long on an
+ * established connection, and after COUNT_TRIES the count is not known.
+ */
+#define COUNT_TRIES 64
+
+int sw_tcp_counts(int fd, uint64_t *written, uint64_t *read)
+{
+	uint64_t acked, rcvd, acked2, rcvd2;
+	bool got_tx = false, got_rx = false;
+	uint8_t state;
+	int outq = 0, inq = 0, i, r;
+
+	r = tcp_info_counts(fd, &state, &acked, &rcvd);
+	for (i = 0; !r && i < COUNT_TRIES && !(got_tx && got_rx); i++) {
+		/* a FIN either way counts as a byte; no upgrade then anyway */
+		if (state != TCP_ESTABLISHED)
+			return -ENOTCONN;
+		if ((!got_tx && sdp_sys.ioctl(fd, SIOCOUTQ, &outq)) ||
+		    (!got_rx && sdp_sys.ioctl(fd, SIOCINQ, &inq)))
+			return -errno;
+		r = tcp_info_counts(fd, &state, &acked2, &rcvd2);
+		if (r)
+			break;
+		/* sent and acknowledged, plus not yet; arrived, less not
+		 * yet read. An active opener's count also holds its SYN:
+		 * the difference of two counts (from a marker on) never
+		 * does. */
+		if (!got_tx && acked2 == acked) {
+			*written = acked + (uint64_t)outq;
+			got_tx = true;
+		}
+		if (!got_rx && rcvd2 == rcvd) {
+			*read = rcvd - (uint64_t)inq;
+			got_rx = true;
+		}
+		acked = acked2;
+		rcvd = rcvd2;
+	}
+	if (r)
+		return r;
+	if (state != TCP_ESTABLISHED)
+		return -ENOTCONN;
+	return got_tx && got_rx ? 0 : -EAGAIN;
 }
 
 void sw_reup_tx_base(struct sw_sock *s)
@@ -93,7 +140,8 @@ void sw_reup_arm(struct sw_sock *s)
 
 	if (wait > REUP_MAX_NS)
 		wait = REUP_MAX_NS;
-	if (!sw_cfg.reupgrade) {
+	/* a process with I/O the switch cannot see never carries again */
+	if (!sw_cfg.reupgrade || sw_blind()) {
 		s->reup_never = true;
 		return;
 	}
@@ -140,11 +188,15 @@ static void begin(struct sw_sock *s, uint64_t tx, uint64_t rx)
 void sw_reup_maybe(struct sw_sock *s)
 {
 	uint64_t wr, rd;
-	int alone;
+	int alone, r;
 
 	if (s->state != SW_TCP || !s->reup || s->reup_never || s->closed ||
 	    sw_now_ns() < s->reup_at_ns)
 		return;
+	if (sw_blind()) {
+		s->reup_never = true;
+		return;
+	}
 	/* a call in the kernel would take or add bytes nobody counts */
 	if (atomic_load(&s->users) != 1)
 		return;
@@ -158,8 +210,10 @@ void sw_reup_maybe(struct sw_sock *s)
 		s->reup_never = true;
 	if (alone <= 0)
 		return;
-	if (sw_tcp_counts(s->fd, &wr, &rd) || wr < s->dg_tx_base ||
-	    rd < s->dg_rx_base) {
+	r = sw_tcp_counts(s->fd, &wr, &rd);
+	if (r == -EAGAIN)
+		return;	/* the counts kept moving: at a later call */
+	if (r || wr < s->dg_tx_base || rd < s->dg_rx_base) {
 		s->reup_never = true;
 		return;
 	}
