@@ -780,6 +780,9 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 			rd_report(o, e, r);
 		else if (arm && s && e->pend && !e->disarmed)
 			rd_extra_collect(&o->x, s, e->fd);
+		if (arm && s && !r && !e->disarmed && e->live)
+			rd_extra_nap(&o->x,
+				     sw_poll_nap_ms(s, (short)e->events));
 		if (s)
 			sw_sock_unref(s);
 	}

@@ -59,9 +59,12 @@ static int rd_ps_scan(struct rd_pollset *ps, bool arm)
 		r &= rd_mask(p->events);
 		ps->san[i] = r;
 		n += r != 0;
-		if (arm && !r && ps->socks[i])
+		if (arm && !r && ps->socks[i]) {
 			ps->pend[i] = rd_extra_collect(&ps->x, ps->socks[i],
 						       p->fd) > 0;
+			rd_extra_nap(&ps->x, sw_poll_nap_ms(ps->socks[i],
+							    p->events));
+		}
 	}
 	return n;
 }

@@ -44,6 +44,13 @@ int rd_extra_collect(struct rd_extra *x, struct sw_sock *s, int owner)
 	return in;
 }
 
+/* A switch socket that no doorbell is sure to wake bounds the sleep. */
+void rd_extra_nap(struct rd_extra *x, int ms)
+{
+	if (ms && (!x->nap_ms || ms < x->nap_ms))
+		x->nap_ms = ms;
+}
+
 /* The sleep's bound for what was collected: none when an upgrade moved
  * on, a short nap when one has nothing to watch. */
 const struct timespec *rd_extra_bound(const struct rd_extra *x,

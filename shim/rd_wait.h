@@ -114,6 +114,7 @@ const struct timespec *rd_extra_bound(const struct rd_extra *x,
 				      const struct timespec *t,
 				      struct timespec *nap);
 void rd_extra_woken(struct rd_extra *x);
+void rd_extra_nap(struct rd_extra *x, int ms);
 
 /* ---- epoll sets inside a poll set (epoll.c) ----------------------------- */
 

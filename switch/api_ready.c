@@ -268,6 +268,22 @@ out:
 	return r;
 }
 
+int sw_poll_nap_ms(struct sw_sock *s, short events)
+{
+	struct sw_session *ss = &s->ss;
+	int ms = 0;
+
+	if (!(events & (POLLOUT | POLLWRNORM)))
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SW_SAN && ss->cq && !ss->error && !ss->peer_dead &&
+	    !ss->dg_sent && !ss->fin_sent && !s->tcp_eof &&
+	    !sw_credit_writable(ss))
+		ms = SW_NAP_MS;
+	pthread_mutex_unlock(&s->lock);
+	return ms;
+}
+
 void sw_poll_sleep(struct sw_sock *s, bool begin)
 {
 	if (begin)

@@ -86,6 +86,31 @@ uint16_t sw_credit_take_owed(struct sw_session *ss)
  * pending FIN, and a CREDIT message when enough buffers wait to be
  * announced or the peer is short of them. */
 
+/*
+ * A sender of data left with one credit cannot send it (data needs two,
+ * and its last credit goes only with a returned buffer, which a one-way
+ * sender never owes): once we have consumed everything it sent and owe it
+ * a single buffer, that buffer goes back now, or the sender would wait
+ * for our next message of our own (a bounded nap) with its bytes kept.
+ * Only data re-arms this: a return costs the peer a buffer of ours, and
+ * two sides that send nothing must not trade CREDIT messages for ever.
+ */
+static bool lone_return_due(struct sw_session *ss)
+{
+	return ss->credits_owed == 1 && ss->peer_credits <= 1 &&
+	       ss->lone_return && !ss->rxq;
+}
+
+static int lone_return(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!lone_return_due(ss) || !sw_credit_can_send(ss, SDP_MSG_CREDIT))
+		return 0;
+	ss->lone_return = false;
+	return sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
+}
+
 int sw_credit_maybe_update(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
@@ -146,7 +171,7 @@ int sw_credit_maybe_update(struct sw_sock *s)
 		if (r)
 			return r;
 	}
-	return 0;
+	return lone_return(s);
 }
 
 /*
@@ -161,8 +186,13 @@ void sw_credit_return_owed(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 
 	if (s->state != SW_SAN || !ss->peer_nrecv || !ss->ep || ss->error ||
-	    ss->peer_dead || ss->credits_owed < 2 ||
-	    !sw_credit_can_send(ss, SDP_MSG_CREDIT))
+	    ss->peer_dead)
+		return;
+	if (ss->credits_owed < 2) {
+		lone_return(s);
+		return;
+	}
+	if (!sw_credit_can_send(ss, SDP_MSG_CREDIT))
 		return;
 	sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
 }

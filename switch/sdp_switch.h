@@ -118,6 +118,17 @@ void sw_poll_progress(struct sw_sock *s);
  */
 short sw_poll_arm(struct sw_sock *s, short events);
 /*
+ * After sw_poll_arm found s not ready: the longest the coming sleep may
+ * last in milliseconds, 0 for no bound. A program that waits to write on
+ * s while the peer holds its buffers (no credit for data, or the staging
+ * ring full) waits for the peer's return of them; when no doorbell is sure
+ * to announce it (one credit left cannot ask for a wake-up), the sleep
+ * looks again after SW_NAP_MS, as a blocking send's wait does.
+ */
+int sw_poll_nap_ms(struct sw_sock *s, short events);
+/* the longest sleep of a wait no doorbell is sure to end */
+#define SW_NAP_MS 10
+/*
  * Brackets a sleep on s's TCP fd (begin before sw_poll_arm, end once the
  * kernel's sleep returned, before sw_poll_revents): while one thread
  * sleeps there, another leaves the doorbells in place, which would

@@ -476,6 +476,7 @@ static int on_recv(struct sw_sock *s, uint32_t idx, uint64_t bytes)
 	    h.type == SDP_MSG_WDATA || h.type == SDP_MSG_OOB ||
 	    h.type == SDP_MSG_XOFFER) {
 		ss->last_rx_ns = sw_now_ns();
+		ss->lone_return = true;
 		if (ss->peer_credits <= 2 && ss->nrecv < sw_cfg.recv_bufs)
 			ss->grow_wanted = true;
 		sw_event(s);

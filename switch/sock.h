@@ -82,6 +82,8 @@ struct sw_session {
 	uint32_t release_owed;		/* sender: releases still to send */
 	bool big;			/* holds more than an idle one */
 	bool grow_wanted;		/* data arrived with the peer short */
+	bool lone_return;		/* data came since our last lone
+					 * buffer return (credits.c) */
 	uint32_t release_drop;		/* sender: credits they give up */
 
 	/* credits (credits.c) */

@@ -151,8 +151,6 @@ bool sw_intr_restarts(struct sw_sock *s, bool rcv)
 	return true;
 }
 
-/* the longest sleep of a wait no doorbell is sure to end */
-#define SW_NAP_MS 10
 
 /* sw_session_wait, and sw_session_wait_timeo when t is not NULL */
 static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
