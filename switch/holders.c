@@ -64,8 +64,8 @@ struct sw_holders {
 		uint32_t ino_lo, ino_hi;
 		int32_t state;
 		int32_t family;
-		uint8_t is_client, hello_out, skip_hello, key_refused;
-		uint8_t spoke_first, pad[3];
+		uint8_t is_client, skip_hello, key_refused, spoke_first;
+		uint8_t pad[4];
 		int32_t up_prov;
 		uint32_t lsn_provs, cand_provs, connect_tries;
 		uint16_t local_port;
@@ -376,7 +376,6 @@ static void pass_save(struct sw_sock *s, struct sw_pass *p,
 	p->state = s->state;
 	p->family = s->family;
 	p->is_client = s->is_client;
-	p->hello_out = s->hello_out;
 	p->skip_hello = s->skip_hello;
 	p->key_refused = s->key_refused;
 	p->spoke_first = s->spoke_first;
@@ -603,7 +602,6 @@ static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
 	memcpy(s->key, p->key, sizeof(s->key));
 	memcpy(s->hello_buf, p->hello_buf, sizeof(s->hello_buf));
 	s->hello_got = sizeof(s->hello_buf);
-	s->hello_out = true;
 	s->up_prov = p->up_prov >= 0 ? &sw_providers[p->up_prov] : NULL;
 	s->lsn_provs = p->lsn_provs;
 	s->cand_provs = p->cand_provs;
@@ -696,7 +694,6 @@ struct sw_sock *sw_holders_received(int fd)
 	s->family = p->family;
 	s->nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
 	s->is_client = p->is_client;
-	s->hello_out = p->hello_out;
 	s->skip_hello = p->skip_hello;
 	s->key_refused = p->key_refused;
 	s->spoke_first = p->spoke_first;

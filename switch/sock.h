@@ -230,13 +230,11 @@ struct sw_sock {
 				 * this connection's key was refused */
 	struct sw_provider *up_prov; /* server: the provider chosen */
 	uint32_t lsn_provs;	/* server: providers its listener has (bits) */
-	bool hello_out;		/* server: our hello went, or never goes
-				 * (spoke_first) */
-	bool spoke_first;	/* the server's program wrote before the
-				 * client's hello came and with no client
-				 * listener there: no server hello on TCP;
-				 * its fields travel with the provider
-				 * connect (docs/protocol.md 2.1 step 5) */
+	bool spoke_first;	/* server: its program wrote before the
+				 * client's hello came (which must come
+				 * within SDP_UPGRADE_TIMEOUT_MS then);
+				 * client: the server's bytes or connect
+				 * came, so its stream holds no hello */
 	uint64_t spoke_first_ns; /* server: since then */
 	bool skip_hello;	/* TCP: the peer's stream may start with its
 				 * hello (sw_hello_skip) */

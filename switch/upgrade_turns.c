@@ -226,7 +226,8 @@ bool sw_turn_in_thread(void)
 
 bool sw_turn_driven(const struct sw_sock *s)
 {
-	return running && s->state == SW_UPGRADING &&
+	return running && (s->state == SW_UPGRADING ||
+			   (s->is_client && s->state == SW_HELLO_SENT)) &&
 	       atomic_load(&s->turn) != SW_TURN_NONE;
 }
 
@@ -363,8 +364,10 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max,
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	if (s->state != SW_UPGRADING) {
-		/* before the hellos are through: the program's calls */
+	if (s->state != SW_UPGRADING &&
+	    !(s->is_client && s->state == SW_HELLO_SENT)) {
+		/* before the client's hello is through: the program's
+		 * calls */
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
@@ -375,7 +378,8 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max,
 		sw_upgrade_progress(s);
 	s->turn_woken = false;
 	n = 0;
-	if (s->state == SW_UPGRADING) {
+	if (s->state == SW_UPGRADING ||
+	    (s->is_client && s->state == SW_HELLO_SENT)) {
 		if (s->is_client && !s->ss.ep && sw_client_listening(s)) {
 			if (now >= s->turn_look_ns)
 				s->turn_look_ns = now + SLEEP_MAX_MS *
