@@ -53,8 +53,7 @@ struct sdp_hello {
 	uint8_t nproviders;		/* client: names that follow;
 					 * server: 1 (the chosen one) or 0 */
 	uint32_t flags;			/* SDP_HELLO_F_* */
-	uint8_t key[16];		/* client: random key K; server: K echoed
-					 * only as a digest, here zero */
+	uint8_t key[16];		/* client: random key K; server: zero */
 	char providers[SDP_MAX_HELLO_PROVIDERS][SDP_PROVIDER_NAME_LEN];
 					/* NUL-padded provider names, best first */
 	uint32_t msg_size;		/* size of each receive buffer the
