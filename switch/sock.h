@@ -330,6 +330,13 @@ static inline bool sw_hello_ahead(const struct sw_sock *s)
 /* Every managed socket of the process (fork, exec). */
 int sw_sock_list(struct sw_sock ***out);
 
+/* fork (pthread_atfork, after every other prepare handler and before every
+ * other child handler): the socket list stays locked across the fork, and
+ * the child's copy of every socket's lock is initialised anew. */
+void sw_sock_atfork_prepare(void);
+void sw_sock_atfork_parent(void);
+void sw_sock_atfork_child(void);
+
 static inline bool sw_nonblocking(struct sw_sock *s, int flags)
 {
 	return s->nonblock || (flags & MSG_DONTWAIT);
