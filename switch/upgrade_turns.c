@@ -32,8 +32,9 @@
  * while the thread handles sockets, so that fork and exit keep it away.
  *
  * The thread reads no byte of any TCP stream: it takes only the steps
- * after both hellos (SW_UPGRADING: the provider connection, the SETUPs and
- * the SWITCH), which touch the provider and nothing the program can see.
+ * after the client's hello (SW_UPGRADING, and a client's SW_HELLO_SENT:
+ * the provider connection, the SETUPs and the SWITCH), which touch the
+ * provider and nothing the program can see.
  */
 static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
