@@ -478,9 +478,11 @@ static void client_take_request(struct sw_sock *s)
  * (SDP_CONNECT_F_HELLO), and its refusal is that it never connects (our
  * wait runs out, having lost nothing). So nothing of its switch's is still
  * to come on TCP, whatever this process does next (io_uring: blind.c). The
- * connection waits in line for its turn, in the order our hellos went
- * (which is the order the server's turns come in:
- * sw_upgrade_server_hello_take); its listener opens when due.
+ * connection waits in line for its turn once its listener is due
+ * (sw_client_listen_due), in the order of its connect, which is the order
+ * our hellos went and the server's turns come in
+ * (sw_upgrade_server_hello_take): a connection that ends sooner never asks
+ * for one, nor starts the upgrade thread.
  */
 void sw_upgrade_client_hello_out(struct sw_sock *s)
 {
@@ -492,7 +494,6 @@ void sw_upgrade_client_hello_out(struct sw_sock *s)
 		s->deadline_ns = s->upgrade_at_ns +
 				 (uint64_t)sw_cfg.upgrade_timeout_ms *
 					 1000000ull;
-	sw_turn_take(s, true);
 }
 
 /*
@@ -751,10 +752,21 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 bool sw_upgrade_cut(struct sw_sock *s)
 {
 	sw_holders_settle(s);
-	/* a client hello already here is taken now (one that comes later
-	 * is dropped when it comes: sw_hello_skip) */
-	if (s->state == SW_HELLO_WAIT)
-		sw_upgrade_server_hello_in(s, false);
+	/* a client hello already here is dropped now (one that comes later
+	 * is dropped when it comes: sw_hello_skip). Only read: taking it
+	 * would ask for a turn, and start the upgrade thread, in a process
+	 * about to exec or to enter a sandbox */
+	if (s->state == SW_HELLO_WAIT) {
+		int r = sw_hello_server_read(s);
+
+		if (r == 1) {
+			s->state = SW_UPGRADING;	/* nothing to skip */
+		} else if (r == 0) {
+			/* the program's bytes, or the end: a plain client */
+			sw_fallback(s, SDP_FB_NO_PEER_SWITCH, NULL);
+			return false;
+		}
+	}
 	if (!sw_pending(s) || !sw_upgrade_can_give_up(s))
 		return sw_pending(s);
 	/* the peer cannot be sending to the provider: nothing is lost by

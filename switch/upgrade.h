@@ -62,8 +62,8 @@ void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing);
  * program's bytes, or an older server's refusal. */
 void sw_upgrade_client_hello_sent(struct sw_sock *s);
 
-/* Client: our hello just went; the connection gets in line for its turn
- * and waits for the server's provider connect. */
+/* Client: our hello just went; the connection waits for the server's
+ * provider connect (in line for a turn once its listener is due). */
 void sw_upgrade_client_hello_out(struct sw_sock *s);
 
 #endif /* SW_UPGRADE_H */

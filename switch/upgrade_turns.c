@@ -406,13 +406,17 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max,
 	return n;
 }
 
+/* The thread's scratch vectors, grown as needed and kept for its life.
+ * Static, not on its stack: a child forked while the thread runs has no
+ * such thread, and memory its stack alone pointed to would be a leak there
+ * (a later thread of the child takes them over). */
+static struct sw_sock **v, **drop, **cand;
+static struct pollfd *pf;
+static int *pfi;	/* v[i]'s first pollfd */
+static int vcap, dcap, pcap, icap, ccap;
+
 static void *thread_main(void *arg)
 {
-	struct sw_sock **v = NULL, **drop = NULL, **cand = NULL;
-	struct pollfd *pf = NULL;
-	int *pfi = NULL;	/* v[i]'s first pollfd */
-	int vcap = 0, dcap = 0, pcap = 0, icap = 0, ccap = 0;
-
 	(void)arg;
 	/* provider code runs here: its calls go to libc, not the shim */
 	sdp_guard_enter();
