@@ -12,6 +12,7 @@
 
 #include "blind.h"
 #include "shim.h"
+#include "sock.h"
 #include "fdtable.h"
 #include "readiness.h"
 #include "sys.h"
@@ -54,6 +55,31 @@ static void shim_atfork_child(void)
 	rd_atfork_child();
 }
 
+/* The switch's fork handlers run inside the switch, as its calls from a
+ * wrapper do: a provider that closes one of its descriptors there (a
+ * client's listener, parked for the child) must reach the kernel, not be
+ * refused as the program's close of a descriptor it does not own. */
+static void sw_prepare_guarded(void)
+{
+	shim_enter();
+	sw_atfork_prepare();
+	shim_leave();
+}
+
+static void sw_parent_guarded(void)
+{
+	shim_enter();
+	sw_atfork_parent();
+	shim_leave();
+}
+
+static void sw_child_guarded(void)
+{
+	shim_enter();
+	sw_atfork_child();
+	shim_leave();
+}
+
 static void shim_init(void)
 {
 	bool on;
@@ -71,10 +97,16 @@ static void shim_init(void)
 	if (!on)
 		return;
 	/* The switch's handlers run inside ours: prepare handlers run in
-	 * reverse order of registration, the others in order. */
+	 * reverse order of registration, the others in order. The socket
+	 * list's are outermost: its prepare runs last, its child handler
+	 * first (a socket lock held by another thread at the fork is free
+	 * again before anything in the child takes it). */
+	pthread_atfork(sw_sock_atfork_prepare, sw_sock_atfork_parent,
+		       sw_sock_atfork_child);
 	pthread_atfork(shim_atfork_prepare, shim_atfork_parent,
 		       shim_atfork_child);
-	pthread_atfork(sw_atfork_prepare, sw_atfork_parent, sw_atfork_child);
+	pthread_atfork(sw_prepare_guarded, sw_parent_guarded,
+		       sw_child_guarded);
 	shim_inherit();
 	/* a ring inherited from the parent: nothing is carried here */
 	shim_enter();

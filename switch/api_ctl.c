@@ -79,14 +79,15 @@ int sw_close(struct sw_sock *s, int fd)
 	/* a connection kept across fork: others hold it still */
 	sw_holders_leave(s);
 	if (sw_pending(s)) {
-		/* our hello is out: the server's answer is on its way */
+		/* our hello is out: an older server's refusal may be here
+		 * (a server of this version writes none, 2.2) */
 		bool answer_due = s->is_client && s->state == SW_HELLO_SENT;
 		int r;
 
-		/* That answer is taken before TCP closes, or the kernel
-		 * would answer it with a reset that drops what the peer's
-		 * program has not read yet (a client that writes a file and
-		 * closes at once). */
+		/* One that is here is taken before TCP closes, or the
+		 * kernel would answer it with a reset that drops what the
+		 * peer's program has not read yet (a client that writes a
+		 * file and closes at once). */
 		sw_fallback(s, SDP_FB_ENDED, NULL);
 		if (answer_due)
 			sw_hello_drain(s);

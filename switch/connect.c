@@ -37,10 +37,9 @@
  * named by the connection's own local address (which connect() chose), on
  * each provider that saw a switch at the peer. Opened when the upgrade is
  * due (sw_client_listen_due), not at connect: a connection that ends sooner
- * never pays for it. Until it exists a server whose program writes first
- * sees no switch here: it sends no hello, and connects once our hello came
- * (sw_upgrade_server_hello_in); a server that connects before it exists is
- * refused and tries again (server_connect). Its wait
+ * never pays for it. The server connects once our hello came
+ * (sw_upgrade_server_hello_take); one that connects before the listener
+ * exists is refused and tries again (server_connect). Its wait
  * for the server's connection (SDP_UPGRADE_TIMEOUT_MS) begins here.
  * Returns 0, or the reason to stay on TCP.
  */
@@ -113,10 +112,11 @@ void sw_client_listen_due(struct sw_sock *s)
 	    (sw_now_ns() < sw_client_listen_at(s) &&
 	     2 * (s->tcp_rx + s->tcp_tx) < sw_cfg.upgrade_after_bytes))
 		return;
-	/* A listener is what an upgrade holds: only with a turn. Before the
-	 * server's hello only one that is free now (the program moves such
-	 * a connection on); after, in order (the upgrade thread). */
-	if (!sw_turn_take(s, s->state == SW_UPGRADING))
+	/* A listener is what an upgrade holds: only with a turn. Before our
+	 * hello only one that is free now (the program moves such a
+	 * connection on); after, in order (the upgrade thread). */
+	if (!sw_turn_take(s, s->state == SW_UPGRADING ||
+			     s->state == SW_HELLO_SENT))
 		return;
 	r = client_listen(s);
 	if (r)

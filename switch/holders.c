@@ -64,8 +64,8 @@ struct sw_holders {
 		uint32_t ino_lo, ino_hi;
 		int32_t state;
 		int32_t family;
-		uint8_t is_client, hello_out, skip_hello, key_refused;
-		uint8_t spoke_first, pad[3];
+		uint8_t is_client, skip_hello, key_refused, spoke_first;
+		uint8_t pad[4];
 		int32_t up_prov;
 		uint32_t lsn_provs, cand_provs, connect_tries;
 		uint16_t local_port;
@@ -155,8 +155,10 @@ static void pass_path(char *buf, size_t len, unsigned long long ino)
 
 /* This process's copy stays plain TCP, with nothing of the upgrade's: the
  * connection (and the peer's hello, the bytes looked at) is another
- * process's. Counted nowhere: the connection is the other's. */
-static void quiet(struct sw_sock *s)
+ * process's. reason: SDP_FB_HANDED when this process does not use it
+ * (counted nowhere: the connection is the other's), SDP_FB_CUT when it
+ * does, beside another (its bytes are counted here). */
+static void quiet(struct sw_sock *s, int reason)
 {
 	s->reup_never = true;
 	drop_pid(s->holders, getpid());
@@ -165,12 +167,12 @@ static void quiet(struct sw_sock *s)
 		return;	/* fell back already, for its own reason; or
 			 * (never with a record) further than it can keep */
 	s->state = SW_TCP;
-	s->fb_reason = SDP_FB_HANDED;
+	s->fb_reason = reason;
 	s->skip_hello = false;
 	s->prefix_len = s->prefix_off = 0;
 	if (s->st) {
 		s->st->state = SW_TCP;
-		s->st->fb_reason = SDP_FB_HANDED;
+		s->st->fb_reason = reason;
 	}
 	sw_event(s);
 }
@@ -193,9 +195,6 @@ bool sw_holders_park(struct sw_sock *s)
 	int i;
 
 	if (!h) {
-		/* nothing of the provider's may be copied into the child:
-		 * a client's listener opens again when due, in the process
-		 * that drives the upgrade */
 		if (!sw_holders_keeps(s))
 			return false;
 		h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE,
@@ -204,9 +203,14 @@ bool sw_holders_park(struct sw_sock *s)
 			return false;
 		atomic_store(&h->pid[0], getpid());
 		s->holders = h;
-		if (sw_pending(s))
-			sw_listeners_close(s);
 	}
+	/* nothing of the provider's may be copied into the child, at this
+	 * fork or a later one: a client's listener (which the driver may
+	 * have opened again since the first) would keep its name bound in
+	 * the child, and the driver could not open it again; it opens again
+	 * when due, in the process that drives the upgrade */
+	if (sw_pending(s))
+		sw_listeners_close(s);
 	for (i = 0; i < HOLDERS_MAX; i++) {
 		int32_t p = 0;
 
@@ -249,7 +253,7 @@ void sw_holders_child(struct sw_sock *s)
 	}
 	/* our place was given away (the fork took longer than BIRTH_NS):
 	 * the others may already count on being alone */
-	quiet(s);
+	quiet(s, SDP_FB_HANDED);
 }
 
 void sw_holders_settle(struct sw_sock *s)
@@ -273,7 +277,7 @@ void sw_holders_settle(struct sw_sock *s)
 		atomic_compare_exchange_strong(&h->state, &st, H_CUT);
 	SW_DBG("fd %d: another process uses this connection: plain TCP here",
 	       s->fd);
-	quiet(s);
+	quiet(s, SDP_FB_CUT);
 }
 
 bool sw_holders_alone(struct sw_sock *s)
@@ -336,7 +340,7 @@ void sw_holders_leave(struct sw_sock *s)
 {
 	if (!s->holders)
 		return;
-	quiet(s);
+	quiet(s, SDP_FB_HANDED);
 }
 
 void sw_holders_exec(struct sw_sock *s)
@@ -348,7 +352,7 @@ void sw_holders_exec(struct sw_sock *s)
 	fl = fcntl(s->fd, F_GETFD);
 	if (fl >= 0 && (fl & FD_CLOEXEC)) {
 		/* the fd goes with the old program */
-		quiet(s);
+		quiet(s, SDP_FB_HANDED);
 		return;
 	}
 	/* the new program holds it: as before any exec, TCP for good,
@@ -376,7 +380,6 @@ static void pass_save(struct sw_sock *s, struct sw_pass *p,
 	p->state = s->state;
 	p->family = s->family;
 	p->is_client = s->is_client;
-	p->hello_out = s->hello_out;
 	p->skip_hello = s->skip_hello;
 	p->key_refused = s->key_refused;
 	p->spoke_first = s->spoke_first;
@@ -603,7 +606,6 @@ static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
 	memcpy(s->key, p->key, sizeof(s->key));
 	memcpy(s->hello_buf, p->hello_buf, sizeof(s->hello_buf));
 	s->hello_got = sizeof(s->hello_buf);
-	s->hello_out = true;
 	s->up_prov = p->up_prov >= 0 ? &sw_providers[p->up_prov] : NULL;
 	s->lsn_provs = p->lsn_provs;
 	s->cand_provs = p->cand_provs;
@@ -696,7 +698,6 @@ struct sw_sock *sw_holders_received(int fd)
 	s->family = p->family;
 	s->nonblock = fcntl(fd, F_GETFL) & O_NONBLOCK;
 	s->is_client = p->is_client;
-	s->hello_out = p->hello_out;
 	s->skip_hello = p->skip_hello;
 	s->key_refused = p->key_refused;
 	s->spoke_first = p->spoke_first;

@@ -166,9 +166,7 @@ static void begin(struct sw_sock *s, uint64_t tx, uint64_t rx)
 	s->upgrade_at_ns = now;
 	s->deadline_ns = now + (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 	s->fb_reason = SDP_FB_NONE;
-	/* both hellos went long ago: none goes again (a server's would
-	 * otherwise lead its next bytes, tcp_inband.c) */
-	s->hello_out = true;
+	/* the hellos went long ago: none goes again */
 	s->hello_got = sizeof(s->hello_buf);
 	s->state = SW_UPGRADING;
 	s->reup = false;

@@ -63,6 +63,36 @@ int sw_sock_list(struct sw_sock ***out)
 	return n;
 }
 
+/*
+ * fork: a program thread may hold a socket's lock while another thread
+ * forks (a reader in its call while the main thread spawns a helper); the
+ * child's copy of that lock would stay locked for ever, and the child's
+ * switch waits on it (before exec, at its first call). So the list stays
+ * locked across the fork (its holders never wait for anything), and the
+ * child, which has one thread, initialises every socket's lock anew, as
+ * shim/epoll.c does for its sets. A socket another thread was changing at
+ * the fork keeps what it had then: the child gives such upgrades up (exec,
+ * or holders.c) and loses nothing by it, since nothing is committed.
+ */
+void sw_sock_atfork_prepare(void)
+{
+	pthread_mutex_lock(&list_lock);
+}
+
+void sw_sock_atfork_parent(void)
+{
+	pthread_mutex_unlock(&list_lock);
+}
+
+void sw_sock_atfork_child(void)
+{
+	struct sw_sock *s;
+
+	for (s = list_head; s; s = s->list_next)
+		pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_unlock(&list_lock);
+}
+
 struct sw_sock *sw_sock_new(int fd, enum sw_state state)
 {
 	struct sw_sock *s = calloc(1, sizeof(*s));

@@ -236,13 +236,11 @@ struct sw_sock {
 				 * this connection's key was refused */
 	struct sw_provider *up_prov; /* server: the provider chosen */
 	uint32_t lsn_provs;	/* server: providers its listener has (bits) */
-	bool hello_out;		/* server: our hello went, or never goes
-				 * (spoke_first) */
-	bool spoke_first;	/* the server's program wrote before the
-				 * client's hello came and with no client
-				 * listener there: no server hello on TCP;
-				 * its fields travel with the provider
-				 * connect (docs/protocol.md 2.1 step 5) */
+	bool spoke_first;	/* server: its program wrote before the
+				 * client's hello came (which must come
+				 * within SDP_UPGRADE_TIMEOUT_MS then);
+				 * client: the server's bytes or connect
+				 * came, so its stream holds no hello */
 	uint64_t spoke_first_ns; /* server: since then */
 	bool skip_hello;	/* TCP: the peer's stream may start with its
 				 * hello (sw_hello_skip) */
@@ -337,6 +335,13 @@ static inline bool sw_hello_ahead(const struct sw_sock *s)
 
 /* Every managed socket of the process (fork, exec). */
 int sw_sock_list(struct sw_sock ***out);
+
+/* fork (pthread_atfork, after every other prepare handler and before every
+ * other child handler): the socket list stays locked across the fork, and
+ * the child's copy of every socket's lock is initialised anew. */
+void sw_sock_atfork_prepare(void);
+void sw_sock_atfork_parent(void);
+void sw_sock_atfork_child(void);
 
 static inline bool sw_nonblocking(struct sw_sock *s, int flags)
 {

@@ -102,35 +102,6 @@ static ssize_t hello_send(struct sw_sock *s, const struct sdp_hello *h,
 	return n;
 }
 
-/* The server's hello, then (msg) the program's first bytes. Returns the
- * program's bytes sent, or -errno. */
-ssize_t sw_hello_server_send(struct sw_sock *s, int status,
-			     const struct msghdr *msg, int flags)
-{
-	struct sdp_hello h;
-	int i;
-
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
-	h.type = SDP_HELLO_SERVER;
-	h.version = SDP_PROTO_VERSION;
-	h.status = status;
-	h.msg_size = sw_cfg.msg_size;
-	h.recv_credits = sw_cfg.recv_bufs;
-	for (i = 0; !status && i < sw_nproviders &&
-		    h.nproviders < SDP_MAX_HELLO_PROVIDERS; i++) {
-		if (!(s->lsn_provs & (1u << i)))
-			continue;
-		sw_name_copy(h.providers[h.nproviders++],
-			     sw_providers[i].mod.name);
-		if (sw_providers[i].mod.ext.rdma_read)
-			h.flags |= SDP_HELLO_F_RDMA_READ;
-	}
-	s->hello_out = true;
-	SW_DBG("fd %d: server hello goes", s->fd);
-	return hello_send(s, &h, msg, flags);
-}
-
 /* The client's hello, then (msg) the program's first bytes. Returns the
  * program's bytes sent, or -errno. */
 static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
@@ -162,6 +133,8 @@ static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
 	if (r < 0)
 		/* the connection is broken; the program will see it */
 		sw_fallback(s, SDP_FB_LOCAL_SETUP, "cannot send hello");
+	else
+		sw_upgrade_client_hello_out(s);
 	return r;
 }
 
@@ -170,17 +143,16 @@ ssize_t sw_hello_send(struct sw_sock *s, const struct msghdr *msg,
 {
 	if (s->state == SW_HELLO_PENDING)
 		return client_hello_send(s, msg, flags);
+	/* a server sends no hello: the program's bytes go as they are */
 	if (s->state == SW_HELLO_WAIT)
 		sw_upgrade_server_hello_in(s, true);
-	if ((s->state == SW_HELLO_WAIT || s->state == SW_UPGRADING) &&
-	    !s->is_client && !s->hello_out)
-		return sw_hello_server_send(s, 0, msg, flags);
 	return SW_NO_HELLO;
 }
 
 /*
- * The program reads while the peer's hello leads the TCP stream (server:
- * SW_HELLO_WAIT; client: SW_HELLO_SENT, none of it taken yet). The head is
+ * The program reads while the peer's hello may lead the TCP stream (server:
+ * SW_HELLO_WAIT; client: SW_HELLO_SENT, none of it taken yet, where only an
+ * older server writes one, 2.2). The head is
  * looked at (block: waiting for it, the lock released, as the program's own
  * blocking read would, SO_RCVTIMEO included); when a whole hello is there,
  * one recvmsg takes it and the program's bytes behind it, which are the
@@ -471,19 +443,20 @@ int sw_dg_marker_skip(struct sw_sock *s, bool wait)
 }
 
 /*
- * A connection that fell back after our hello went out: the peer's hello
- * (its answer, sent before it learnt of our fallback) may still come. If
- * the program stops reading first (close, or shutdown of the read side),
- * the kernel answers that hello with a reset, and the reset makes the
- * peer's kernel drop what its program had not read yet. So it is taken
- * first, waiting a little for it (the peer answers as soon as it sees ours).
- * Only a whole hello is taken, in one read, and nothing else: after a fork
- * another process may hold the socket and read the program's bytes.
- * Called with s->lock held; drops it while it waits.
+ * A server that fell back before the client's hello came: that hello (sent
+ * before the client learnt of our fallback) may still come. If the program
+ * stops reading first (close, or shutdown of the read side), the kernel
+ * answers it with a reset, and the reset makes the peer's kernel drop what
+ * its program had not read yet. So it is taken first, waiting a little for
+ * it. A client only takes one that is here (an older server's refusal,
+ * 2.2): a server of this version writes none, and a wait would only delay
+ * the close. Only a whole hello is taken, in one read, and nothing else:
+ * after a fork another process may hold the socket and read the program's
+ * bytes. Called with s->lock held; drops it while it waits.
  */
 void sw_hello_drain(struct sw_sock *s)
 {
-	uint64_t end = sw_now_ns() + 200000000ull;
+	uint64_t end = sw_now_ns() + (s->is_client ? 0 : 200000000ull);
 	uint8_t buf[sizeof(struct sdp_hello)];
 	int saved = errno;
 	ssize_t n;

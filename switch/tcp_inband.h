@@ -13,9 +13,9 @@
 #include "sock.h"
 #include "status.h"
 
-/* Sends our hello if it is due now, with the program's bytes in msg (NULL:
- * alone). Returns the program's bytes sent, -errno, or SW_NO_HELLO when no
- * hello is due (the caller sends as it would). */
+/* Sends our hello (a client's) if it is due now, with the program's bytes
+ * in msg (NULL: alone). Returns the program's bytes sent, -errno, or
+ * SW_NO_HELLO when no hello is due (the caller sends as it would). */
 ssize_t sw_hello_send(struct sw_sock *s, const struct msghdr *msg,
 		      int flags);
 
@@ -58,13 +58,9 @@ int sw_dg_marker_skip(struct sw_sock *s, bool wait);
  * stream does not start with one (nothing taken), -EAGAIN: not all there. */
 int sw_hello_server_read(struct sw_sock *s);
 
-/* Server: sends its hello with status (0: upgrade) and the program's
- * bytes in msg (NULL: alone). The program's bytes sent, or -errno. */
-ssize_t sw_hello_server_send(struct sw_sock *s, int status,
-			     const struct msghdr *msg, int flags);
-/* Before the program stops reading a connection that fell back after our
- * hello: the peer's answering hello is taken, so the kernel does not answer
- * it with a reset (bounded wait; s->lock held). */
+/* Before the program stops reading a connection that fell back before the
+ * peer's hello came: that hello is taken, so the kernel does not answer it
+ * with a reset (a server waits a little for it; s->lock held). */
 void sw_hello_drain(struct sw_sock *s);
 
 #endif /* SW_TCP_INBAND_H */

@@ -65,12 +65,11 @@ static bool client_listens(struct sw_sock *s)
 			      s->peerlen);
 }
 
-/* A refusal: said in our hello when it has not gone yet (the client then
- * stays on TCP at once), else by never connecting (its wait runs out). */
+/* A refusal: the server never connects, and the client's wait for it runs
+ * out (no byte of the server's switch goes on TCP toward a client that may
+ * have stopped looking at it: docs/protocol.md 2.1 step 6). */
 static void refuse(struct sw_sock *s, int reason, const char *why)
 {
-	if (!s->hello_out)
-		sw_hello_server_send(s, reason, NULL, 0);
 	sw_fallback(s, reason, why);
 }
 
@@ -82,8 +81,8 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
 	struct sw_provider *chosen = NULL;
 	int i;
 
-	/* from here on the client is a switch and reads a server hello
-	 * before any byte of the program's */
+	/* from here on the client is a switch, which waits for our
+	 * provider connect */
 	s->state = SW_UPGRADING;
 	if (h->type != SDP_HELLO_CLIENT || h->nproviders == 0 ||
 	    h->nproviders > SDP_MAX_HELLO_PROVIDERS || h->status ||
@@ -133,14 +132,13 @@ void sw_upgrade_server_hello_take(struct sw_sock *s)
 /*
  * Server: the first bytes of the accepted stream tell whether the client
  * runs a switch (its hello) or not (anything else, or its end). writing:
- * the program is about to send before the client's hello came: if the
- * client holds a provider listener for this connection (a hello is on its
- * way), our hello goes first with those bytes. Else the program's bytes go
- * as they are and no hello of ours ever follows (spoke_first): a plain
- * client reads only them, and a switch client, whose hello and listener
- * may come a moment later (the kernel ends the TCP handshake, and our
- * accept() returns, before the client's connect() does), learns what our
- * hello would have said from our provider connect.
+ * the program is about to send before the client's hello came. Its bytes
+ * go as they are (no hello of ours ever goes on TCP): a plain client
+ * reads only them, and a switch client, whose hello may come a moment
+ * later (the kernel ends the TCP handshake, and our accept() returns,
+ * before the client's connect() does), learns what our hello would have
+ * said from our provider connect. From then on a client hello must come
+ * within SDP_UPGRADE_TIMEOUT_MS (spoke_first).
  */
 void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing)
 {
@@ -164,13 +162,12 @@ void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing)
 		    (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
 			return;
 	} else if (r == -EAGAIN) {
-		if (!writing || s->hello_out || client_listens(s))
-			return;	/* (our hello goes with these bytes) */
-		SW_DBG("fd %d: the program writes first, no client listener yet: no hello of ours",
+		if (!writing)
+			return;
+		SW_DBG("fd %d: the program writes before the client's hello came",
 		       s->fd);
 		s->spoke_first = true;
 		s->spoke_first_ns = sw_now_ns();
-		s->hello_out = true;
 		return;
 	}
 	SW_DBG("fd %d: accepted stream starts without a hello: plain TCP",
@@ -270,11 +267,6 @@ static void server_connect(struct sw_sock *s)
 		       "the program is near RLIMIT_NOFILE");
 		return;
 	}
-	/* the client takes the connection once our hello told it to */
-	if (!s->hello_out && sw_hello_server_send(s, 0, NULL, 0) < 0) {
-		sw_fallback(s, SDP_FB_LOCAL_SETUP, "cannot send hello");
-		return;
-	}
 	if (!sw_peer_known(s)) {
 		sw_fallback(s, unless_ended(s, SDP_FB_LOCAL_SETUP),
 			    "cannot learn the client's address");
@@ -298,18 +290,14 @@ static void server_connect(struct sw_sock *s)
 	memcpy(cp.base.magic, "SDPc", 4);
 	cp.base.version = SDP_PROTO_VERSION;
 	memcpy(cp.base.key, s->key, sizeof(cp.base.key));
-	if (s->spoke_first) {
-		/* no hello of ours on TCP: what it would have said */
-		cp.base.flags = SDP_CONNECT_F_HELLO;
-		cp.hello_flags = chosen->mod.ext.rdma_read ?
-					 SDP_HELLO_F_RDMA_READ : 0;
-		cp.msg_size = sw_cfg.msg_size;
-		cp.recv_credits = sw_cfg.recv_bufs;
-	}
+	/* no hello of ours on TCP: what it would have said */
+	cp.base.flags = SDP_CONNECT_F_HELLO;
+	cp.hello_flags = chosen->mod.ext.rdma_read ? SDP_HELLO_F_RDMA_READ : 0;
+	cp.msg_size = sw_cfg.msg_size;
+	cp.recv_credits = sw_cfg.recv_bufs;
 	r = sw_bind_connect(chosen, s->fd, s->ss.cq,
 			    (struct sockaddr *)&s->peer, s->peerlen, &cp,
-			    s->spoke_first ? sizeof(cp) : sizeof(cp.base), s,
-			    &s->ss.ep);
+			    sizeof(cp), s, &s->ss.ep);
 	if (r >= 0) {
 		/* receives go up at once: the client may send as soon as it
 		 * takes the connection, before this side sees it complete */
@@ -357,16 +345,15 @@ static void client_connecting(struct sw_sock *s)
 }
 
 /* Client: the server's hello fields from its provider connect (cp, len
- * bytes) into s->hello_buf, when its program spoke first. Returns false
- * when they cannot be used. */
+ * bytes) into s->hello_buf. Returns false when they cannot be used. */
 static bool client_hello_from_connect(struct sw_sock *s, const void *cp,
 				      size_t len)
 {
 	const struct sdp_connect_priv_hello *ch = cp;
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
 
-	if (len != sizeof(*ch) || ch->base.flags != SDP_CONNECT_F_HELLO ||
-	    ch->reserved)
+	if (len != sizeof(*ch) || ch->base.version != SDP_PROTO_VERSION ||
+	    ch->base.flags != SDP_CONNECT_F_HELLO || ch->reserved)
 		return false;
 	memset(h, 0, sizeof(*h));
 	memcpy(h->magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
@@ -413,15 +400,12 @@ static void client_take_request(struct sw_sock *s)
 				s->plisten[i], &req, &cp, &plen);
 			if (r)
 				break;
-			/* a server whose program spoke first sent no hello:
-			 * its connect says what that would have */
+			/* the server sends no hello on TCP: its connect
+			 * says what that would have */
 			if (plen >= sizeof(cp.base) &&
 			    !memcmp(cp.base.magic, "SDPc", 4) &&
 			    !memcmp(cp.base.key, s->key, sizeof(s->key)) &&
-			    (s->spoke_first ?
-				     client_hello_from_connect(s, &cp, plen) :
-				     plen == sizeof(cp.base) &&
-					     !cp.base.flags)) {
+			    client_hello_from_connect(s, &cp, plen)) {
 				p = &sw_providers[i];
 				break;
 			}
@@ -445,9 +429,14 @@ static void client_take_request(struct sw_sock *s)
 				    "no provider connection from the server");
 		return;
 	}
-	if (s->spoke_first &&
-	    (h->msg_size < 256 || h->msg_size > (1u << 20) ||
-	     h->recv_credits < 2 || h->recv_credits > 4096)) {
+	/* a server that connects has written no hello on TCP, and never
+	 * will: whatever its stream holds is its program's */
+	if (s->state == SW_HELLO_SENT) {
+		s->state = SW_UPGRADING;
+		s->spoke_first = true;
+	}
+	if (h->msg_size < 256 || h->msg_size > (1u << 20) ||
+	    h->recv_credits < 2 || h->recv_credits > 4096) {
 		p->mod.ops.reject(req);
 		sw_fallback(s, SDP_FB_REGISTRATION,
 			    "server connect announces unusable buffers");
@@ -483,51 +472,50 @@ static void client_take_request(struct sw_sock *s)
 	}
 }
 
-/* Client: the server's hello (or its program's first bytes) came; the
- * server's provider connection is next. */
-static void client_upgrading(struct sw_sock *s)
+/*
+ * Client: our hello is out (client_hello_send). The server writes no hello
+ * on TCP: what it would say comes with its provider connect
+ * (SDP_CONNECT_F_HELLO), and its refusal is that it never connects (our
+ * wait runs out, having lost nothing). So nothing of its switch's is still
+ * to come on TCP, whatever this process does next (io_uring: blind.c). The
+ * connection waits in line for its turn once its listener is due
+ * (sw_client_listen_due), in the order of its connect, which is the order
+ * our hellos went and the server's turns come in
+ * (sw_upgrade_server_hello_take): a connection that ends sooner never asks
+ * for one, nor starts the upgrade thread.
+ */
+void sw_upgrade_client_hello_out(struct sw_sock *s)
 {
-	s->state = SW_UPGRADING;
-	s->upgrade_at_ns = sw_now_ns() +
-			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
+	uint64_t now = sw_now_ns();
+
+	s->upgrade_at_ns = now + (uint64_t)sw_cfg.upgrade_after_us * 1000;
 	if (s->deadline_ns < s->upgrade_at_ns +
 			     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
 		s->deadline_ns = s->upgrade_at_ns +
 				 (uint64_t)sw_cfg.upgrade_timeout_ms *
 					 1000000ull;
-	/* its turn, in the order the server's hellos came (which is the
-	 * order the server's turns come in: sw_upgrade_server_hello_take) */
-	sw_turn_take(s, true);
-	client_take_request(s);
 }
 
 /*
  * Client: the server's stream starts with its program's bytes, not a
- * hello. Discovery saw a switch at the server, so its program wrote before
- * our listener was there for its look (the kernel ends the handshake, and
- * the server's accept() returns, before our connect() does): its switch
- * sends no hello then, and takes ours when it comes. The bytes count as
- * the server's on TCP from the first; what its hello would have said comes
- * with its provider connect (SDP_CONNECT_F_HELLO). A server whose switch
- * gave the connection up (an exec) never connects: our wait runs out and
- * the connection stays on TCP, having lost nothing.
+ * hello (only a server of an older version writes one, 2.2): they count as
+ * the server's on TCP from the first, and the server's provider connection
+ * is next.
  */
 static void client_server_spoke_first(struct sw_sock *s)
 {
-	SW_DBG("fd %d: the server's program spoke first: its parameters come with its connect",
+	SW_DBG("fd %d: the server's program's bytes come first: its parameters come with its connect",
 	       s->fd);
 	s->spoke_first = true;
-	client_upgrading(s);
+	s->state = SW_UPGRADING;
+	client_take_request(s);
 }
 
-/* Client: the server's hello leads the server's TCP stream. */
+/* Client: the head of the server's TCP stream, after our hello: its
+ * program's bytes, or an older server's refusal (2.2). */
 void sw_upgrade_client_hello_sent(struct sw_sock *s)
 {
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
-	struct sw_provider *p;
-	char name[SDP_PROVIDER_NAME_LEN + 1] = { 0 };
-	bool common = false;
-	int i;
 
 	while (s->hello_got < sizeof(struct sdp_hello)) {
 		uint8_t *at = s->hello_buf + s->hello_got;
@@ -541,10 +529,8 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s)
 
 			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp) &&
 			    !s->hello_got) {
-				/* the server's program spoke before its
-				 * switch saw our listener: these bytes are
-				 * the program's, left where they are; the
-				 * upgrade goes on without a server hello */
+				/* the server's program's bytes, left where
+				 * they are */
 				client_server_spoke_first(s);
 				return;
 			}
@@ -581,38 +567,15 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s)
 			sw_fallback(s, SDP_FB_BAD_HELLO, strerror(errno));
 		return;
 	}
-	if (h->type != SDP_HELLO_SERVER) {
-		sw_fallback(s, SDP_FB_BAD_HELLO, "unexpected hello type");
-		return;
-	}
-	if (h->status) {
+	/* a server of version 3 or before, which answers a hello of another
+	 * version on TCP with a refusal; a server of this version never
+	 * writes one */
+	if (h->type == SDP_HELLO_SERVER && h->status) {
 		sw_fallback(s, SDP_FB_PEER_FALLBACK,
 			    sdp_fallback_name(h->status));
 		return;
 	}
-	for (i = 0; i < h->nproviders && i < SDP_MAX_HELLO_PROVIDERS &&
-		    !common; i++) {
-		memcpy(name, h->providers[i], SDP_PROVIDER_NAME_LEN);
-		p = sw_provider_by_name(name);
-		common = p && (s->cand_provs & (1u << p->index));
-	}
-	if (!common) {
-		/* our listener closes with the fallback: the server's
-		 * connect to it fails, and it stays on TCP too */
-		sw_fallback(s, SDP_FB_NO_COMMON,
-			    "the server listens with none of our providers");
-		return;
-	}
-	/* its buffers, as announced; the session is made for the provider
-	 * the server connects through (client_take_request) */
-	if (h->msg_size < 256 || h->msg_size > (1u << 20) ||
-	    h->recv_credits < 2 || h->recv_credits > 4096) {
-		sw_fallback(s, SDP_FB_REGISTRATION,
-			    "server hello announces unusable buffers");
-		return;
-	}
-	SW_DBG("fd %d: server hello taken", s->fd);
-	client_upgrading(s);
+	sw_fallback(s, SDP_FB_BAD_HELLO, "a server hello on TCP");
 }
 
 /*
@@ -694,12 +657,17 @@ int sw_upgrade_progress(struct sw_sock *s)
 		sw_upgrade_server_hello_in(s, false);
 	if (s->state == SW_CONNECTING)
 		client_connecting(s);
-	if (s->state == SW_HELLO_SENT)
+	/* (the upgrade thread never reads a byte of a TCP stream) */
+	if (s->state == SW_HELLO_SENT && !sw_turn_in_thread())
 		sw_upgrade_client_hello_sent(s);
 	if (s->state == SW_HELLO_PENDING || s->state == SW_HELLO_SENT ||
 	    s->state == SW_UPGRADING)
 		sw_client_listen_due(s);
-	if (s->state == SW_UPGRADING) {
+	/* a client whose hello is out takes the server's connect even before
+	 * the server's first byte (a server that only reads), once nothing
+	 * of the head was taken as a possible older server's hello */
+	if (s->state == SW_UPGRADING ||
+	    (s->state == SW_HELLO_SENT && !s->hello_got)) {
 		if (s->ss.ep) {
 			upgrading(s);
 		} else if (!sw_holders_alone(s)) {
@@ -744,7 +712,9 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 	uint64_t now;
 
 	/* another process still holds it: looked at again now and then */
-	if (s->holders && s->state == SW_UPGRADING && !ss->ep)
+	if (s->holders && (s->state == SW_UPGRADING ||
+			   (s->is_client && s->state == SW_HELLO_SENT)) &&
+	    !ss->ep)
 		return 10;
 	if (s->is_client && !ss->ep && sw_pending(s) &&
 	    s->state != SW_CONNECTING && !sw_client_listening(s)) {
@@ -782,23 +752,27 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 bool sw_upgrade_cut(struct sw_sock *s)
 {
 	sw_holders_settle(s);
-	/* a client hello already here is taken, so that the refusal can
-	 * answer it */
-	if (s->state == SW_HELLO_WAIT)
-		sw_upgrade_server_hello_in(s, false);
+	/* a client hello already here is dropped now (one that comes later
+	 * is dropped when it comes: sw_hello_skip). Only read: taking it
+	 * would ask for a turn, and start the upgrade thread, in a process
+	 * about to exec or to enter a sandbox */
+	if (s->state == SW_HELLO_WAIT) {
+		int r = sw_hello_server_read(s);
+
+		if (r == 1) {
+			s->state = SW_UPGRADING;	/* nothing to skip */
+		} else if (r == 0) {
+			/* the program's bytes, or the end: a plain client */
+			sw_fallback(s, SDP_FB_NO_PEER_SWITCH, NULL);
+			return false;
+		}
+	}
 	if (!sw_pending(s) || !sw_upgrade_can_give_up(s))
 		return sw_pending(s);
 	/* the peer cannot be sending to the provider: nothing is lost by
-	 * staying on TCP; a client still waiting for our hello hears it
-	 * from our hello */
-	if ((s->state == SW_UPGRADING && !s->is_client && !s->hello_out) ||
-	    (s->state == SW_HELLO_WAIT && !s->hello_out && client_listens(s)))
-		/* the client (which holds a listener, so will read a hello
-		 * first) hears it now; its own hello, still on the way, is
-		 * dropped when it comes (sw_hello_skip) */
-		refuse(s, SDP_FB_CUT, NULL);
-	else
-		sw_fallback(s, SDP_FB_CUT, NULL);
+	 * staying on TCP; a client waiting for our connect waits in vain
+	 * (no byte of ours is due on TCP) */
+	sw_fallback(s, SDP_FB_CUT, NULL);
 	return false;
 }
 
@@ -924,7 +898,8 @@ int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd)
 	*cq_fd = -1;
 	if (s->holders)
 		return 0;	/* nothing taken before it is alone */
-	if (s->state == SW_UPGRADING && s->is_client && !s->ss.ep) {
+	if ((s->state == SW_UPGRADING || s->state == SW_HELLO_SENT) &&
+	    s->is_client && !s->ss.ep) {
 		for (i = 0; i < sw_nproviders && n < max; i++) {
 			if (!s->plisten[i])
 				continue;

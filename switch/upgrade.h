@@ -50,14 +50,20 @@ int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd);
  * SDP_UPGRADE_TIMEOUT_MS of looks gives the upgrade up. s->lock held. */
 bool sw_upgrade_client_ready(struct sw_sock *s);
 
-/* Server: acts on the client's hello in s->hello_buf (answer, or refuse). */
+/* Server: acts on the client's hello in s->hello_buf (go on, or refuse by
+ * never connecting). */
 void sw_upgrade_server_hello_take(struct sw_sock *s);
 
 /* Server: looks for the client's hello on TCP (writing: the program
  * is about to send, so it is decided now). */
 void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing);
 
-/* Client: looks for the server's hello, then its connection request. */
+/* Client: looks at the head of the server's stream after our hello: the
+ * program's bytes, or an older server's refusal. */
 void sw_upgrade_client_hello_sent(struct sw_sock *s);
+
+/* Client: our hello just went; the connection waits for the server's
+ * provider connect (in line for a turn once its listener is due). */
+void sw_upgrade_client_hello_out(struct sw_sock *s);
 
 #endif /* SW_UPGRADE_H */

@@ -32,8 +32,9 @@
  * while the thread handles sockets, so that fork and exit keep it away.
  *
  * The thread reads no byte of any TCP stream: it takes only the steps
- * after both hellos (SW_UPGRADING: the provider connection, the SETUPs and
- * the SWITCH), which touch the provider and nothing the program can see.
+ * after the client's hello (SW_UPGRADING, and a client's SW_HELLO_SENT:
+ * the provider connection, the SETUPs and the SWITCH), which touch the
+ * provider and nothing the program can see.
  */
 static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -226,7 +227,8 @@ bool sw_turn_in_thread(void)
 
 bool sw_turn_driven(const struct sw_sock *s)
 {
-	return running && s->state == SW_UPGRADING &&
+	return running && (s->state == SW_UPGRADING ||
+			   (s->is_client && s->state == SW_HELLO_SENT)) &&
 	       atomic_load(&s->turn) != SW_TURN_NONE;
 }
 
@@ -363,8 +365,10 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max,
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	if (s->state != SW_UPGRADING) {
-		/* before the hellos are through: the program's calls */
+	if (s->state != SW_UPGRADING &&
+	    !(s->is_client && s->state == SW_HELLO_SENT)) {
+		/* before the client's hello is through: the program's
+		 * calls */
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
@@ -375,7 +379,8 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max,
 		sw_upgrade_progress(s);
 	s->turn_woken = false;
 	n = 0;
-	if (s->state == SW_UPGRADING) {
+	if (s->state == SW_UPGRADING ||
+	    (s->is_client && s->state == SW_HELLO_SENT)) {
 		if (s->is_client && !s->ss.ep && sw_client_listening(s)) {
 			if (now >= s->turn_look_ns)
 				s->turn_look_ns = now + SLEEP_MAX_MS *
@@ -401,13 +406,17 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max,
 	return n;
 }
 
+/* The thread's scratch vectors, grown as needed and kept for its life.
+ * Static, not on its stack: a child forked while the thread runs has no
+ * such thread, and memory its stack alone pointed to would be a leak there
+ * (a later thread of the child takes them over). */
+static struct sw_sock **v, **drop, **cand;
+static struct pollfd *pf;
+static int *pfi;	/* v[i]'s first pollfd */
+static int vcap, dcap, pcap, icap, ccap;
+
 static void *thread_main(void *arg)
 {
-	struct sw_sock **v = NULL, **drop = NULL, **cand = NULL;
-	struct pollfd *pf = NULL;
-	int *pfi = NULL;	/* v[i]'s first pollfd */
-	int vcap = 0, dcap = 0, pcap = 0, icap = 0, ccap = 0;
-
 	(void)arg;
 	/* provider code runs here: its calls go to libc, not the shim */
 	sdp_guard_enter();

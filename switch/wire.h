@@ -14,8 +14,10 @@
 
 #include "sdp_provider.h"
 
-#define SDP_PROTO_VERSION 3	/* 2: transfer slots (XOFFER); 3: the
-				 * asynchronous upgrade (SWITCH) */
+#define SDP_PROTO_VERSION 4	/* 2: transfer slots (XOFFER); 3: the
+				 * asynchronous upgrade (SWITCH); 4: no
+				 * server hello on TCP, its fields go with
+				 * the provider connect */
 
 /* The structures below are the wire layout as they sit in memory: this
  * code is for little-endian hosts (x86-64, arm64, ppc64le, riscv64). */
@@ -37,7 +39,11 @@ enum sdp_hello_type {
 #define SDP_MAX_HELLO_PROVIDERS 4
 #define SDP_PROVIDER_NAME_LEN 8
 
-/* CLIENT_HELLO and SERVER_HELLO: 96 bytes, sent once each way. */
+/* CLIENT_HELLO: 96 bytes, once, at the head of the client's stream. A
+ * SERVER_HELLO is sent only by servers of versions 1 to 3, on TCP; from
+ * version 4 on its fields travel with the provider connect
+ * (struct sdp_connect_priv_hello), and a client takes one on TCP only as
+ * an older server's refusal (docs/protocol.md 2.2). */
 struct sdp_hello {
 	uint8_t magic[SDP_MAGIC_LEN];	/* SDP_HELLO_MAGIC */
 	uint8_t type;			/* enum sdp_hello_type */
@@ -47,8 +53,7 @@ struct sdp_hello {
 	uint8_t nproviders;		/* client: names that follow;
 					 * server: 1 (the chosen one) or 0 */
 	uint32_t flags;			/* SDP_HELLO_F_* */
-	uint8_t key[16];		/* client: random key K; server: K echoed
-					 * only as a digest, here zero */
+	uint8_t key[16];		/* client: random key K; server: zero */
 	char providers[SDP_MAX_HELLO_PROVIDERS][SDP_PROVIDER_NAME_LEN];
 					/* NUL-padded provider names, best first */
 	uint32_t msg_size;		/* size of each receive buffer the
@@ -84,10 +89,9 @@ struct sdp_connect_priv {
 } __attribute__((packed));
 _Static_assert(sizeof(struct sdp_connect_priv) == 24, "connect priv");
 
-/* The server's program spoke first, before the client's hello came and
- * while the client's provider listener was not there yet: no server hello
- * went on TCP (its stream starts with the program's bytes), so what the
- * hello would have said comes with the connect (docs/protocol.md 2.4). */
+/* What a server hello would say comes with the connect: set on every
+ * connect of version 4, whose servers never write a hello on TCP (their
+ * stream starts with the program's bytes; docs/protocol.md 2.4). */
 #define SDP_CONNECT_F_HELLO 0x1
 
 struct sdp_connect_priv_hello {

@@ -188,17 +188,16 @@ static int read_full(int fd, void *buf, size_t len, int ms)
 /*
  * The client's half of the upgrade (switch/upgrade.c, docs/protocol.md 2):
  * a provider listener on the TCP connection's local address, CLIENT_HELLO
- * with a fresh key and the echo magic on TCP, SERVER_HELLO and the magic's
- * echo back, then the server's provider connection carrying the key. The
- * cases send SETUP themselves (send_setup: then the server's SETUP, then
- * our SWITCH).
+ * with a fresh key and the echo magic on TCP, the magic's echo back (the
+ * server writes no hello on TCP), then the server's provider connection
+ * carrying the key and what its hello would have said. The cases send
+ * SETUP themselves (send_setup: then the server's SETUP, then our SWITCH).
  */
 static int peer_open(struct peer *p, uint16_t port)
 {
 	struct sockaddr_in srv = { .sin_family = AF_INET,
 				   .sin_port = htons(port) };
 	socklen_t sl = sizeof(p->local);
-	struct sdp_hello h;
 	uint8_t echo[HOSTILE_ECHO_MAGIC_LEN];
 	uint8_t first[HOSTILE_FIRST_LEN];
 	uint64_t end;
@@ -240,32 +239,29 @@ static int peer_open(struct peer *p, uint16_t port)
 	if (send(p->tcp, first, sizeof(first), MSG_NOSIGNAL) != sizeof(first))
 		return fail(p, "sending CLIENT_HELLO: %s", strerror(errno));
 	p->tcp_tx = HOSTILE_ECHO_MAGIC_LEN;
-	r = read_full(p->tcp, &h, sizeof(h), 3000);
-	if (r)
-		return fail(p, "no SERVER_HELLO: %s", sdp_strerror(r));
-	if (memcmp(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN) ||
-	    h.type != SDP_HELLO_SERVER || h.status)
-		return fail(p, "server hello refuses the upgrade (type %u status %u)",
-			    h.type, h.status);
-	p->srv_msg_size = h.msg_size;
-	p->srv_credits = h.recv_credits;
-	p->srv_can_read = h.flags & SDP_HELLO_F_RDMA_READ;
 	r = read_full(p->tcp, echo, sizeof(echo), 3000);
 	if (r || memcmp(echo, HOSTILE_ECHO_MAGIC, sizeof(echo)))
-		return fail(p, "the magic's echo did not follow the server hello");
+		return fail(p, "the magic's echo is not the first the server sent");
 	p->tcp_rx = sizeof(echo);
 	end = now_ms() + 3000;
 	for (;;) {
 		struct sdp_conn_req *req;
-		struct sdp_connect_priv cp;
+		struct sdp_connect_priv_hello cp;
 		size_t plen = sizeof(cp);
 
 		r = mod.ops.get_request(p->pl, &req, &cp, &plen);
 		if (r == 0) {
-			if (plen != sizeof(cp) || memcmp(cp.key, p->key, 16)) {
+			if (plen != sizeof(cp) ||
+			    memcmp(cp.base.key, p->key, 16) ||
+			    cp.base.version != SDP_PROTO_VERSION ||
+			    cp.base.flags != SDP_CONNECT_F_HELLO) {
 				mod.ops.reject(req);
-				return fail(p, "the server's provider connection lacks the key");
+				return fail(p, "the server's provider connection lacks the key or the hello's fields");
 			}
+			p->srv_msg_size = cp.msg_size;
+			p->srv_credits = cp.recv_credits;
+			p->srv_can_read = cp.hello_flags &
+					  SDP_HELLO_F_RDMA_READ;
 			r = mod.ops.accept(req, p->cq, NULL, 0, p, &p->ep);
 			if (r < 0)
 				return fail(p, "accept: %s", sdp_strerror(r));

@@ -416,7 +416,7 @@ static void peer_round(unsigned sport, uint64_t end, bool unsealed,
 	memset(key, 0, sizeof(key));
 	getrandom(key, sizeof(key), 0);
 	hostile_first(first, key, 16384, 16);
-	/* our listener first: the server's connect comes after its hello */
+	/* our listener first: the server connects after our hello came */
 	lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 	ml = shm_sockname(&sun, "127.0.0.1", ntohs(me.sin_port));
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sun, ml) ||

@@ -667,10 +667,12 @@ def t_git_daemon(ctx):
 	of incompressible history cloned, its HEAD, fsck and files compared
 	with the source's. The daemon's child execs a new program with the
 	connection before its upgrade is done: the upgrade is given up
-	there (cut) and refused to the client (peer-fallback), so that not
-	one switch byte reaches a program that may not run the switch (or
-	the daemon, which speaks only after the client's request here, won
-	the speaks-first race of docs/protocol.md 2.1 step 5)."""
+	there (cut), and the server never connects, so that not one switch
+	byte reaches a program that may not run the switch (docs/protocol.md
+	2.2a). The client's end stays on TCP too: cut when the clone and the
+	child it forked both use the connection, local-setup when its
+	provider listener cannot open again meanwhile, timeout when its
+	wait for the server ran out first."""
 	need('git')
 	repo, dst = ctx.path('repo'), ctx.path('clone')
 	genv = {'GIT_CONFIG_NOSYSTEM': '1', 'HOME': ctx.dir,
@@ -716,8 +718,8 @@ def t_git_daemon(ctx):
 	for c in cs:
 		check(c['state'] == run.TCP_STATE and
 		      san_tx(c) + san_rx(c) == 0 and
-		      c['fallback'] in ('cut', 'peer-fallback', 'bad-hello',
-					'no-peer-switch'),
+		      c['fallback'] in ('cut', 'timeout', 'local-setup',
+					'bad-hello', 'no-peer-switch'),
 		      'git: a connection not left on TCP by the exec: %s' %
 		      fmt_conn(c))
 	return 'git clone of 24 MiB of history, HEAD, fsck and files equal'

@@ -114,17 +114,20 @@ def state_of(out):
 
 # ---- liburing ---------------------------------------------------------------
 
-def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20):
+def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20, family=4):
 	port = free_port()
 	prog = os.path.join(c.opts.bin, 'uring_peer')
-	s = c.spawn('server', [prog, 'server', port, smode, nbytes], spre)
+	s = c.spawn('server', [prog, 'server', port, smode, nbytes, family],
+		    spre)
 	c.wait_listen(port, s)
-	k = c.spawn('client', [prog, 'client', port, cmode, nbytes], cpre)
+	k = c.spawn('client', [prog, 'client', port, cmode, nbytes, family],
+		    cpre)
 	kout = c.finish(k, 120)
 	sout = c.finish(s, 30)
 	ends = [('server', smode, spre, sout), ('client', cmode, cpre, kout)]
 	ring = any(m in ('uring', 'mixed') for _, m, pre, _ in ends if pre)
 	late = any(m == 'late' for _, m, pre, _ in ends if pre)
+	early = any(m == 'early' for _, m, pre, _ in ends if pre)
 	both = spre and cpre
 	for name, mode, pre, out in ends:
 		st = state_of(out)
@@ -136,7 +139,14 @@ def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20):
 			      '%s (%s) has switch state %s' % (name, mode, st))
 			check('blind' in c.logtext(name) and 'io_uring' in
 			      c.logtext(name), '%s logs no "blind"' % name)
-		elif both and not ring and not late:
+		elif mode == 'early':
+			# the hellos under way when the ring came: the upgrade
+			# is given up, and every byte stays on TCP
+			check(st is None or st[0] == TCP,
+			      '%s (early): not TCP (%s)' % (name, st))
+			check('blind' in c.logtext(name),
+			      '%s logs no "blind"' % name)
+		elif both and not ring and not late and not early:
 			check(st is not None and st[0] == SAN,
 			      '%s: not carried (%s)' % (name, st))
 		elif late and both and not ring and mode == 'late':
@@ -151,13 +161,18 @@ def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20):
 			check(st is not None and
 			      (st[0] == TCP or st == (UPGRADING, FB_NONE)),
 			      '%s: not back on TCP (%s)' % (name, st))
+		elif early:
+			# its peer gave the upgrade up: never carried (it may
+			# still wait for the peer's provider connection)
+			check(st is None or st[0] != SAN,
+			      '%s: carried (%s)' % (name, st))
 		else:
 			check(st is None or st[0] == TCP,
 			      '%s: not TCP (%s)' % (name, st))
 
 
 def uring_tests():
-	modes = ('libc', 'uring', 'mixed', 'late')
+	modes = ('libc', 'uring', 'mixed', 'late', 'early')
 	out = []
 	for spre, cpre, tag in ((1, 1, 'both'), (1, 0, 'server-only'),
 				(0, 1, 'client-only')):
@@ -166,6 +181,12 @@ def uring_tests():
 				out.append(('uring-%s-%s-%s' % (tag, sm, cm),
 					    lambda c, sm=sm, cm=cm, s=spre,
 					    k=cpre: uring_case(c, sm, cm, s, k)))
+	# the early cases over IPv6 as well (hellos under way at the ring)
+	for sm, cm in (('libc', 'early'), ('early', 'libc'),
+		       ('early', 'early')):
+		out.append(('uring6-both-%s-%s' % (sm, cm),
+			    lambda c, sm=sm, cm=cm: uring_case(c, sm, cm, 1, 1,
+							      family=6)))
 	return out
 
 

@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * uring_peer.c - one end of a TCP connection that moves its bytes with
- * io_uring (liburing), with libc calls, with both on the same socket, or
- * with libc until the middle of the stream and io_uring after; checks every
- * byte it receives and reports the switch's view of the connection.
- *   uring_peer server|client PORT uring|libc|mixed|late BYTES
+ * io_uring (liburing), with libc calls, with both on the same socket, with
+ * libc until the middle of the stream and io_uring after (late), or with
+ * libc for its first transfer only and io_uring after (early: a client's
+ * hello is out, the server's first bytes not yet here); checks every byte
+ * it receives and reports the switch's view of the connection.
+ *   uring_peer server|client PORT uring|libc|mixed|late|early BYTES [4|6]
  */
 #include <liburing.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include "tp_stats.h"
 
-enum { M_LIBC, M_URING, M_MIXED, M_LATE };
+enum { M_LIBC, M_URING, M_MIXED, M_LATE, M_EARLY };
 
 static struct io_uring ring;
 static bool have_ring;
@@ -74,6 +76,8 @@ static void put(int fd, unsigned int id, size_t off, size_t n)
 			continue;
 		}
 		done += k;
+		if (mode == M_EARLY && !have_ring)
+			ring_make();	/* after the first send */
 	}
 }
 
@@ -90,6 +94,8 @@ static void get(int fd, unsigned int id, size_t off, size_t n)
 			 off + done, off + n, id, r);
 		tp_verify(id, off + done, buf, (size_t)r);
 		done += (size_t)r;
+		if (mode == M_EARLY && !have_ring)
+			ring_make();	/* after the first receive */
 	}
 }
 
@@ -115,30 +121,38 @@ static void report(int fd)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_storage a;
+	socklen_t alen;
 	bool server;
 	size_t n, half;
 	char ack = 'A';
-	int fd, l, one = 1;
+	int fd, l, one = 1, family;
+	uint16_t port;
 
-	TP_CHECK(argc == 5, "usage: uring_peer server|client PORT "
-		 "uring|libc|mixed|late BYTES");
+	TP_CHECK(argc == 5 || argc == 6, "usage: uring_peer server|client PORT "
+		 "uring|libc|mixed|late|early BYTES [4|6]");
 	server = !strcmp(argv[1], "server");
 	tp_start(server ? "uring_peer server" : "uring_peer client", 120);
-	a.sin_port = htons((uint16_t)atoi(argv[2]));
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	family = argc == 6 && !strcmp(argv[5], "6") ? AF_INET6 : AF_INET;
+	tp_loopback(family, &a, &alen);
+	port = htons((uint16_t)atoi(argv[2]));
+	if (family == AF_INET6)
+		((struct sockaddr_in6 *)&a)->sin6_port = port;
+	else
+		((struct sockaddr_in *)&a)->sin_port = port;
 	mode = !strcmp(argv[3], "uring") ? M_URING :
 	       !strcmp(argv[3], "mixed") ? M_MIXED :
-	       !strcmp(argv[3], "late") ? M_LATE : M_LIBC;
+	       !strcmp(argv[3], "late") ? M_LATE :
+	       !strcmp(argv[3], "early") ? M_EARLY : M_LIBC;
 	n = strtoull(argv[4], NULL, 0);
 	half = n / 2;
 	if (mode == M_URING || mode == M_MIXED)
 		ring_make();	/* before any connection, as servers do */
 	if (server) {
-		l = socket(AF_INET, SOCK_STREAM, 0);
+		l = socket(family, SOCK_STREAM, 0);
 		TP_CHECK(l >= 0, "socket");
 		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		TP_CHECK(!bind(l, (void *)&a, sizeof(a)), "bind");
+		TP_CHECK(!bind(l, (void *)&a, alen), "bind");
 		TP_CHECK(!listen(l, 4), "listen");
 		fd = accept(l, NULL, NULL);
 		TP_CHECK(fd >= 0, "accept");
@@ -153,9 +167,9 @@ int main(int argc, char **argv)
 		close(fd);
 		close(l);
 	} else {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
+		fd = socket(family, SOCK_STREAM, 0);
 		TP_CHECK(fd >= 0, "socket");
-		TP_CHECK(!connect(fd, (void *)&a, sizeof(a)), "connect");
+		TP_CHECK(!connect(fd, (void *)&a, alen), "connect");
 		put(fd, 1, 0, half);
 		ack = 0;
 		TP_CHECK(xfer(fd, &ack, 1, false) == 1 && ack == 'A',
