@@ -32,6 +32,7 @@
 #include "tcp_inband.h"
 #include "upgrade.h"
 #include "util.h"
+#include "wakeup.h"
 #include "wire.h"
 
 /*
@@ -162,6 +163,53 @@ ssize_t sw_hello_send(struct sw_sock *s, const struct msghdr *msg,
  * end, or the state moved meanwhile: the caller goes its usual way), or
  * -errno (-EAGAIN: nothing there; with block, the program's timeout).
  */
+/*
+ * sw_hello_read's wait for the head of the stream, the lock released: until
+ * bytes are there, or the state moves on without any (a client's hello
+ * answered by the server's provider connection, not on TCP: the whole
+ * stream may then come on the SAN, and no TCP byte would end a sleep in
+ * the kernel's recv), looked at every SW_NAP_MS. The program's
+ * SO_RCVTIMEO and its signal handlers count as in its own blocking read.
+ * 0 when the head can be looked at, SW_HELLO_OTHER, or -errno.
+ */
+static int hello_wait(struct sw_sock *s, int flags)
+{
+	struct timeval tv = { 0 };
+	socklen_t tl = sizeof(tv);
+	uint64_t end = 0;
+	int r, e;
+
+	if (!sdp_sys.getsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) &&
+	    (tv.tv_sec || tv.tv_usec))
+		end = sw_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull +
+		      (uint64_t)tv.tv_usec * 1000ull;
+	for (;;) {
+		struct pollfd pf = { .fd = s->fd, .events = POLLIN };
+		int ms = SW_NAP_MS;
+
+		if (end) {
+			uint64_t now = sw_now_ns();
+
+			if (now >= end)
+				return -EAGAIN;
+			if (end - now < (uint64_t)ms * 1000000)
+				ms = (int)((end - now) / 1000000) + 1;
+		}
+		pthread_mutex_unlock(&s->lock);
+		r = sdp_sys.poll(&pf, 1, ms);
+		e = errno;
+		pthread_mutex_lock(&s->lock);
+		if (!sw_hello_read_merges(s, flags))
+			return SW_HELLO_OTHER;
+		if (r > 0)
+			return 0;
+		if (r < 0 && e == EINTR && !sw_intr_restarts(s, true))
+			return -EINTR;
+		if (r < 0 && e != EINTR)
+			return -e;
+	}
+}
+
 ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
 		      int flags, bool block)
 {
@@ -179,22 +227,13 @@ ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
 	if (!sw_hello_read_merges(s, flags))
 		return SW_HELLO_OTHER;
 	if (block) {
-		pthread_mutex_unlock(&s->lock);
-		n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK);
-		e = errno;
-		pthread_mutex_lock(&s->lock);
-		if (!sw_hello_read_merges(s, flags))
-			return SW_HELLO_OTHER;
-		if (n == (ssize_t)hl) {
-			/* what is there now, under the lock */
-			n = sdp_sys.recv(s->fd, look, hl,
-					 MSG_PEEK | MSG_DONTWAIT);
-			e = errno;
-		}
-	} else {
-		n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK | MSG_DONTWAIT);
-		e = errno;
+		int r = hello_wait(s, flags);
+
+		if (r)
+			return r;
 	}
+	n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK | MSG_DONTWAIT);
+	e = errno;
 	if (n < 0)
 		return e == EAGAIN || e == EWOULDBLOCK || e == EINTR ? -e :
 								       SW_HELLO_OTHER;
