@@ -369,6 +369,27 @@ static bool client_hello_from_connect(struct sw_sock *s, const void *cp,
 /* Client: the server's provider connection, which must prove K. Taken as
  * soon as it is there; given up (the listener closes, which fails the
  * server's connect) when it is not there in time. */
+/*
+ * When this process last took a server's provider connection. A server
+ * answers the hellos in the order they came, a bounded number at a time
+ * (upgrade_turns.c): under a burst (10,000 connects in a second) a client's
+ * answer may come well after its own timeout while the server works
+ * through the line. A client whose answer is late gives up only once the
+ * answers have stopped coming for a whole timeout (or four timeouts past
+ * its own deadline): a refusal, a server gone quiet or blind, still ends
+ * in the fallback, never a connection the server is about to make.
+ */
+static _Atomic uint64_t last_answer_ns;
+
+static bool client_wait_over(struct sw_sock *s, uint64_t now)
+{
+	uint64_t t = (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
+
+	return now > s->deadline_ns &&
+	       (now > s->deadline_ns + 4 * t ||
+		now > atomic_load(&last_answer_ns) + t);
+}
+
 static void client_take_request(struct sw_sock *s)
 {
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
@@ -424,10 +445,21 @@ static void client_take_request(struct sw_sock *s)
 		if (sw_now_ns() > s->deadline_ns && s->key_refused)
 			sw_fallback(s, SDP_FB_AUTH,
 				    "only provider connections without the key came");
-		else if (sw_now_ns() > s->deadline_ns)
+		else if (client_wait_over(s, sw_now_ns()))
 			sw_fallback(s, SDP_FB_TIMEOUT,
 				    "no provider connection from the server");
 		return;
+	}
+	{
+		uint64_t now = sw_now_ns();
+
+		atomic_store(&last_answer_ns, now);
+		/* a late answer taken: the SETUP that follows gets its own
+		 * timeout */
+		if (s->deadline_ns < now + (uint64_t)sw_cfg.upgrade_timeout_ms *
+						  1000000ull)
+			s->deadline_ns = now +
+				(uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 	}
 	/* a server that connects has written no hello on TCP, and never
 	 * will: whatever its stream holds is its program's */
