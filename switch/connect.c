@@ -47,7 +47,6 @@ static int client_listen(struct sw_sock *s)
 {
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
-	uint64_t dl;
 	int i, r, n = 0;
 
 	if (sw_blind())
@@ -78,10 +77,8 @@ static int client_listen(struct sw_sock *s)
 	}
 	if (!n)
 		return SDP_FB_LOCAL_SETUP;
-	dl = sw_now_ns() + (uint64_t)sw_cfg.upgrade_after_us * 1000 +
-	     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
-	if (s->deadline_ns < dl)
-		s->deadline_ns = dl;
+	sw_upgrade_deadline_from(s, sw_now_ns() +
+				    (uint64_t)sw_cfg.upgrade_after_us * 1000);
 	SW_DBG("fd %d: provider listener open", s->fd);
 	return 0;
 }

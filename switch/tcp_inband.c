@@ -174,15 +174,9 @@ ssize_t sw_hello_send(struct sw_sock *s, const struct msghdr *msg,
  */
 static int hello_wait(struct sw_sock *s, int flags)
 {
-	struct timeval tv = { 0 };
-	socklen_t tl = sizeof(tv);
-	uint64_t end = 0;
+	uint64_t end = sw_timeo_deadline(s, true, sw_now_ns());
 	int r, e;
 
-	if (!sdp_sys.getsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) &&
-	    (tv.tv_sec || tv.tv_usec))
-		end = sw_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull +
-		      (uint64_t)tv.tv_usec * 1000ull;
 	for (;;) {
 		struct pollfd pf = { .fd = s->fd, .events = POLLIN };
 		int ms = SW_NAP_MS;

@@ -395,6 +395,7 @@ static void client_take_request(struct sw_sock *s)
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
 	struct sw_provider *p = NULL;
 	struct sdp_conn_req *req;
+	uint64_t now;
 	int i, r = -EAGAIN;
 
 	/* no listener yet: its turn has not come (sw_client_listen_due), and
@@ -450,17 +451,10 @@ static void client_take_request(struct sw_sock *s)
 				    "no provider connection from the server");
 		return;
 	}
-	{
-		uint64_t now = sw_now_ns();
-
-		atomic_store(&last_answer_ns, now);
-		/* a late answer taken: the SETUP that follows gets its own
-		 * timeout */
-		if (s->deadline_ns < now + (uint64_t)sw_cfg.upgrade_timeout_ms *
-						  1000000ull)
-			s->deadline_ns = now +
-				(uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
-	}
+	now = sw_now_ns();
+	atomic_store(&last_answer_ns, now);
+	/* a late answer taken: the SETUP that follows gets its own timeout */
+	sw_upgrade_deadline_from(s, now);
 	/* a server that connects has written no hello on TCP, and never
 	 * will: whatever its stream holds is its program's */
 	if (s->state == SW_HELLO_SENT) {
@@ -518,14 +512,17 @@ static void client_take_request(struct sw_sock *s)
  */
 void sw_upgrade_client_hello_out(struct sw_sock *s)
 {
-	uint64_t now = sw_now_ns();
+	s->upgrade_at_ns = sw_now_ns() +
+			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
+	sw_upgrade_deadline_from(s, s->upgrade_at_ns);
+}
 
-	s->upgrade_at_ns = now + (uint64_t)sw_cfg.upgrade_after_us * 1000;
-	if (s->deadline_ns < s->upgrade_at_ns +
-			     (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull)
-		s->deadline_ns = s->upgrade_at_ns +
-				 (uint64_t)sw_cfg.upgrade_timeout_ms *
-					 1000000ull;
+void sw_upgrade_deadline_from(struct sw_sock *s, uint64_t from_ns)
+{
+	uint64_t dl = from_ns + (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
+
+	if (s->deadline_ns < dl)
+		s->deadline_ns = dl;
 }
 
 /*

@@ -66,4 +66,8 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s);
  * provider connect (in line for a turn once its listener is due). */
 void sw_upgrade_client_hello_out(struct sw_sock *s);
 
+/* The upgrade's deadline, no sooner than SDP_UPGRADE_TIMEOUT_MS after
+ * from_ns (it is never brought forward). */
+void sw_upgrade_deadline_from(struct sw_sock *s, uint64_t from_ns);
+
 #endif /* SW_UPGRADE_H */

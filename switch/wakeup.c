@@ -99,12 +99,7 @@ int sw_cq_sleep_fd(struct sw_sock *s)
 	return fd;
 }
 
-/*
- * The deadline of a blocking call on s under the program's SO_RCVTIMEO
- * (rcv) or SO_SNDTIMEO, which it set on the TCP fd, counted from from_ns:
- * 0 for none. A carried connection's wait honours it as the kernel's does.
- */
-static uint64_t timeo_deadline(struct sw_sock *s, bool rcv, uint64_t from_ns)
+uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv, uint64_t from_ns)
 {
 	struct timeval tv;
 	socklen_t len = sizeof(tv);
@@ -131,7 +126,7 @@ bool sw_intr_restarts(struct sw_sock *s, bool rcv)
 	struct sigaction sa;
 	int sig;
 
-	if (timeo_deadline(s, rcv, 0))
+	if (sw_timeo_deadline(s, rcv, 0))
 		return false;
 	for (sig = 1; sig < NSIG; sig++) {
 		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV ||
@@ -230,7 +225,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		sw_credit_ask(s);
 	if (t) {
 		if (!t->read) {
-			t->deadline = timeo_deadline(s, t->rcv, start);
+			t->deadline = sw_timeo_deadline(s, t->rcv, start);
 			t->read = true;
 		}
 		deadline_ns = t->deadline;

@@ -25,6 +25,12 @@ int sw_cq_sleep_fd(struct sw_sock *s);
 /* Waits (lock released) until progress may have happened: spins, then arms
  * wake-me and sleeps on the TCP fd. events: POLLIN or POLLOUT interest. */
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
+/*
+ * The deadline of a blocking call on s under the program's SO_RCVTIMEO
+ * (rcv) or SO_SNDTIMEO, which it set on the TCP fd, counted from from_ns:
+ * 0 for none. A carried connection's wait honours it as the kernel's does.
+ */
+uint64_t sw_timeo_deadline(struct sw_sock *s, bool rcv, uint64_t from_ns);
 /* A blocking call's bound by the program's SO_RCVTIMEO (rcv) or
  * SO_SNDTIMEO, set on the TCP fd: read from it only when a wait of the
  * call first has to sleep in the kernel (a wait the busy-poll ends costs
