@@ -1152,6 +1152,16 @@ def ftp_run(ctx, tag, spre, cpre, n):
 		[get.pid, put.pid] if cpre else [], spre and cpre)
 
 
+def banner_ends(ctx, run_one, n, what):
+	"""run_one (ftp_run, smtp_run) for each BANNER_ENDS case of which
+	ends are preloaded, n bytes each, then banner_check over all of
+	them: what each case came to."""
+	runs = [run_one(ctx, '%d%d' % (sp, cp), sp, cp, n)
+		for sp, cp, _ in BANNER_ENDS]
+	res = banner_check(ctx.stats(), runs, what)
+	return '; '.join('%s: %s' % (e[2], r) for e, r in zip(BANNER_ENDS, res))
+
+
 @test('ftp-banner')
 def t_ftp_banner(ctx):
 	"""FTP (pyftpdlib; curl, or ftplib under ASan): the server's greeting and the download's
@@ -1160,11 +1170,8 @@ def t_ftp_banner(ctx):
 	if not SANITIZED:
 		need('curl')
 	need_dpy('pyftpdlib', 'python3-pyftpdlib')
-	runs = [ftp_run(ctx, '%d%d' % (sp, cp), sp, cp, 32 * MIB)
-		for sp, cp, _ in BANNER_ENDS]
-	res = banner_check(ctx.stats(), runs, 'ftp')
-	return '32 MiB down and up, exact: %s' % '; '.join(
-		'%s: %s' % (e[2], r) for e, r in zip(BANNER_ENDS, res))
+	return '32 MiB down and up, exact: %s' % banner_ends(ctx, ftp_run,
+							     32 * MIB, 'ftp')
 
 
 def smtp_message(path, n):
@@ -1223,11 +1230,8 @@ def t_smtp_banner(ctx):
 	if not SANITIZED:
 		need('curl')
 	need_dpy('aiosmtpd', 'python3-aiosmtpd')
-	runs = [smtp_run(ctx, '%d%d' % (sp, cp), sp, cp, 16 * MIB)
-		for sp, cp, _ in BANNER_ENDS]
-	res = banner_check(ctx.stats(), runs, 'smtp')
-	return '2 x 16 MiB messages, exact: %s' % '; '.join(
-		'%s: %s' % (e[2], r) for e, r in zip(BANNER_ENDS, res))
+	return '2 x 16 MiB messages, exact: %s' % banner_ends(ctx, smtp_run,
+							      16 * MIB, 'smtp')
 
 
 def echo_test(ctx, smode, cmode, conns, nbytes, senv=None, cenv=None,

@@ -142,6 +142,21 @@ static void tcp_info_same(const char *when)
 #undef TI_SAME
 }
 
+/* What the kernel's poll, epoll and TCP_INFO tell of the receiving ends
+ * when (after the peer's half-close, ...), the same on both pairs. */
+static void ends_same(const char *when)
+{
+	char what[96];
+
+	snprintf(what, sizeof(what), "poll %s", when);
+	same(what, prev(fds[1], POLLIN | POLLOUT | POLLRDHUP),
+	     prev(fds[3], POLLIN | POLLOUT | POLLRDHUP));
+	snprintf(what, sizeof(what), "epoll %s", when);
+	same(what, eprev(fds[1], EPOLLIN | EPOLLOUT | EPOLLRDHUP),
+	     eprev(fds[3], EPOLLIN | EPOLLOUT | EPOLLRDHUP));
+	tcp_info_same(when);
+}
+
 /* Two epoll sets hold fd with EPOLLEXCLUSIVE, a thread waits on each:
  * when what makes fd ready happens, at least one of them is woken (the
  * kernel wakes one; epoll(7): "one or more"). */
@@ -422,13 +437,7 @@ int main(int argc, char **argv)
 	shutdown(fds[0], SHUT_WR);
 	shutdown(fds[2], SHUT_WR);
 	usleep(50 * 1000);
-	same("poll after the peer's SHUT_WR",
-	     prev(fds[1], POLLIN | POLLOUT | POLLRDHUP),
-	     prev(fds[3], POLLIN | POLLOUT | POLLRDHUP));
-	same("epoll after the peer's SHUT_WR",
-	     eprev(fds[1], EPOLLIN | EPOLLOUT | EPOLLRDHUP),
-	     eprev(fds[3], EPOLLIN | EPOLLOUT | EPOLLRDHUP));
-	tcp_info_same("after the peer's SHUT_WR");
+	ends_same("after the peer's SHUT_WR");
 	same("recv at EOF", RES((int)recv(fds[1], b, sizeof(b), 0)),
 	     RES((int)recv(fds[3], b, sizeof(b), 0)));
 	same("FIONREAD at EOF", ioc(fds[1], FIONREAD), ioc(fds[3], FIONREAD));
@@ -445,13 +454,7 @@ int main(int argc, char **argv)
 	     RES(shutdown(fds[1], SHUT_WR)),
 	     RES(shutdown(fds[3], SHUT_WR)));
 	usleep(50 * 1000);
-	same("poll with both directions closed",
-	     prev(fds[1], POLLIN | POLLOUT | POLLRDHUP),
-	     prev(fds[3], POLLIN | POLLOUT | POLLRDHUP));
-	same("epoll with both directions closed",
-	     eprev(fds[1], EPOLLIN | EPOLLOUT | EPOLLRDHUP),
-	     eprev(fds[3], EPOLLIN | EPOLLOUT | EPOLLRDHUP));
-	tcp_info_same("with both directions closed");
+	ends_same("with both directions closed");
 	for (i = 0; i < 4; i++)
 		close(fds[i]);
 	tp_pass();
