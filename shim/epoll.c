@@ -930,7 +930,7 @@ static int rd_ep_pass(struct rd_ep *ep, struct rd_out *o,
 		      const struct timespec *t_plain, int *special)
 {
 	struct timespec nap = { .tv_nsec = RD_EDGE_NAP_NS };
-	int k;
+	int k, w;
 
 	o->n = 0;
 	rd_extra_reset(&o->x);
@@ -955,8 +955,10 @@ static int rd_ep_pass(struct rd_ep *ep, struct rd_out *o,
 		t = &rd_zero;
 	else
 		rd_extra_begin(ep, o);
+	w = sdp_wait_begin();
 	k = rd_kernel_wait(ep->epfd, kev, o->max - o->n, t,
 			   o->n ? NULL : mask);
+	sdp_wait_end(w);
 	rd_extra_end(ep, o, k);
 	if (k < 0)
 		return o->n ? o->n : -1;
@@ -1000,7 +1002,7 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&ep->spin);
 		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
 			if (!(i & 7))
-				sched_yield(); /* the peer may need this core */
+				rd_yield(); /* the peer may need this core */
 			n = rd_ep_pass(ep, &o, kev, false,
 				       i % RD_SPIN_KERNEL_EVERY == 0,
 				       &rd_zero, NULL, &rd_zero, &special);

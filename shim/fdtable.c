@@ -129,6 +129,16 @@ static int fdt_grow(int fd)
 	return 0;
 }
 
+struct sw_sock *fdt_peek(int fd)
+{
+	struct fdt_table *t = atomic_load_explicit(&fdt_cur,
+						   memory_order_acquire);
+
+	if (!t || fd < 0 || fd >= t->size)
+		return NULL;
+	return atomic_load_explicit(&t->slot[fd], memory_order_acquire);
+}
+
 struct sw_sock *fdt_get(int fd)
 {
 	struct fdt_table *t;

@@ -14,6 +14,9 @@ int fdt_init(void);
 /* The socket fd names, with a reference the caller drops with
  * sw_sock_unref; NULL when fd is not managed (one atomic load). */
 struct sw_sock *fdt_get(int fd);
+/* What fd names, without a reference or a lock: only for a look that may
+ * not block (a signal handler's); the socket may be going away. */
+struct sw_sock *fdt_peek(int fd);
 /* fd now names s; the table takes over one reference the caller owns. */
 int fdt_install(int fd, struct sw_sock *s);
 /* fd stops naming anything; returns the table's reference (or NULL) and

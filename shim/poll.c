@@ -85,7 +85,7 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 {
 	struct pollfd *p, *kp;
 	struct timespec nap;
-	int n, k, count = 0, j;
+	int n, k, count = 0, j, w;
 	bool sleep;
 	nfds_t i;
 	short r;
@@ -133,8 +133,10 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 		kp->events = POLLIN;
 		kp->revents = 0;
 	}
+	w = sdp_wait_begin();
 	k = sdp_sys.ppoll(ps->kfds, ps->nfds + (nfds_t)ps->x.nx, t,
 			 n || t == &rd_zero ? NULL : mask);
+	sdp_wait_end(w);
 	if (sleep) {
 		int saved = errno;
 
@@ -196,7 +198,7 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&rd_ps_spin);
 		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
 			if (!(i & 7))
-				sched_yield(); /* the peer may need this core */
+				rd_yield(); /* the peer may need this core */
 			n = rd_ps_pass(ps, false,
 				       i % RD_SPIN_KERNEL_EVERY == 0,
 				       &rd_zero, NULL);

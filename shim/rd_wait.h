@@ -8,11 +8,13 @@
 #define SDP_SHIM_RD_WAIT_H
 
 #include <poll.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "sdp_switch.h"
+#include "sys.h"
 
 /* During the busy-poll, one zero-timeout kernel poll every so many checks
  * of SAN readiness. */
@@ -75,6 +77,16 @@ static inline struct timespec *rd_left_sleep(int64_t end, struct timespec *ts)
 	if (end < 0 || capend < end)
 		return rd_left(capend, ts);
 	return rd_left(end, ts);
+}
+
+/* A yield between looks of a spinning wait, which holds no lock of the
+ * switch: a signal handler may call into it meanwhile (sys.h). */
+static inline void rd_yield(void)
+{
+	int w = sdp_wait_begin();
+
+	sched_yield();
+	sdp_wait_end(w);
 }
 
 static inline bool rd_expired(int64_t end)

@@ -59,7 +59,10 @@ static inline void shim_leave(void)
  * it already. Triggers the lazy init. */
 static inline bool shim_on(void)
 {
-	if (__builtin_expect(sdp_in_switch != 0, 0))
+	/* inside the switch, unless a signal handler runs while this thread
+	 * waits there holding no lock (sys.h, sdp_wait_depth) */
+	if (__builtin_expect(sdp_in_switch != 0, 0) &&
+	    sdp_in_switch != sdp_wait_depth)
 		return false;
 	if (__builtin_expect(shim_active, 1))
 		return true;

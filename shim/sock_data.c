@@ -127,12 +127,37 @@ static struct sw_sock *shim_sock(int fd)
 	return shim_on() ? fdt_get(fd) : NULL;
 }
 
+/*
+ * A signal handler that runs while this thread is inside the switch, and
+ * not waiting there holding no lock (shim_on), cannot go through the
+ * switch: the frame it interrupted may hold the locks the call needs. Nor
+ * may its call reach the TCP socket of a connection the switch has a part
+ * in, where the switch's markers travel and the program's bytes are not.
+ * It fails with EAGAIN (docs/semantics.md, "Signal handlers").
+ */
+static bool shim_refused(int fd)
+{
+	struct sw_sock *s;
+
+	if (!sdp_in_switch || sdp_in_switch == sdp_wait_depth ||
+	    !__atomic_load_n(&shim_active, __ATOMIC_ACQUIRE))
+		return false;
+	s = fdt_peek(fd);
+	if (!s || !sw_sock_taken(s))
+		return false;
+	errno = EAGAIN;
+	return true;
+}
+
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(read)(fd, buf, n);
+	}
 	return shim_recv_buf(s, buf, n, 0, NULL, NULL);
 }
 
@@ -143,8 +168,11 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 	if (n > buflen)
 		__chk_fail();
 	s = shim_sock(fd);
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(__read_chk)(fd, buf, n, buflen);
+	}
 	return shim_recv_buf(s, buf, n, 0, NULL, NULL);
 }
 
@@ -153,8 +181,11 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	struct sw_sock *s = shim_sock(fd);
 	struct msghdr m = { .msg_iov = (struct iovec *)iov };
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(readv)(fd, iov, iovcnt);
+	}
 	if (iovcnt < 0) {
 		shim_unref(s);
 		errno = EINVAL;
@@ -168,8 +199,11 @@ SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(recv)(fd, buf, n, flags);
+	}
 	return shim_recv_buf(s, buf, n, flags, NULL, NULL);
 }
 
@@ -181,8 +215,11 @@ SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 	if (n > buflen)
 		__chk_fail();
 	s = shim_sock(fd);
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(__recv_chk)(fd, buf, n, buflen, flags);
+	}
 	return shim_recv_buf(s, buf, n, flags, NULL, NULL);
 }
 
@@ -191,8 +228,11 @@ SHIM_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags,
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(recvfrom)(fd, buf, n, flags, addr, alen);
+	}
 	return shim_recv_buf(s, buf, n, flags, addr, alen);
 }
 
@@ -205,9 +245,12 @@ SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n,
 	if (n > buflen)
 		__chk_fail();
 	s = shim_sock(fd);
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr,
 					    alen);
+	}
 	return shim_recv_buf(s, buf, n, flags, addr, alen);
 }
 
@@ -236,6 +279,8 @@ SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	ssize_t r;
 
 	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		r = REAL(recvmsg)(fd, msg, flags);
 		if (r < 0 || !msg || !msg->msg_controllen)
 			return r;
@@ -262,8 +307,11 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	unsigned int i;
 	ssize_t r = -1;
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	}
 	if (timeout) {
 		clock_gettime(CLOCK_MONOTONIC, &end);
 		end.tv_sec += timeout->tv_sec;
@@ -307,8 +355,11 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(write)(fd, buf, n);
+	}
 	return shim_send_buf(s, buf, n, 0, NULL, 0);
 }
 
@@ -317,8 +368,11 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	struct sw_sock *s = shim_sock(fd);
 	struct msghdr m = { .msg_iov = (struct iovec *)iov };
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(writev)(fd, iov, iovcnt);
+	}
 	if (iovcnt < 0) {
 		shim_unref(s);
 		errno = EINVAL;
@@ -332,8 +386,11 @@ SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(send)(fd, buf, n, flags);
+	}
 	return shim_send_buf(s, buf, n, flags, NULL, 0);
 }
 
@@ -342,8 +399,11 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 {
 	struct sw_sock *s = shim_sock(fd);
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(sendto)(fd, buf, n, flags, addr, alen);
+	}
 	return shim_send_buf(s, buf, n, flags, addr, alen);
 }
 
@@ -352,6 +412,8 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct sw_sock *s = shim_sock(fd);
 
 	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		if (msg && msg->msg_controllen)
 			shim_fds_sending(msg);
 		return REAL(sendmsg)(fd, msg, flags);
@@ -368,8 +430,11 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	unsigned int i;
 	ssize_t r;
 
-	if (!s)
+	if (!s) {
+		if (shim_refused(fd))
+			return -1;
 		return REAL(sendmmsg)(fd, vec, vlen, flags);
+	}
 	shim_enter();
 	for (i = 0; i < vlen; i++) {
 		r = sw_sendmsg(s, &vec[i].msg_hdr, flags);

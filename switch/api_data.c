@@ -132,7 +132,7 @@ static int head_wait(struct sw_sock *s)
 {
 	struct pollfd pf[3] = { { .fd = s->fd, .events = POLLIN } };
 	int fds[2];
-	int n, i, cfd, r;
+	int n, i, cfd, r, w;
 
 	/* a non-blocking connect the program now waits on finishes first */
 	if (s->state == SW_CONNECTING)
@@ -153,8 +153,10 @@ static int head_wait(struct sw_sock *s)
 	if ((atomic_load(&s->users) > 1 || s->ss.ep) && (!i || i > 2))
 		i = 2;
 	pthread_mutex_unlock(&s->lock);
+	w = sdp_wait_begin();
 	r = sdp_sys.poll(pf, n, i ? i : -1);
 	r = r < 0 ? -errno : 0;
+	sdp_wait_end(w);
 	pthread_mutex_lock(&s->lock);
 	if (cfd >= 0 && s->ss.cq)
 		s->ss.prov->mod.ops.cq_ack(s->ss.cq);
@@ -449,8 +451,10 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 		pthread_mutex_unlock(&s->lock);
 		{
 			struct pollfd pf = { .fd = s->fd, .events = POLLOUT };
+			int w = sdp_wait_begin();
 
 			r = sdp_sys.poll(&pf, 1, -1);
+			sdp_wait_end(w);
 		}
 		pthread_mutex_lock(&s->lock);
 		if (r < 0 && errno == EINTR &&

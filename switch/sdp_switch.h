@@ -27,6 +27,9 @@ struct sw_sock;
 bool sw_init(void);
 
 void sw_sock_ref(struct sw_sock *s);
+/* The switch has a part in s's byte stream (not plain TCP); read without
+ * the lock, for a signal handler's call (shim/sock_data.c). */
+bool sw_sock_taken(struct sw_sock *s);
 /* The fd the switch uses for s was closed while other fds still name the
  * socket: use fd from now on. */
 void sw_sock_set_fd(struct sw_sock *s, int fd);

@@ -138,6 +138,14 @@ void sw_sock_set_fd(struct sw_sock *s, int fd)
 	pthread_mutex_unlock(&s->lock);
 }
 
+bool sw_sock_taken(struct sw_sock *s)
+{
+	/* read without the lock, which a signal handler's thread may hold
+	 * in the frame it interrupted */
+	return __atomic_load_n(&s->state, __ATOMIC_RELAXED) != SW_TCP ||
+	       __atomic_load_n(&s->dg_marker, __ATOMIC_RELAXED);
+}
+
 void sw_sock_ref(struct sw_sock *s)
 {
 	atomic_fetch_add(&s->refs, 1);

@@ -108,4 +108,28 @@ static inline void sdp_guard_leave(void)
 	sdp_in_switch--;
 }
 
+/*
+ * The depth of the guard at which this thread waits inside the switch
+ * holding none of its locks (asleep in poll, ppoll or epoll_wait, or
+ * spinning between looks), 0 when it does not. A signal handler that runs
+ * in such a wait finds the guard at this depth, and its socket calls go
+ * through the switch as the program's would (shim_on): the TCP socket of
+ * a carried connection must never see them. Begin returns what end
+ * restores (a handler's own call may wait too).
+ */
+extern __thread int sdp_wait_depth __attribute__((tls_model("initial-exec")));
+
+static inline int sdp_wait_begin(void)
+{
+	int old = sdp_wait_depth;
+
+	sdp_wait_depth = sdp_in_switch;
+	return old;
+}
+
+static inline void sdp_wait_end(int old)
+{
+	sdp_wait_depth = old;
+}
+
 #endif /* SDP_SYS_H */

@@ -163,7 +163,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	uint64_t spin_end = start + sw_spin_budget_ns(&s->spin);
 	uint64_t slept;
 	unsigned spins = 0;
-	int timeout, r, cfd;
+	int timeout, r, cfd, w;
 	bool nap;
 
 	/* poll first: this is where the latency is won */
@@ -174,11 +174,13 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		 * (the peer usually runs on another core); every eighth
 		 * round yields, in case the peer waits for this core */
 		pthread_mutex_unlock(&s->lock);
+		w = sdp_wait_begin();
 		if (!(++spins & 7))
 			sched_yield();
 		else
 			for (i = 0; i < 16; i++)
 				__builtin_ia32_pause();
+		sdp_wait_end(w);
 		pthread_mutex_lock(&s->lock);
 		if (atomic_load(&s->event_seq) != seq)
 			return 0;
@@ -261,9 +263,11 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		};
 
 		slept = sw_now_ns();
+		w = sdp_wait_begin();
 		r = sdp_sys.poll(pfd, cfd >= 0 ? 2 : 1, timeout);
 		if (r < 0)
 			r = -errno;
+		sdp_wait_end(w);
 		slept = sw_now_ns() - slept;
 	}
 	atomic_fetch_sub(&s->sleepers, 1);
