@@ -245,10 +245,6 @@ short sw_poll_arm(struct sw_sock *s, short events)
 				goto out;
 		}
 		r = san_revents(s, events, true);
-		/* a writer short of credits asks for them (credits.c) */
-		if (!r && (events & (POLLOUT | POLLWRNORM)) &&
-		    !sw_credit_can_send(&s->ss, SDP_MSG_DATA))
-			sw_credit_ask(s);
 		if (!r && s->ss.switch_rcvd) {
 			sw_credit_adapt(s);
 			if (!s->ss.wake_armed &&
