@@ -65,9 +65,10 @@ static void busy_recv(int s, int pw, size_t off, size_t n, bool by_select,
 
 static void reader(int port)
 {
+	const struct sw_conn_stats *st;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	size_t off = 0, up = 0, total = 0;
+	size_t off = 0, up = 0;
 	uint8_t buf[4096];
 	int s, p[2], i;
 	long end;
@@ -102,6 +103,13 @@ static void reader(int port)
 	}
 	busy_recv(s, p[1], off, 1, true, "the last byte before close");
 	off++;
+	st = tp_conn_stats(s);
+	TP_CHECK(st && st->state == TP_STATE_SAN && st->rx_copy >= off &&
+		 !st->rx_tcp, "reader: not carried by the provider: state %d, "
+		 "%llu bytes copied of %zu, %llu on TCP",
+		 st ? (int)st->state : -1,
+		 st ? (unsigned long long)st->rx_copy : 0ull, off,
+		 st ? (unsigned long long)st->rx_tcp : 0ull);
 	end = tp_ms() + BR_WAIT_MS;
 	for (;;) {
 		ssize_t r = recv(s, buf, sizeof(buf), MSG_DONTWAIT);
@@ -114,8 +122,7 @@ static void reader(int port)
 			 BR_WAIT_MS);
 		usleep(1000);
 	}
-	total = off;
-	printf("reader: %zu bytes, all in order\n", total);
+	printf("reader: %zu bytes, all in order\n", off);
 	close(s);
 	exit(0);
 }
