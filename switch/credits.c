@@ -101,6 +101,34 @@ static bool lone_return_due(struct sw_session *ss)
 	       ss->lone_return && !ss->rxq;
 }
 
+/*
+ * A doorbell we had not asked for: the peer holds bytes (or a FIN) for us
+ * and has no credit to send them, nor any buffer of ours to return with
+ * its last one, so it cannot say so in a message (sw_credit_ask). Once we
+ * have taken everything queued, the buffers we owe go back at once if by
+ * our count the peer is short. Our program may never sleep on this
+ * connection (it polls other fds that are always ready, or loops on a
+ * non-blocking recv), so no WAKE_ME of ours would carry them. The CREDIT
+ * rings no doorbell of its own: the peer looks for it, and a ring would
+ * be an unasked doorbell there, answered the same way, for ever.
+ */
+static int bell_return(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	int r;
+
+	if (!ss->bell_unasked || ss->rxq)
+		return 0;
+	ss->bell_unasked = false;
+	if (!ss->credits_owed || ss->peer_credits > 1 ||
+	    !sw_credit_can_send(ss, SDP_MSG_CREDIT))
+		return 0;
+	ss->quiet_return = true;
+	r = sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
+	ss->quiet_return = false;
+	return r;
+}
+
 static int lone_return(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
@@ -171,6 +199,9 @@ int sw_credit_maybe_update(struct sw_sock *s)
 		if (r)
 			return r;
 	}
+	r = bell_return(s);
+	if (r)
+		return r;
 	return lone_return(s);
 }
 
@@ -197,20 +228,41 @@ void sw_credit_return_owed(struct sw_sock *s)
 	sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
 }
 
+/* How often a sender short of credits asks a peer that did not ask to be
+ * woken, while no message comes from it. */
+#define SW_ASK_AGAIN_NS 100000000ull
+
 /*
- * A sender short of credits for data asks a sleeping peer for them: a
- * doorbell, which costs no credit. The peer's wait wakes, takes what came
- * and asks again to be woken; that WAKE_ME returns every buffer it owes
- * (the peer's program need not call). Nothing is asked of a peer that is
- * not asleep on this connection: it returns them in its next message.
+ * A sender short of credits for data asks the peer for them: a doorbell,
+ * which costs no credit. A peer asleep on this connection asked for it
+ * (WAKE_ME): its wait wakes, takes what came and asks again to be woken;
+ * that WAKE_ME returns every buffer it owes. A peer that did not ask may
+ * still be in its program's calls on the connection without ever
+ * sleeping there (its poll has another fd ready each time, or it loops on
+ * a non-blocking recv), holding the one buffer we need: no message of
+ * ours can ask for it (our last credit goes only with a returned buffer),
+ * so the doorbell does, unasked, and the peer's switch returns what it
+ * owes (bell_return). Asked again after each message of the peer's, else
+ * every SW_ASK_AGAIN_NS: a peer in no call reads it on its next one.
  */
 void sw_credit_ask(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
+	uint64_t now;
 
-	if (s->state == SW_SAN && ss->peer_wants_wake && !ss->error &&
-	    !ss->peer_dead)
+	if (s->state != SW_SAN || ss->error || ss->peer_dead)
+		return;
+	if (ss->peer_wants_wake) {
 		sw_doorbell_ring(s);
+		return;
+	}
+	now = sw_now_ns();
+	if (ss->ask_ns && ss->ask_rx_seq == ss->rx_seq &&
+	    now - ss->ask_ns < SW_ASK_AGAIN_NS)
+		return;
+	ss->ask_rx_seq = ss->rx_seq;
+	ss->ask_ns = now;
+	sw_doorbell_ring(s);
 }
 
 /* ---- credit deltas: buffers follow the traffic ----------------------------- */

@@ -219,8 +219,10 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		ss->peer_waiting = false;
 	if (s->st)
 		s->st->msgs_tx++;
-	/* a credit return to a peer that had none must wake it */
-	if (peer_starved && credits)
+	/* a credit return to a peer that had none must wake it, unless it
+	 * answers that peer's own doorbell (it looks again by itself, and
+	 * two ends must not ring each other for ever) */
+	if (peer_starved && credits && !ss->quiet_return)
 		ss->peer_wants_wake = true;
 	/* so must the first bytes after our switch point */
 	if (ss->switch_bell &&

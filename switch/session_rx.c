@@ -347,6 +347,17 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		if (nb) {
 			if (got)
 				break;
+			/* a program that loops on recv never sleeps here, so
+			 * the peer's doorbells stay on TCP: while we owe a
+			 * peer short of credits, one may be its request for
+			 * them (credits.c, bell_return) */
+			if (ss->credits_owed && ss->peer_credits <= 1 &&
+			    s->state == SW_SAN) {
+				sw_doorbell_drain_shared(s);
+				sw_progress(s);
+				if (ss->rxq)
+					continue;
+			}
 			return -EAGAIN;
 		}
 		r = sw_session_wait_timeo(s, POLLIN, &timeo);

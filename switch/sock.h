@@ -143,6 +143,13 @@ struct sw_session {
 	bool peer_waiting;	/* peer sleeps waiting for data: RDATA pays */
 	bool peer_wants_wake;	/* peer asked for a doorbell */
 	bool wake_armed;	/* we asked the peer for one */
+	bool bell_unasked;	/* a doorbell came that we had not asked
+				 * for: the peer may want its buffers back
+				 * (credits.c, sw_credit_on_bell) */
+	bool quiet_return;	/* the CREDIT being sent answers such a
+				 * doorbell: it rings none of its own */
+	uint32_t ask_rx_seq;	/* rx_seq at our last such doorbell */
+	uint64_t ask_ns;	/* and when it went */
 
 	/* outstanding RDATA we sent */
 	uint32_t next_xfer_id;

@@ -401,6 +401,11 @@ void sw_doorbell_drain(struct sw_sock *s)
 
 		if (n > 0) {
 			if (i) {
+				/* not the answer to our WAKE_ME: the peer
+				 * asks for the buffers we owe it (or returned
+				 * some to us while we had none) */
+				if (!s->ss.wake_armed)
+					s->ss.bell_unasked = true;
 				s->ss.wake_armed = false;
 				if (s->st)
 					s->st->wakeups += i;
