@@ -14,6 +14,7 @@
 #include "blind.h"
 #include "fallback.h"
 #include "fork_exec.h"
+#include "hello_token.h"
 #include "log.h"
 #include "sock.h"
 #include "util.h"
@@ -72,6 +73,9 @@ void sw_blind_set(const char *why)
 	sw_downgrade_all(true);
 	skips = sw_exec_hello_skips();
 	free(skips);
+	/* and the clients' hellos still to come: none after this, and those
+	 * under way taken before the ring can read them */
+	sw_hello_fence();
 	atomic_store(&blind_done, true);
 	pthread_mutex_unlock(&blind_lock);
 }

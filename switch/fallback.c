@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "fallback.h"
+#include "hello_token.h"
 #include "log.h"
 #include "session.h"
 #include "sock.h"
@@ -110,6 +111,8 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	sw_listeners_close(s);
 	sw_session_free(s);
 	s->state = SW_TCP;
+	if (s->is_client)
+		sw_hello_token_drop(s);
 	sw_turn_give(s);
 	/* bytes kept while the upgrade was pending go first */
 	if (s->ptx_len &&

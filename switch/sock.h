@@ -246,6 +246,8 @@ struct sw_sock {
 				 * hello (sw_hello_skip) */
 	bool exec_skip;		/* managed after exec only to drop that
 				 * hello (sw_sock_inherit) */
+	int tok_fd;		/* the name of this connection's client
+				 * hello (hello_token.c), or -1 */
 	uint64_t upgrade_at_ns;	/* server: its connection is made then
 				 * (again, after a refusal) */
 
