@@ -108,11 +108,11 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	SW_INFO("fd %d %s %s: plain TCP: %s%s%s", s->fd,
 		s->is_client ? "to" : "from", peer, sdp_fallback_name(reason),
 		detail ? ": " : "", detail ? detail : "");
+	if (s->is_client)
+		sw_hello_token_check(s);
 	sw_listeners_close(s);
 	sw_session_free(s);
 	s->state = SW_TCP;
-	if (s->is_client)
-		sw_hello_token_drop(s);
 	sw_turn_give(s);
 	/* bytes kept while the upgrade was pending go first */
 	if (s->ptx_len &&

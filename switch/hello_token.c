@@ -155,13 +155,14 @@ void sw_hello_token_check(struct sw_sock *s)
 
 	if (s->tok_fd < 0)
 		return;
-	/* once every byte up to the end of our hello is acknowledged, the
-	 * hello is in the server's socket, where a server that takes the
-	 * name finds it */
-	if (s->state != SW_HELLO_SENT && s->state != SW_UPGRADING) {
+	/* the server made its provider connection: it took our hello */
+	if (s->ss.ep || s->state == SW_SAN) {
 		sw_hello_token_drop(s);
 		return;
 	}
+	/* once every byte up to the end of our hello is acknowledged, the
+	 * hello is in the server's socket, where a server that takes the
+	 * name finds it (our bytes on TCP after it: s->tcp_tx) */
 	if (ioctl(s->fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
 	    (uint64_t)outq <= s->tcp_tx)
 		sw_hello_token_drop(s);

@@ -17,7 +17,9 @@
 int sw_hello_token_take(struct sw_sock *s);
 
 /* Client: lets the name go once the server's kernel has acknowledged the
- * whole hello, or the upgrade is over. */
+ * whole hello, or the server took it (its provider connection came); a
+ * hello not acknowledged keeps it, after a fallback too, until the socket's
+ * end. */
 void sw_hello_token_check(struct sw_sock *s);
 
 /* Lets the name go (the socket's end, a fallback). */

@@ -223,12 +223,16 @@ def under_way_case(c):
 	s = c.spawn('server', [prog, 'server', port, 'accept', nbytes], True,
 		    SDP_LOG='debug')
 	c.wait_listen(port, s)
-	k = socket.create_connection(('127.0.0.1', port))
+	k = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 	tok = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 	try:
+		# the name before the connection: the server's ring comes right
+		# after its accept()
+		k.bind(('127.0.0.1', 0))
 		cport = k.getsockname()[1]
 		tok.bind('\0sdp-hello/127.0.0.1:%d>127.0.0.1:%d' % (cport, port))
 		tok.listen(1)
+		k.connect(('127.0.0.1', port))
 		end = time.monotonic() + 20
 		while 'hello is on its way' not in c.logtext('server'):
 			check(time.monotonic() < end and s.poll() is None,
@@ -257,6 +261,76 @@ def under_way_case(c):
 	sout = c.finish(s, 30)
 	st = state_of(sout)
 	check(st is None or st[0] == TCP, 'server: not TCP (%s)' % (st,))
+
+
+FB_PEER_FALLBACK = 15
+
+
+def v3_server_case(c, alone):
+	"""A server of protocol version 3 (played here: its shm listener's
+	name, its TCP listener, its refusal on TCP) against a preloaded client
+	of this version: the client takes the refusal (status version) in
+	front of the server's first bytes, or alone before them, and its
+	program reads only the server's bytes."""
+	import socket
+	port = free_port()
+	prog = os.path.join(c.opts.bin, 'uring_peer')
+	nbytes = 256 << 10
+	half = nbytes // 2
+	l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+	u = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+	t = None
+	try:
+		l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+		l.bind(('127.0.0.1', port))
+		l.listen(4)
+		# a switch's listener there: the client's look finds its owner,
+		# who holds the TCP listener
+		u.bind('\0sdp-shm/127.0.0.1:%d' % port)
+		u.listen(16)
+		k = c.spawn('client', [prog, 'client', port, 'libc', nbytes],
+			    True)
+		l.settimeout(30)
+		t, _ = l.accept()
+		t.settimeout(30)
+
+		def take(n):
+			got = bytearray()
+			while len(got) < n:
+				b = t.recv(n - len(got))
+				check(b, 'the client ended after %d of %d bytes' %
+				      (len(got), n))
+				got += b
+			return bytes(got)
+		h = take(96)
+		check(h[:8] == b'\xd5SDPSW\r\n' and h[8] == 1 and h[9] >= 4,
+		      'not a client hello of version 4 or later: %r' % h[:16])
+		# a version 3 server's refusal: SERVER, version 3, status
+		# version (6), key zero
+		refusal = (b'\xd5SDPSW\r\n' + bytes([2, 3, 6, 0]) + bytes(4) +
+			   bytes(16) + bytes(32) + (0).to_bytes(4, 'little') +
+			   (0).to_bytes(4, 'little') + bytes(24))
+		if alone:
+			t.sendall(refusal)
+		check(take(half) == tp_stream(1, 0, half),
+		      'the client\'s first half differs')
+		t.sendall((b'' if alone else refusal) + b'A')
+		check(take(nbytes - half) == tp_stream(1, half, nbytes - half),
+		      'the client\'s second half differs')
+		t.sendall(tp_stream(2, 0, nbytes))
+		check(t.recv(1) == b'', 'more bytes from the client')
+	finally:
+		if t:
+			t.close()
+		l.close()
+		u.close()
+	kout = c.finish(k, 60)
+	st = state_of(kout)
+	check(st == (TCP, FB_PEER_FALLBACK),
+	      'client: not TCP by peer-fallback (%s)' % (st,))
+	check('version' in c.logtext('client'),
+	      'client: the refusal\'s reason is not logged: %s' %
+	      c.logtext('client')[-400:])
 
 
 def d5_case(c, after_us):
@@ -294,6 +368,10 @@ def accept_tests():
 	out.append(('uring-accept-server-only',
 		    lambda c: accept_case(c, 'accept', 'libc', cpre=0)))
 	out.append(('uring-accept-hello-under-way', under_way_case))
+	out.append(('v3-server-refusal-ahead',
+		    lambda c: v3_server_case(c, False)))
+	out.append(('v3-server-refusal-alone',
+		    lambda c: v3_server_case(c, True)))
 	out.append(('d5-first-byte', lambda c: d5_case(c, 1000)))
 	out.append(('d5-first-byte-late-connect',
 		    lambda c: d5_case(c, 5000000)))
