@@ -41,6 +41,11 @@ static void listeners_quiet(void)
 
 		pthread_mutex_lock(&s->lock);
 		if (s->state == SW_LISTENER) {
+			int k;
+
+			for (k = 0; k < SW_MAX_PROVIDERS; k++)
+				if (s->plisten[k])
+					s->quiet_ns = sw_now_ns();
 			sw_listeners_close(s);
 			s->rule_tcp = true;
 		}

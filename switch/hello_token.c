@@ -253,10 +253,12 @@ static int fence_one(struct sw_sock *s)
 	struct sockaddr_un sun;
 	struct ucred cr;
 	socklen_t len, cl = sizeof(cr);
-	long uid;
+	long uid = peer_uid(s->fd);
 	int fd, r = token_name(s->fd, false, &sun, &len);
 
-	if (r)
+	/* a client on another host (or in another network namespace) takes
+	 * its name where we cannot look: nothing to take here */
+	if (r || uid == -ENOENT)
 		return 0;
 	fd = name_take(&sun, len);
 	if (fd >= 0) {
@@ -275,7 +277,6 @@ static int fence_one(struct sw_sock *s)
 	close(fd);
 	if (r)
 		return r == -ECONNREFUSED ? 0 : 1; /* not a switch's token */
-	uid = peer_uid(s->fd);
 	if (uid >= 0 && (uid_t)uid != cr.uid) {
 		SW_WARN("fd %d: the name for its client's hello is held by uid %u, not by the client's uid %ld: no hello is waited for",
 			s->fd, (unsigned int)cr.uid, uid);
@@ -284,18 +285,17 @@ static int fence_one(struct sw_sock *s)
 	return 1;
 }
 
-void sw_hello_fence(void)
+/* The fence for the n sockets of v, a reference each, dropped. */
+static void fence_list(struct sw_sock **v, int n)
 {
-	struct sw_sock **v;
 	uint64_t end = sw_now_ns() +
 		       (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
-	int n = sw_sock_list(&v), i, waiting;
+	int i, waiting;
 	char *wait = calloc(n ? n : 1, 1);
 
 	if (!wait) {
 		for (i = 0; i < n; i++)
 			sw_sock_unref(v[i]);
-		free(v);
 		return;
 	}
 	for (i = 0; i < n; i++) {
@@ -350,5 +350,19 @@ void sw_hello_fence(void)
 	for (i = 0; i < n; i++)
 		sw_sock_unref(v[i]);
 	free(wait);
+}
+
+void sw_hello_fence(void)
+{
+	struct sw_sock **v;
+	int n = sw_sock_list(&v);
+
+	fence_list(v, n);
 	free(v);
+}
+
+void sw_hello_fence_sock(struct sw_sock *s)
+{
+	sw_sock_ref(s);
+	fence_list(&s, 1);
 }

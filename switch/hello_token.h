@@ -33,4 +33,8 @@ void sw_hello_token_drop(struct sw_sock *s);
  */
 void sw_hello_fence(void);
 
+/* The same for one connection, accepted after the process stopped
+ * carrying (s: SW_TCP with skip_hello). */
+void sw_hello_fence_sock(struct sw_sock *s);
+
 #endif /* SW_HELLO_TOKEN_H */

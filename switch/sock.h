@@ -205,6 +205,9 @@ struct sw_sock {
 	uint64_t reup_at_ns;
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
+	uint64_t quiet_ns;	/* listener: when its provider listeners
+				 * closed for io_uring (blind.c); a client
+				 * that saw them may still connect */
 	bool fd_shed;		/* listener: its provider listeners went
 				 * back for the program's descriptors (and
 				 * a connection it accepted since) */

@@ -195,6 +195,11 @@ def accept_case(c, smode, cmode, spre=1, cpre=1, family=4):
 	if cpre:
 		check(kst is None or kst[0] != SAN,
 		      'client: carried (%s)' % (kst,))
+	if spre and cpre and smode == 'lring':
+		check('accepted after the process stopped carrying' in
+		      c.logtext('server'), 'server: the connection accepted '
+		      'after its ring was not kept: %s' %
+		      c.logtext('server')[-600:])
 	if spre and cpre and cmode in ('slow', 'sgreet'):
 		# the ring came first: the server's switch took the name, and
 		# the client's hello never went
@@ -363,6 +368,9 @@ def accept_tests():
 		       ('acceptg', 'greet'), ('acceptg', 'sgreet')):
 		out.append(('uring-accept-%s-%s' % (sm, cm),
 			    lambda c, sm=sm, cm=cm: accept_case(c, sm, cm)))
+	for cm in ('libc', 'slow'):
+		out.append(('uring-accept-lring-%s' % cm,
+			    lambda c, cm=cm: accept_case(c, 'lring', cm)))
 	out.append(('uring6-accept-accept-libc',
 		    lambda c: accept_case(c, 'accept', 'libc', family=6)))
 	out.append(('uring-accept-server-only',

@@ -9,7 +9,8 @@
  * (accept; acceptg: and writes a greeting first, with the ring), against a
  * client that writes at once (libc), writes after a while (slow: its
  * hello would come after the ring) or reads the greeting first (greet;
- * sgreet: after a while);
+ * sgreet: after a while); a server that makes its ring between listen()
+ * and accept(), once a client has connected (lring);
  * a server whose first byte is a lone 0xd5 (d5) against a client that
  * reads one byte first and must get it at once (d5). Checks every byte it
  * receives and reports the switch's view of the connection.
@@ -21,13 +22,13 @@
 #include "tp_stats.h"
 
 enum { M_LIBC, M_URING, M_MIXED, M_LATE, M_EARLY, M_ACCEPT, M_ACCEPTG,
-       M_SLOW, M_GREET, M_SGREET, M_D5 };
+       M_SLOW, M_GREET, M_SGREET, M_LRING, M_D5 };
 
 static const char *const mode_names[] = {
 	[M_LIBC] = "libc", [M_URING] = "uring", [M_MIXED] = "mixed",
 	[M_LATE] = "late", [M_EARLY] = "early", [M_ACCEPT] = "accept",
 	[M_ACCEPTG] = "acceptg", [M_SLOW] = "slow", [M_GREET] = "greet",
-	[M_SGREET] = "sgreet",
+	[M_SGREET] = "sgreet", [M_LRING] = "lring",
 	[M_D5] = "d5",
 };
 
@@ -170,6 +171,13 @@ int main(int argc, char **argv)
 		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		TP_CHECK(!bind(l, (void *)&a, alen), "bind");
 		TP_CHECK(!listen(l, 4), "listen");
+		if (mode == M_LRING) {
+			struct pollfd pl = { .fd = l, .events = POLLIN };
+
+			/* a client that saw the listener announced */
+			TP_CHECK(poll(&pl, 1, 30000) == 1, "no client");
+			ring_make();
+		}
 		fd = accept(l, NULL, NULL);
 		TP_CHECK(fd >= 0, "accept");
 		if (mode == M_ACCEPT || mode == M_ACCEPTG)
