@@ -271,12 +271,14 @@ static int fence_one(struct sw_sock *s)
 	if (fd < 0)
 		return 1;
 	r = connect(fd, (struct sockaddr *)&sun, len) ? -errno : 0;
-	if (!r || r == -EAGAIN)
+	if (!r)
 		r = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ?
 			    -errno : 0;
 	close(fd);
+	if (r == -ECONNREFUSED)
+		return 0;	/* nobody listens: not a switch's name */
 	if (r)
-		return r == -ECONNREFUSED ? 0 : 1; /* not a switch's token */
+		return 1;	/* cannot tell (a full backlog): wait */
 	if (uid >= 0 && (uid_t)uid != cr.uid) {
 		SW_WARN("fd %d: the name for its client's hello is held by uid %u, not by the client's uid %ld: no hello is waited for",
 			s->fd, (unsigned int)cr.uid, uid);
@@ -306,7 +308,7 @@ static void fence_list(struct sw_sock **v, int n)
 		    s->skip_hello && !s->exec_skip) {
 			wait[i] = (char)fence_one(s);
 			if (wait[i])
-				SW_DBG("fd %d: its client's hello is on its way: taken before the ring is made",
+				SW_DBG("fd %d: its client's hello is on its way: waited for and dropped",
 				       s->fd);
 		}
 		/* a hello that is here, or part of one, goes now */
