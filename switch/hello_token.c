@@ -25,6 +25,7 @@
 #include "fallback.h"
 #include "hello_token.h"
 #include "log.h"
+#include "ownfd.h"
 #include "sock.h"
 #include "sys.h"
 #include "tcp_inband.h"
@@ -107,20 +108,36 @@ static int token_name(int fd, bool client, struct sockaddr_un *sun,
 }
 
 /* A socket bound to the name (listening, so that a server can ask the
- * kernel who holds it). The descriptor, or -errno (-EADDRINUSE: taken). */
+ * kernel who holds it). The descriptor, or -errno (-EADDRINUSE: taken).
+ * Not yet the switch's own (sw_fd_own): a client's is mostly let go
+ * within the call that made it. */
 static int name_take(const struct sockaddr_un *sun, socklen_t len)
 {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			0), e;
+	int fd = sdp_sys.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+						 SOCK_NONBLOCK, 0), e;
 
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (const struct sockaddr *)sun, len) || listen(fd, 1)) {
+	if (sdp_sys.bind(fd, (const struct sockaddr *)sun, len) ||
+	    sdp_sys.listen(fd, 1)) {
 		e = errno;
-		close(fd);
+		sdp_sys.close(fd);
 		return -e;
 	}
 	return fd;
+}
+
+/* The name kept beyond this call: the descriptor becomes the switch's
+ * own, out of the program's way (ownfd.c). */
+static void name_keep(struct sw_sock *s)
+{
+	int fd;
+
+	if (s->tok_fd < 0 || sw_fd_is_own(s->tok_fd))
+		return;
+	fd = sw_fd_own(s->tok_fd, NULL);
+	if (fd >= 0)
+		s->tok_fd = fd;
 }
 
 int sw_hello_token_take(struct sw_sock *s)
@@ -145,7 +162,8 @@ void sw_hello_token_drop(struct sw_sock *s)
 {
 	if (s->tok_fd < 0)
 		return;
-	close(s->tok_fd);
+	sw_fd_forget(s->tok_fd);
+	sdp_sys.close(s->tok_fd);
 	s->tok_fd = -1;
 }
 
@@ -163,9 +181,11 @@ void sw_hello_token_check(struct sw_sock *s)
 	/* once every byte up to the end of our hello is acknowledged, the
 	 * hello is in the server's socket, where a server that takes the
 	 * name finds it (our bytes on TCP after it: s->tcp_tx) */
-	if (ioctl(s->fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
+	if (sdp_sys.ioctl(s->fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
 	    (uint64_t)outq <= s->tcp_tx)
 		sw_hello_token_drop(s);
+	else
+		name_keep(s);
 }
 
 /*
@@ -216,15 +236,16 @@ static long peer_uid(int fd)
 		memcpy(req.r.id.idiag_src, &a->sin6_addr, 16);
 		memcpy(req.r.id.idiag_dst, &b->sin6_addr, 16);
 	}
-	nfd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	nfd = sdp_sys.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+			     NETLINK_SOCK_DIAG);
 	if (nfd < 0)
 		return -errno;
-	if (sendto(nfd, &req, sizeof(req), 0, (struct sockaddr *)&nl,
-		   sizeof(nl)) != (ssize_t)sizeof(req)) {
+	if (sdp_sys.sendto(nfd, &req, sizeof(req), 0, (struct sockaddr *)&nl,
+			   sizeof(nl)) != (ssize_t)sizeof(req)) {
 		uid = -errno;
 		goto out;
 	}
-	n = recv(nfd, &ans, sizeof(ans), 0);
+	n = sdp_sys.recv(nfd, &ans, sizeof(ans), 0);
 	for (h = &ans.nlh; n > 0 && NLMSG_OK(h, (size_t)n);
 	     h = NLMSG_NEXT(h, n)) {
 		if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
@@ -238,7 +259,7 @@ static long peer_uid(int fd)
 			break;
 	}
 out:
-	close(nfd);
+	sdp_sys.close(nfd);
 	return uid;
 }
 
@@ -263,18 +284,20 @@ static int fence_one(struct sw_sock *s)
 	fd = name_take(&sun, len);
 	if (fd >= 0) {
 		s->tok_fd = fd;	/* until the socket closes */
+		name_keep(s);
 		return 0;
 	}
 	if (fd != -EADDRINUSE)
 		return 1;	/* cannot tell: wait, in case */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = sdp_sys.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+					 SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return 1;
-	r = connect(fd, (struct sockaddr *)&sun, len) ? -errno : 0;
+	r = sdp_sys.connect(fd, (struct sockaddr *)&sun, len) ? -errno : 0;
 	if (!r)
-		r = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ?
+		r = sdp_sys.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ?
 			    -errno : 0;
-	close(fd);
+	sdp_sys.close(fd);
 	if (r == -ECONNREFUSED)
 		return 0;	/* nobody listens: not a switch's name */
 	if (r)
