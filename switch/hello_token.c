@@ -109,8 +109,8 @@ static int token_name(int fd, bool client, struct sockaddr_un *sun,
 
 /* A socket bound to the name (listening, so that a server can ask the
  * kernel who holds it). The descriptor, or -errno (-EADDRINUSE: taken).
- * Not yet the switch's own (sw_fd_own): a client's is mostly let go
- * within the call that made it. */
+ * The switch's where it is (a client's is mostly let go within the call
+ * that made it): out of reach of the program's close and dup2 meanwhile. */
 static int name_take(const struct sockaddr_un *sun, socklen_t len)
 {
 	int fd = sdp_sys.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
@@ -124,6 +124,7 @@ static int name_take(const struct sockaddr_un *sun, socklen_t len)
 		sdp_sys.close(fd);
 		return -e;
 	}
+	sw_fd_own_here(fd);
 	return fd;
 }
 
@@ -133,11 +134,13 @@ static void name_keep(struct sw_sock *s)
 {
 	int fd;
 
-	if (s->tok_fd < 0 || sw_fd_is_own(s->tok_fd))
+	if (s->tok_fd < 0 || s->tok_kept)
 		return;
+	sw_fd_forget(s->tok_fd);
 	fd = sw_fd_own(s->tok_fd, NULL);
 	if (fd >= 0)
 		s->tok_fd = fd;
+	s->tok_kept = true;
 }
 
 int sw_hello_token_take(struct sw_sock *s)
@@ -165,6 +168,7 @@ void sw_hello_token_drop(struct sw_sock *s)
 	sw_fd_forget(s->tok_fd);
 	sdp_sys.close(s->tok_fd);
 	s->tok_fd = -1;
+	s->tok_kept = false;
 }
 
 void sw_hello_token_check(struct sw_sock *s)

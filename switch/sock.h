@@ -251,6 +251,7 @@ struct sw_sock {
 				 * hello (sw_sock_inherit) */
 	int tok_fd;		/* the name of this connection's client
 				 * hello (hello_token.c), or -1 */
+	bool tok_kept;		/* tok_fd moved out of the program's way */
 	uint64_t upgrade_at_ns;	/* server: its connection is made then
 				 * (again, after a refusal) */
 
