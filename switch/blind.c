@@ -14,6 +14,7 @@
 #include "blind.h"
 #include "fallback.h"
 #include "fork_exec.h"
+#include "hello_token.h"
 #include "log.h"
 #include "sock.h"
 #include "util.h"
@@ -40,6 +41,11 @@ static void listeners_quiet(void)
 
 		pthread_mutex_lock(&s->lock);
 		if (s->state == SW_LISTENER) {
+			int k;
+
+			for (k = 0; k < SW_MAX_PROVIDERS; k++)
+				if (s->plisten[k])
+					s->quiet_ns = sw_now_ns();
 			sw_listeners_close(s);
 			s->rule_tcp = true;
 		}
@@ -72,6 +78,9 @@ void sw_blind_set(const char *why)
 	sw_downgrade_all(true);
 	skips = sw_exec_hello_skips();
 	free(skips);
+	/* and the clients' hellos still to come: none after this, and those
+	 * under way taken before the ring can read them */
+	sw_hello_fence();
 	atomic_store(&blind_done, true);
 	pthread_mutex_unlock(&blind_lock);
 }

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "fallback.h"
+#include "hello_token.h"
 #include "log.h"
 #include "session.h"
 #include "sock.h"
@@ -107,6 +108,8 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	SW_INFO("fd %d %s %s: plain TCP: %s%s%s", s->fd,
 		s->is_client ? "to" : "from", peer, sdp_fallback_name(reason),
 		detail ? ": " : "", detail ? detail : "");
+	if (s->is_client)
+		sw_hello_token_check(s);
 	sw_listeners_close(s);
 	sw_session_free(s);
 	s->state = SW_TCP;

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "fallback.h"
 #include "fd_budget.h"
+#include "hello_token.h"
 #include "log.h"
 #include "providers.h"
 #include "rules.h"
@@ -184,6 +185,23 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 		return fd;
 	}
 	drain_probes(ls);
+	if (ls->quiet_ns && sw_now_ns() - ls->quiet_ns <
+			    (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull &&
+	    (s = sw_sock_new(fd, SW_HELLO_WAIT)) != NULL) {
+		/* a client that saw this listener announced before the
+		 * process stopped carrying may send its hello yet: kept,
+		 * so that none comes after now and one under way is
+		 * dropped (docs/protocol.md 2.2b) */
+		s->family = ls->family;
+		s->local_port = ls->local_port;
+		s->nonblock = flags & SOCK_NONBLOCK;
+		sw_fallback(s, SDP_FB_BLIND,
+			    "accepted after the process stopped carrying");
+		sw_hello_fence_sock(s);
+		*out = s;
+		errno = saved;
+		return fd;
+	}
 	if (ls->rule_tcp || sw_blind_check(false)) {
 		sw_fallback_untaken(fd, sw_blind() ? SDP_FB_BLIND : SDP_FB_RULE,
 				    false, NULL, 0);

@@ -120,21 +120,12 @@ static int own_find(int fd)
 	return -1;
 }
 
-int sw_fd_own(int fd, int *where)
+/* Registers fd (where: see sw_fd_own). */
+static int own_register(int fd, int *where)
 {
 	struct own_ent *n;
-	int nfd, r;
+	int r;
 
-	if (fd < 0)
-		return -EBADF;
-	nfd = own_place(fd, fd);
-	if (nfd >= 0) {
-		sdp_sys.close(fd);
-		fd = nfd;
-	} else {
-		/* stays where it is: still kept from the program */
-		sdp_sys.fcntl(fd, F_SETFD, FD_CLOEXEC);
-	}
 	pthread_mutex_lock(&own_lock);
 	if (own_nents == own_cap) {
 		int cap = own_cap ? 2 * own_cap : 16;
@@ -155,6 +146,28 @@ int sw_fd_own(int fd, int *where)
 	}
 	pthread_mutex_unlock(&own_lock);
 	return fd;
+}
+
+int sw_fd_own(int fd, int *where)
+{
+	int nfd;
+
+	if (fd < 0)
+		return -EBADF;
+	nfd = own_place(fd, fd);
+	if (nfd >= 0) {
+		sdp_sys.close(fd);
+		fd = nfd;
+	} else {
+		/* stays where it is: still kept from the program */
+		sdp_sys.fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+	return own_register(fd, where);
+}
+
+int sw_fd_own_here(int fd)
+{
+	return fd < 0 ? -EBADF : own_register(fd, NULL);
 }
 
 void sw_fd_forget(int fd)

@@ -23,6 +23,13 @@
  */
 int sw_fd_own(int fd, int *where);
 
+/*
+ * Registers fd, close-on-exec already, where it is: a descriptor the
+ * switch closes within the call that made it (no move, no system call).
+ * One kept longer is moved with sw_fd_forget and sw_fd_own. fd, or -errno.
+ */
+int sw_fd_own_here(int fd);
+
 /* The switch closes fd (any close made under the guard calls this). */
 void sw_fd_forget(int fd);
 

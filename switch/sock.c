@@ -13,6 +13,8 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
+
+#include "hello_token.h"
 #include <unistd.h>
 
 #include "fork_exec.h"
@@ -110,6 +112,7 @@ struct sw_sock *sw_sock_new(int fd, enum sw_state state)
 	s->fd = fd;
 	s->state = state;
 	s->tcp_rx_limit = SW_NO_LIMIT;
+	s->tok_fd = -1;
 	s->st = sw_stats_conn_new();
 	if (s->st) {
 		s->st->fd = fd;
@@ -167,6 +170,7 @@ void sw_sock_unref(struct sw_sock *s)
 		munmap(s->fork_buf, s->fork_buf->map_len);
 	sw_holders_unmap(s);
 	sw_listeners_close(s);
+	sw_hello_token_drop(s);
 	sw_session_free(s);
 	free(s->ptx);
 	sw_stats_conn_free(s->st);

@@ -212,6 +212,9 @@ struct sw_sock {
 	uint64_t reup_at_ns;
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
+	uint64_t quiet_ns;	/* listener: when its provider listeners
+				 * closed for io_uring (blind.c); a client
+				 * that saw them may still connect */
 	bool fd_shed;		/* listener: its provider listeners went
 				 * back for the program's descriptors (and
 				 * a connection it accepted since) */
@@ -253,6 +256,9 @@ struct sw_sock {
 				 * hello (sw_hello_skip) */
 	bool exec_skip;		/* managed after exec only to drop that
 				 * hello (sw_sock_inherit) */
+	int tok_fd;		/* the name of this connection's client
+				 * hello (hello_token.c), or -1 */
+	bool tok_kept;		/* tok_fd moved out of the program's way */
 	uint64_t upgrade_at_ns;	/* server: its connection is made then
 				 * (again, after a refusal) */
 

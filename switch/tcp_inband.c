@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "fallback.h"
+#include "hello_token.h"
 #include "log.h"
 #include "providers.h"
 #include "sock.h"
@@ -65,6 +66,16 @@ int sw_hello_server_read(struct sw_sock *s)
 			 MSG_DONTWAIT) != sizeof(struct sdp_hello))
 		return 0;
 	return 1;
+}
+
+bool sw_hello_is_refusal(const uint8_t *head, size_t n)
+{
+	const struct sdp_hello *h = (const void *)head;
+
+	return n == sizeof(*h) && !memcmp(h->magic, SDP_HELLO_MAGIC,
+					  SDP_MAGIC_LEN) &&
+	       h->type == SDP_HELLO_SERVER && h->version >= 1 &&
+	       h->version < SDP_PROTO_VERSION && h->status;
 }
 
 /*
@@ -112,6 +123,18 @@ static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
 	ssize_t r;
 	int i, n = 0;
 
+	/* the name of this connection first: a server on this host that is
+	 * about to stop seeing it took it, or waits for this hello now */
+	r = sw_hello_token_take(s);
+	if (r == -EADDRINUSE) {
+		sw_fallback(s, SDP_FB_PEER_FALLBACK,
+			    "the server's switch no longer sees this connection (the name for its hello is taken)");
+		return SW_NO_HELLO;
+	}
+	if (r) {
+		sw_fallback(s, SDP_FB_LOCAL_SETUP, sdp_strerror((int)r));
+		return SW_NO_HELLO;
+	}
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, SDP_HELLO_MAGIC, SDP_MAGIC_LEN);
 	h.type = SDP_HELLO_CLIENT;
@@ -136,6 +159,7 @@ static ssize_t client_hello_send(struct sw_sock *s, const struct msghdr *msg,
 		sw_fallback(s, SDP_FB_LOCAL_SETUP, "cannot send hello");
 	else
 		sw_upgrade_client_hello_out(s);
+	sw_hello_token_check(s);
 	return r;
 }
 
@@ -233,6 +257,10 @@ ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
 								       SW_HELLO_OTHER;
 	if ((size_t)n < hl || memcmp(look, SDP_HELLO_MAGIC, SDP_MAGIC_LEN))
 		return SW_HELLO_OTHER;
+	/* a client takes only an older server's whole refusal; anything
+	 * else is its program's, where it is */
+	if (s->is_client && !sw_hello_is_refusal(look, (size_t)n))
+		return SW_HELLO_OTHER;
 	iov[0].iov_base = s->hello_buf;
 	iov[0].iov_len = hl;
 	for (i = 0; i < msg->msg_iovlen && k < 65; i++)
@@ -267,6 +295,27 @@ ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
  */
 int sw_hello_skip(struct sw_sock *s, bool wait)
 {
+	while (s->skip_hello && s->is_client) {
+		/* a client drops only an older server's whole refusal, and
+		 * decides on the first bytes that come (2.2) */
+		ssize_t n = sdp_sys.recv(s->fd, s->hello_buf,
+					 sizeof(struct sdp_hello),
+					 MSG_PEEK | MSG_DONTWAIT);
+
+		if (n > 0 && sw_hello_is_refusal(s->hello_buf, (size_t)n))
+			sdp_sys.recv(s->fd, s->hello_buf, n, MSG_DONTWAIT);
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
+			       errno != EINTR)) {
+			s->hello_got = 0;
+			s->skip_hello = false;
+			return 0;
+		}
+		if (!wait)
+			return -EAGAIN;
+		pthread_mutex_unlock(&s->lock);
+		sw_wait_fd(s->fd, POLLIN, -1);
+		pthread_mutex_lock(&s->lock);
+	}
 	while (s->skip_hello) {
 		size_t want = sizeof(struct sdp_hello) - s->hello_got;
 		ssize_t n = sdp_sys.recv(s->fd, s->hello_buf + s->hello_got,
@@ -508,6 +557,9 @@ void sw_hello_drain(struct sw_sock *s)
 		if (n > 0 && memcmp(buf, SDP_HELLO_MAGIC,
 				    n < SDP_MAGIC_LEN ? n : SDP_MAGIC_LEN))
 			break;	/* the program's bytes: not ours */
+		if (n > 0 && s->is_client &&
+		    !sw_hello_is_refusal(buf, (size_t)n))
+			break;	/* only an older server's refusal is */
 		if (n == (ssize_t)sizeof(buf)) {
 			if (sdp_sys.recv(s->fd, buf, sizeof(buf),
 					 MSG_DONTWAIT) == n)

@@ -54,6 +54,10 @@ void sw_doorbell_ring(struct sw_sock *s);
 /* TCP after a downgrade: skips doorbells and the peer's marker. */
 int sw_dg_marker_skip(struct sw_sock *s, bool wait);
 
+/* Client: the n bytes at the head of the server's stream are a whole
+ * refusal of a server of version 1 to 3 (docs/protocol.md 2.2). */
+bool sw_hello_is_refusal(const uint8_t *head, size_t n);
+
 /* Server: 1 with the client's hello taken into s->hello_buf, 0 when the
  * stream does not start with one (nothing taken), -EAGAIN: not all there. */
 int sw_hello_server_read(struct sw_sock *s);

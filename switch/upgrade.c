@@ -24,6 +24,7 @@
 #include "buffers.h"
 #include "config.h"
 #include "connect.h"
+#include "hello_token.h"
 #include "credits.h"
 #include "discovery.h"
 #include "fallback.h"
@@ -541,70 +542,53 @@ static void client_server_spoke_first(struct sw_sock *s)
 }
 
 /* Client: the head of the server's TCP stream, after our hello: its
- * program's bytes, or an older server's refusal (2.2). */
+ * program's bytes, or an older server's refusal (2.2). An older server
+ * writes its refusal in one send in front of its program's bytes, on a
+ * connection that has room for it, so all 96 bytes come in one segment:
+ * the first look that sees any byte decides, and a head of fewer bytes
+ * (a program's lone 0xd5 included) is the program's, never waited on. */
 void sw_upgrade_client_hello_sent(struct sw_sock *s)
 {
 	struct sdp_hello *h = (struct sdp_hello *)s->hello_buf;
+	ssize_t n;
 
-	while (s->hello_got < sizeof(struct sdp_hello)) {
-		uint8_t *at = s->hello_buf + s->hello_got;
-		ssize_t n = sdp_sys.recv(s->fd, at,
-					 sizeof(struct sdp_hello) - s->hello_got,
+	if (s->hello_got < sizeof(struct sdp_hello)) {
+		do
+			n = sdp_sys.recv(s->fd, s->hello_buf,
+					 sizeof(struct sdp_hello),
 					 MSG_PEEK | MSG_DONTWAIT);
-
-		if (n > 0) {
-			size_t end = s->hello_got + n;
-			size_t cmp = end < SDP_MAGIC_LEN ? end : SDP_MAGIC_LEN;
-
-			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp) &&
-			    !s->hello_got) {
-				/* the server's program's bytes, left where
-				 * they are */
-				client_server_spoke_first(s);
-				return;
-			}
-			if (memcmp(s->hello_buf, SDP_HELLO_MAGIC, cmp)) {
-				/* the first bytes looked like a hello and
-				 * were taken: they are the program's, and
-				 * delivered first; plain TCP */
-				s->prefix_off = 0;
-				s->prefix_len = s->hello_got;
+		while (n < 0 && errno == EINTR);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				sw_fallback(s, SDP_FB_BAD_HELLO,
-					    "peer answered without a server hello");
-				return;
-			}
-			/* hello bytes: taken */
-			if (sdp_sys.recv(s->fd, at, n, MSG_DONTWAIT) != n) {
-				sw_fallback(s, SDP_FB_BAD_HELLO,
-					    "server hello went from the socket");
-				return;
-			}
-			s->hello_got = end;
-			continue;
-		}
-		if (n == 0) {
-			/* what came before the end were hello bytes; the
-			 * program sees the end */
-			s->tcp_eof = true;
-			sw_fallback(s, SDP_FB_BAD_HELLO,
-				    "peer closed before its hello");
+					    strerror(errno));
 			return;
 		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			sw_fallback(s, SDP_FB_BAD_HELLO, strerror(errno));
-		return;
+		if (n == 0) {
+			/* the program sees the end */
+			s->tcp_eof = true;
+			sw_fallback(s, SDP_FB_BAD_HELLO,
+				    "peer closed before its first byte");
+			return;
+		}
+		if (!sw_hello_is_refusal(s->hello_buf, (size_t)n)) {
+			/* the server's program's bytes, left where they
+			 * are */
+			client_server_spoke_first(s);
+			return;
+		}
+		if (sdp_sys.recv(s->fd, s->hello_buf, sizeof(struct sdp_hello),
+				 MSG_DONTWAIT) != (ssize_t)sizeof(*h)) {
+			sw_fallback(s, SDP_FB_BAD_HELLO,
+				    "server hello went from the socket");
+			return;
+		}
+		s->hello_got = sizeof(*h);
 	}
 	/* a server of version 3 or before, which answers a hello of another
 	 * version on TCP with a refusal; a server of this version never
 	 * writes one */
-	if (h->type == SDP_HELLO_SERVER && h->status) {
-		sw_fallback(s, SDP_FB_PEER_FALLBACK,
-			    sdp_fallback_name(h->status));
-		return;
-	}
-	sw_fallback(s, SDP_FB_BAD_HELLO, "a server hello on TCP");
+	sw_fallback(s, SDP_FB_PEER_FALLBACK, sdp_fallback_name(h->status));
 }
 
 /*
@@ -682,6 +666,8 @@ int sw_upgrade_progress(struct sw_sock *s)
 	uint64_t t0;
 
 	sw_holders_settle(s);
+	if (s->is_client)
+		sw_hello_token_check(s);
 	if (s->state == SW_HELLO_WAIT)
 		sw_upgrade_server_hello_in(s, false);
 	if (s->state == SW_CONNECTING)

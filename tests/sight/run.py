@@ -171,6 +171,221 @@ def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20, family=4):
 			      '%s: not TCP (%s)' % (name, st))
 
 
+def accept_case(c, smode, cmode, spre=1, cpre=1, family=4):
+	"""A server that makes its ring right after accept(), before its
+	client's first bytes, and reads and writes with it: the client's hello
+	(sent at once, after the ring, or alone before a read of the server's
+	greeting) never reaches the ring (docs/protocol.md 2.2b)."""
+	port = free_port()
+	prog = os.path.join(c.opts.bin, 'uring_peer')
+	nbytes = 4 << 20
+	s = c.spawn('server', [prog, 'server', port, smode, nbytes, family],
+		    spre)
+	c.wait_listen(port, s)
+	k = c.spawn('client', [prog, 'client', port, cmode, nbytes, family],
+		    cpre)
+	kout = c.finish(k, 120)
+	sout = c.finish(s, 30)
+	sst, kst = state_of(sout), state_of(kout)
+	if spre:
+		check(sst is None or sst[0] == TCP,
+		      'server: not TCP (%s)' % (sst,))
+		check('blind' in c.logtext('server'),
+		      'server logs no "blind"')
+	if cpre:
+		check(kst is None or kst[0] != SAN,
+		      'client: carried (%s)' % (kst,))
+	if spre and cpre and smode == 'lring':
+		check('accepted after the process stopped carrying' in
+		      c.logtext('server'), 'server: the connection accepted '
+		      'after its ring was not kept: %s' %
+		      c.logtext('server')[-600:])
+	if spre and cpre and cmode in ('slow', 'sgreet'):
+		# the ring came first: the server's switch took the name, and
+		# the client's hello never went
+		check('name for its hello is taken' in c.logtext('client'),
+		      'client: its hello went after the ring: %s' %
+		      c.logtext('client')[-600:])
+
+
+def tp_stream(sid, off, n):
+	"""Bytes off..off+n of test stream sid (tprog.h tp_byte)."""
+	return bytes((((i * 2654435761) ^ (sid * 40503)) & 0xffffffff) >> 13
+		     & 0xff for i in range(off, off + n))
+
+
+def under_way_case(c):
+	"""The client's hello under way while the server makes its ring: a
+	client that holds the name of its connection (as a client's switch
+	does right before its hello goes) and sends its hello only once the
+	server's switch waits for it. The server's switch must take that hello
+	before its ring exists: the ring reads the program's bytes only."""
+	import socket
+	port = free_port()
+	prog = os.path.join(c.opts.bin, 'uring_peer')
+	nbytes = 256 << 10
+	half = nbytes // 2
+	s = c.spawn('server', [prog, 'server', port, 'accept', nbytes], True,
+		    SDP_LOG='debug')
+	c.wait_listen(port, s)
+	k = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+	tok = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+	try:
+		# the name before the connection: the server's ring comes right
+		# after its accept()
+		k.bind(('127.0.0.1', 0))
+		cport = k.getsockname()[1]
+		tok.bind('\0sdp-hello/127.0.0.1:%d>127.0.0.1:%d' % (cport, port))
+		tok.listen(1)
+		k.connect(('127.0.0.1', port))
+		end = time.monotonic() + 20
+		while 'hello is on its way' not in c.logtext('server'):
+			check(time.monotonic() < end and s.poll() is None,
+			      'the server did not wait for the hello under way: '
+			      '%s %s' % (c.output(s)[-300:],
+					 c.logtext('server')[-600:]))
+			time.sleep(0.01)
+		time.sleep(0.2)
+		k.sendall(CLIENT_HELLO + tp_stream(1, 0, half))
+		k.settimeout(30)
+		check(k.recv(1) == b'A', 'no ack from the server')
+		k.sendall(tp_stream(1, half, nbytes - half))
+		got = bytearray()
+		while len(got) < nbytes:
+			b = k.recv(1 << 16)
+			check(b, 'the server ended after %d bytes' % len(got))
+			got += b
+		check(hashlib.sha256(got).digest() ==
+		      hashlib.sha256(tp_stream(2, 0, nbytes)).digest(),
+		      'the server\'s bytes differ')
+		k.shutdown(socket.SHUT_WR)
+		check(k.recv(1) == b'', 'more bytes after the stream')
+	finally:
+		k.close()
+		tok.close()
+	sout = c.finish(s, 30)
+	st = state_of(sout)
+	check(st is None or st[0] == TCP, 'server: not TCP (%s)' % (st,))
+
+
+FB_PEER_FALLBACK = 15
+
+
+def v3_server_case(c, alone):
+	"""A server of protocol version 3 (played here: its shm listener's
+	name, its TCP listener, its refusal on TCP) against a preloaded client
+	of this version: the client takes the refusal (status version) in
+	front of the server's first bytes, or alone before them, and its
+	program reads only the server's bytes."""
+	import socket
+	port = free_port()
+	prog = os.path.join(c.opts.bin, 'uring_peer')
+	nbytes = 256 << 10
+	half = nbytes // 2
+	l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+	u = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+	t = None
+	try:
+		l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+		l.bind(('127.0.0.1', port))
+		l.listen(4)
+		# a switch's listener there: the client's look finds its owner,
+		# who holds the TCP listener
+		u.bind('\0sdp-shm/127.0.0.1:%d' % port)
+		u.listen(16)
+		k = c.spawn('client', [prog, 'client', port, 'libc', nbytes],
+			    True)
+		l.settimeout(30)
+		t, _ = l.accept()
+		t.settimeout(30)
+
+		def take(n):
+			got = bytearray()
+			while len(got) < n:
+				b = t.recv(n - len(got))
+				check(b, 'the client ended after %d of %d bytes' %
+				      (len(got), n))
+				got += b
+			return bytes(got)
+		h = take(96)
+		check(h[:8] == b'\xd5SDPSW\r\n' and h[8] == 1 and h[9] >= 4,
+		      'not a client hello of version 4 or later: %r' % h[:16])
+		# a version 3 server's refusal: SERVER, version 3, status
+		# version (6), key zero
+		refusal = (b'\xd5SDPSW\r\n' + bytes([2, 3, 6, 0]) + bytes(4) +
+			   bytes(16) + bytes(32) + (0).to_bytes(4, 'little') +
+			   (0).to_bytes(4, 'little') + bytes(24))
+		if alone:
+			t.sendall(refusal)
+		check(take(half) == tp_stream(1, 0, half),
+		      'the client\'s first half differs')
+		t.sendall((b'' if alone else refusal) + b'A')
+		check(take(nbytes - half) == tp_stream(1, half, nbytes - half),
+		      'the client\'s second half differs')
+		t.sendall(tp_stream(2, 0, nbytes))
+		check(t.recv(1) == b'', 'more bytes from the client')
+	finally:
+		if t:
+			t.close()
+		l.close()
+		u.close()
+	kout = c.finish(k, 60)
+	st = state_of(kout)
+	check(st == (TCP, FB_PEER_FALLBACK),
+	      'client: not TCP by peer-fallback (%s)' % (st,))
+	check('version' in c.logtext('client'),
+	      'client: the refusal\'s reason is not logged: %s' %
+	      c.logtext('client')[-400:])
+
+
+def d5_case(c, after_us):
+	"""A server whose first byte is a lone 0xd5 (the magic's first byte)
+	and then waits for an answer: the client's read of one byte gets it at
+	once, not after more bytes or the server's provider connect."""
+	port = free_port()
+	prog = os.path.join(c.opts.bin, 'uring_peer')
+	nbytes = 4 << 20
+	s = c.spawn('server', [prog, 'server', port, 'd5', nbytes], True,
+		    SDP_UPGRADE_AFTER_US=after_us)
+	c.wait_listen(port, s)
+	k = c.spawn('client', [prog, 'client', port, 'd5', nbytes], True)
+	kout = c.finish(k, 120)
+	sout = c.finish(s, 30)
+	ms = [int(l.split()[2]) for l in kout.splitlines()
+	      if l.startswith('d5 after ')]
+	check(ms and ms[0] < 1000,
+	      'the lone 0xd5 took %s ms to reach the program' % ms)
+	if after_us < 1000000:
+		for name, out in (('server', sout), ('client', kout)):
+			st = state_of(out)
+			check(st is not None and st[0] == SAN,
+			      '%s: not carried (%s)' % (name, st))
+
+
+def accept_tests():
+	out = []
+	for sm, cm in (('accept', 'libc'), ('accept', 'slow'),
+		       ('acceptg', 'greet'), ('acceptg', 'sgreet')):
+		out.append(('uring-accept-%s-%s' % (sm, cm),
+			    lambda c, sm=sm, cm=cm: accept_case(c, sm, cm)))
+	for cm in ('libc', 'slow'):
+		out.append(('uring-accept-lring-%s' % cm,
+			    lambda c, cm=cm: accept_case(c, 'lring', cm)))
+	out.append(('uring6-accept-accept-libc',
+		    lambda c: accept_case(c, 'accept', 'libc', family=6)))
+	out.append(('uring-accept-server-only',
+		    lambda c: accept_case(c, 'accept', 'libc', cpre=0)))
+	out.append(('uring-accept-hello-under-way', under_way_case))
+	out.append(('v3-server-refusal-ahead',
+		    lambda c: v3_server_case(c, False)))
+	out.append(('v3-server-refusal-alone',
+		    lambda c: v3_server_case(c, True)))
+	out.append(('d5-first-byte', lambda c: d5_case(c, 1000)))
+	out.append(('d5-first-byte-late-connect',
+		    lambda c: d5_case(c, 5000000)))
+	return out
+
+
 def uring_tests():
 	modes = ('libc', 'uring', 'mixed', 'late', 'early')
 	out = []
@@ -500,7 +715,7 @@ def main():
 	opts.lib = os.path.abspath(opts.lib)
 	opts.bin = os.path.abspath(opts.bin)
 	opts.preload = sdptest.preload(opts.lib)
-	tests = uring_tests() + closer_tests() + node_tests() + \
+	tests = uring_tests() + accept_tests() + closer_tests() + node_tests() + \
 		go_tests() + ssh_tests()
 	failed = 0
 	t0 = time.monotonic()

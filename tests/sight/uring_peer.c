@@ -4,16 +4,33 @@
  * io_uring (liburing), with libc calls, with both on the same socket, with
  * libc until the middle of the stream and io_uring after (late), or with
  * libc for its first transfer only and io_uring after (early: a client's
- * hello is out, the server's first bytes not yet here); checks every byte
- * it receives and reports the switch's view of the connection.
- *   uring_peer server|client PORT uring|libc|mixed|late|early BYTES [4|6]
+ * hello is out, the server's first bytes not yet here); a server that
+ * makes its ring right after accept(), before the client's first bytes
+ * (accept; acceptg: and writes a greeting first, with the ring), against a
+ * client that writes at once (libc), writes after a while (slow: its
+ * hello would come after the ring) or reads the greeting first (greet;
+ * sgreet: after a while); a server that makes its ring between listen()
+ * and accept(), once a client has connected (lring);
+ * a server whose first byte is a lone 0xd5 (d5) against a client that
+ * reads one byte first and must get it at once (d5). Checks every byte it
+ * receives and reports the switch's view of the connection.
+ *   uring_peer server|client PORT MODE BYTES [4|6]
  */
 #include <liburing.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include "tp_stats.h"
 
-enum { M_LIBC, M_URING, M_MIXED, M_LATE, M_EARLY };
+enum { M_LIBC, M_URING, M_MIXED, M_LATE, M_EARLY, M_ACCEPT, M_ACCEPTG,
+       M_SLOW, M_GREET, M_SGREET, M_LRING, M_D5 };
+
+static const char *const mode_names[] = {
+	[M_LIBC] = "libc", [M_URING] = "uring", [M_MIXED] = "mixed",
+	[M_LATE] = "late", [M_EARLY] = "early", [M_ACCEPT] = "accept",
+	[M_ACCEPTG] = "acceptg", [M_SLOW] = "slow", [M_GREET] = "greet",
+	[M_SGREET] = "sgreet", [M_LRING] = "lring",
+	[M_D5] = "d5",
+};
 
 static struct io_uring ring;
 static bool have_ring;
@@ -130,7 +147,7 @@ int main(int argc, char **argv)
 	uint16_t port;
 
 	TP_CHECK(argc == 5 || argc == 6, "usage: uring_peer server|client PORT "
-		 "uring|libc|mixed|late|early BYTES [4|6]");
+		 "MODE BYTES [4|6]");
 	server = !strcmp(argv[1], "server");
 	tp_start(server ? "uring_peer server" : "uring_peer client", 120);
 	family = argc == 6 && !strcmp(argv[5], "6") ? AF_INET6 : AF_INET;
@@ -140,10 +157,10 @@ int main(int argc, char **argv)
 		((struct sockaddr_in6 *)&a)->sin6_port = port;
 	else
 		((struct sockaddr_in *)&a)->sin_port = port;
-	mode = !strcmp(argv[3], "uring") ? M_URING :
-	       !strcmp(argv[3], "mixed") ? M_MIXED :
-	       !strcmp(argv[3], "late") ? M_LATE :
-	       !strcmp(argv[3], "early") ? M_EARLY : M_LIBC;
+	for (mode = 0; mode <= M_D5; mode++)
+		if (!strcmp(argv[3], mode_names[mode]))
+			break;
+	TP_CHECK(mode <= M_D5, "unknown mode %s", argv[3]);
 	n = strtoull(argv[4], NULL, 0);
 	half = n / 2;
 	if (mode == M_URING || mode == M_MIXED)
@@ -154,8 +171,30 @@ int main(int argc, char **argv)
 		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		TP_CHECK(!bind(l, (void *)&a, alen), "bind");
 		TP_CHECK(!listen(l, 4), "listen");
+		if (mode == M_LRING) {
+			struct pollfd pl = { .fd = l, .events = POLLIN };
+
+			/* a client that saw the listener announced */
+			TP_CHECK(poll(&pl, 1, 30000) == 1, "no client");
+			ring_make();
+		}
 		fd = accept(l, NULL, NULL);
 		TP_CHECK(fd >= 0, "accept");
+		if (mode == M_ACCEPT || mode == M_ACCEPTG)
+			ring_make();	/* before the client's first bytes */
+		if (mode == M_ACCEPTG) {
+			ack = 'G';
+			TP_CHECK(xfer(fd, &ack, 1, true) == 1, "greeting");
+			ack = 'A';
+		}
+		if (mode == M_D5) {
+			/* a lone first byte that starts like the magic */
+			TP_CHECK(send(fd, "\xd5", 1, MSG_NOSIGNAL) == 1, "0xd5");
+			TP_CHECK(recv(fd, &ack, 1, MSG_WAITALL) == 1 &&
+				 ack == 'B', "answer to 0xd5 (0x%02x)",
+				 (unsigned char)ack);
+			ack = 'A';
+		}
 		get(fd, 1, 0, half);
 		if (mode == M_LATE)
 			ring_make();	/* a carried connection meets a ring */
@@ -170,6 +209,24 @@ int main(int argc, char **argv)
 		fd = socket(family, SOCK_STREAM, 0);
 		TP_CHECK(fd >= 0, "socket");
 		TP_CHECK(!connect(fd, (void *)&a, alen), "connect");
+		if (mode == M_SLOW || mode == M_SGREET)
+			usleep(300000);	/* the server's ring comes first */
+		if (mode == M_GREET || mode == M_SGREET) {
+			ack = 0;
+			TP_CHECK(recv(fd, &ack, 1, 0) == 1 && ack == 'G',
+				 "greeting (0x%02x)", (unsigned char)ack);
+		}
+		if (mode == M_D5) {
+			long t0 = tp_ms(), ms;
+
+			ack = 0;
+			TP_CHECK(recv(fd, &ack, 1, 0) == 1 &&
+				 (unsigned char)ack == 0xd5,
+				 "lone 0xd5 (0x%02x)", (unsigned char)ack);
+			ms = tp_ms() - t0;
+			printf("d5 after %ld ms\n", ms);
+			TP_CHECK(send(fd, "B", 1, MSG_NOSIGNAL) == 1, "answer");
+		}
 		put(fd, 1, 0, half);
 		ack = 0;
 		TP_CHECK(xfer(fd, &ack, 1, false) == 1 && ack == 'A',

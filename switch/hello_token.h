@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * hello_token.h - the name a client holds while its hello may be unread on
+ * one host, and the server's fence before its ring (hello_token.c).
+ */
+#ifndef SW_HELLO_TOKEN_H
+#define SW_HELLO_TOKEN_H
+
+#include "sock.h"
+
+/*
+ * Client, right before its hello goes: takes the name of its TCP
+ * connection (s->tok_fd). 0, -EADDRINUSE when the name is taken (the
+ * server's switch stopped seeing the connection, or a squatter: no hello
+ * may go), or another -errno.
+ */
+int sw_hello_token_take(struct sw_sock *s);
+
+/* Client: lets the name go once the server's kernel has acknowledged the
+ * whole hello, or the server took it (its provider connection came); a
+ * hello not acknowledged keeps it, after a fallback too, until the socket's
+ * end. */
+void sw_hello_token_check(struct sw_sock *s);
+
+/* Lets the name go (the socket's end, a fallback). */
+void sw_hello_token_drop(struct sw_sock *s);
+
+/*
+ * Server, before the process's ring exists (blind.c): for every accepted
+ * connection whose head it has not seen, takes its name, so that no hello
+ * goes after this; where the client's switch holds it, waits for that hello
+ * (at most SDP_UPGRADE_TIMEOUT_MS) and drops it. Callers hold the guard.
+ */
+void sw_hello_fence(void);
+
+/* The same for one connection, accepted after the process stopped
+ * carrying (s: SW_TCP with skip_hello). */
+void sw_hello_fence_sock(struct sw_sock *s);
+
+#endif /* SW_HELLO_TOKEN_H */
