@@ -24,7 +24,7 @@ static void shim_ring_seen(const char *why)
 	/* not before the shim's init: that runs at start (and looks for
 	 * rings then); a call from an allocator's own init must not start
 	 * ours (it would allocate inside the allocator's lock) */
-	if (sw_blind() || sdp_in_switch ||
+	if (sw_blind() || sdp_inside() ||
 	    !__atomic_load_n(&shim_active, __ATOMIC_ACQUIRE))
 		return;
 	shim_enter();
@@ -100,7 +100,7 @@ SHIM_EXPORT long syscall(long nr, ...)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
 	/* the wrappers only once the shim runs: see shim_ring_seen */
-	if (sdp_in_switch || !__atomic_load_n(&shim_active, __ATOMIC_ACQUIRE))
+	if (sdp_inside() || !__atomic_load_n(&shim_active, __ATOMIC_ACQUIRE))
 		goto raw;
 	switch (nr) {
 	case __NR_io_uring_setup:
@@ -121,7 +121,7 @@ SHIM_EXPORT long syscall(long nr, ...)
 		return dup3((int)a[0], (int)a[1], (int)a[2]);
 	}
 raw:
-	if (nr == __NR_pidfd_open && sdp_in_switch)
+	if (nr == __NR_pidfd_open && sdp_inside())
 		return shim_switch_fd((int)raw_syscall(nr, a));
 	return raw_syscall(nr, a);
 }

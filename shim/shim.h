@@ -61,8 +61,7 @@ static inline bool shim_on(void)
 {
 	/* inside the switch, unless a signal handler runs while this thread
 	 * waits there holding no lock (sys.h, sdp_wait_depth) */
-	if (__builtin_expect(sdp_in_switch != 0, 0) &&
-	    sdp_in_switch != sdp_wait_depth)
+	if (__builtin_expect(sdp_inside(), 0))
 		return false;
 	if (__builtin_expect(shim_active, 1))
 		return true;
@@ -91,7 +90,7 @@ static inline int shim_switch_fd(int fd)
 {
 	int nfd;
 
-	if (fd < 0 || !sdp_in_switch)
+	if (fd < 0 || !sdp_inside())
 		return fd;
 	nfd = sw_fd_own(fd, NULL);
 	return nfd >= 0 ? nfd : fd;

@@ -139,7 +139,7 @@ static bool shim_refused(int fd)
 {
 	struct sw_sock *s;
 
-	if (!sdp_in_switch || sdp_in_switch == sdp_wait_depth ||
+	if (!sdp_inside() ||
 	    !__atomic_load_n(&shim_active, __ATOMIC_ACQUIRE))
 		return false;
 	s = fdt_peek(fd);
@@ -284,7 +284,7 @@ SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		r = REAL(recvmsg)(fd, msg, flags);
 		if (r < 0 || !msg || !msg->msg_controllen)
 			return r;
-		if (sdp_in_switch)
+		if (sdp_inside())
 			shim_switch_rights(msg);	/* a provider's */
 		else if (!(flags & MSG_PEEK))
 			shim_fds_received(msg);

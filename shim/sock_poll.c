@@ -109,7 +109,7 @@ SHIM_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
 
 static int shim_epoll_made(int epfd)
 {
-	if (sdp_in_switch)
+	if (sdp_inside())
 		return shim_switch_fd(epfd);	/* a provider's */
 	if (epfd >= 0 && shim_on()) {
 		shim_enter();

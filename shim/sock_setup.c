@@ -63,7 +63,7 @@ SHIM_EXPORT int socket(int domain, int type, int protocol)
 
 	shim_on();	/* make sure init ran before the first socket */
 	fd = REAL(socket)(domain, type, protocol);
-	if (sdp_in_switch)
+	if (sdp_inside())
 		return shim_switch_fd(fd);	/* a provider's */
 	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && shim_on()) {
 		int shed, e = errno;
@@ -171,7 +171,7 @@ SHIM_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen,
 
 	if (!s) {
 		nfd = REAL(accept4)(fd, addr, alen, flags);
-		if (sdp_in_switch)
+		if (sdp_inside())
 			return shim_switch_fd(nfd);	/* a provider's */
 		fdi_clear(nfd, nfd);
 		return nfd;
@@ -189,7 +189,7 @@ SHIM_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 
 	if (!s) {
 		nfd = REAL(accept)(fd, addr, alen);
-		if (sdp_in_switch)
+		if (sdp_inside())
 			return shim_switch_fd(nfd);	/* a provider's */
 		fdi_clear(nfd, nfd);
 		return nfd;
@@ -240,7 +240,7 @@ int shim_close_fd(int fd)
 
 SHIM_EXPORT int close(int fd)
 {
-	if (sdp_in_switch) {
+	if (sdp_inside()) {
 		/* the switch or a provider lets go of one of its own */
 		sw_fd_forget(fd);
 		return REAL(close)(fd);
@@ -262,7 +262,7 @@ static int shim_close_range_around(unsigned int first, unsigned int last,
 {
 	int own, ret = 0, saved = 0;
 
-	if (sdp_in_switch)
+	if (sdp_inside())
 		return REAL(close_range)(first, last, flags);
 	while (first <= last && (own = sw_fd_next_own(first, last)) >= 0) {
 		if ((unsigned int)own > first &&
@@ -315,7 +315,7 @@ SHIM_EXPORT void closefrom(int lowfd)
 
 	if (shim_on() && lowfd >= 0)
 		shim_closed_range((unsigned int)lowfd, ~0u);
-	if (lowfd < 0 || sdp_in_switch ||
+	if (lowfd < 0 || sdp_inside() ||
 	    sw_fd_next_own((unsigned int)lowfd, ~0u) < 0) {
 		REAL(closefrom)(lowfd);
 		return;
@@ -349,7 +349,7 @@ SHIM_EXPORT int dup(int fd)
 	struct sw_sock *s;
 	int nfd;
 
-	if (!sdp_in_switch && sw_fd_is_own(fd)) {
+	if (!sdp_inside() && sw_fd_is_own(fd)) {
 		errno = EBADF;	/* the switch's: not open, for the program */
 		return -1;
 	}
@@ -420,14 +420,14 @@ static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 
 SHIM_EXPORT int dup2(int oldfd, int newfd)
 {
-	if (sdp_in_switch)
+	if (sdp_inside())
 		return REAL(dup2)(oldfd, newfd);
 	return shim_dup3(oldfd, newfd, 0, true);
 }
 
 SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	if (sdp_in_switch)
+	if (sdp_inside())
 		return REAL(dup3)(oldfd, newfd, flags);
 	return shim_dup3(oldfd, newfd, flags, false);
 }
@@ -438,7 +438,7 @@ static int shim_fcntl(int (*real)(int, int, ...), int fd, int cmd,
 	struct sw_sock *s;
 	int ret;
 
-	if (!sdp_in_switch && sw_fd_is_own(fd)) {
+	if (!sdp_inside() && sw_fd_is_own(fd)) {
 		errno = EBADF;	/* the switch's: not open, for the program */
 		return -1;
 	}

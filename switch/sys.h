@@ -8,6 +8,7 @@
 #define SDP_SYS_H
 
 #include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -130,6 +131,17 @@ static inline int sdp_wait_begin(void)
 static inline void sdp_wait_end(int old)
 {
 	sdp_wait_depth = old;
+}
+
+/*
+ * This thread runs the switch's or a provider's own code, whose calls go
+ * straight to libc; not a signal handler that interrupted one of the
+ * switch's waits, nor a process forked from such a handler (it carries
+ * the depth on, and calls as the program does for good).
+ */
+static inline bool sdp_inside(void)
+{
+	return sdp_in_switch != 0 && sdp_in_switch != sdp_wait_depth;
 }
 
 #endif /* SDP_SYS_H */

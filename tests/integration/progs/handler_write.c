@@ -7,6 +7,9 @@
  * handler's write said it sent must arrive, in order, and nothing else:
  * not one byte may reach the TCP socket under the switch, where the peer's
  * switch would take it for a broken protocol and close the connection.
+ * Last, a handler forks in the middle of such a read, and the child goes
+ * on from the handler for good (PostgreSQL's postmaster starts its workers
+ * so): its sockets and files must work as any process's.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -44,6 +47,37 @@ static void on_usr1(int sig)
 	errno = saved;
 }
 
+static volatile sig_atomic_t fork_pid;
+
+/* The child of a fork made in a handler never returns from it: a socket
+ * it closes must leave no trace, and a file that gets its number must
+ * read as a file. */
+static void on_usr2(int sig)
+{
+	char buf[64];
+	pid_t pid;
+	int fd, f;
+
+	(void)sig;
+	pid = fork();
+	if (pid) {
+		fork_pid = pid;
+		return;
+	}
+	/* a carried socket it inherited: closed, its number taken by a file */
+	fd = b[0];
+	if (close(fd))
+		_exit(2);
+	do {
+		f = open("/proc/self/stat", O_RDONLY);
+	} while (f >= 0 && f < fd);
+	if (f != fd)
+		_exit(3);
+	if (read(f, buf, sizeof(buf)) <= 0)
+		_exit(4);
+	_exit(0);
+}
+
 /* Signals the main thread every millisecond or so (a signal sent while
  * the last is still pending is delivered once: the main thread counts
  * what was sent, not what its handler saw). */
@@ -59,6 +93,16 @@ static void *signaller(void *arg)
 		pthread_kill(main_thread, SIGUSR1);
 		atomic_fetch_add(&signalled, 1);
 	}
+	return NULL;
+}
+
+static void *fork_signaller(void *arg)
+{
+	struct timespec ts = { 0, 50 * 1000000L };
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+	pthread_kill(main_thread, SIGUSR2);
 	return NULL;
 }
 
@@ -177,6 +221,27 @@ int main(int argc, char **argv)
 
 		TP_CHECK(st && st->state == TP_STATE_SAN,
 			 "the handlers' connection left the provider");
+	}
+	/* a fork in a handler, the child staying in it */
+	sa.sa_handler = on_usr2;
+	TP_CHECK(!sigaction(SIGUSR2, &sa, NULL), "sigaction");
+	{
+		int st;
+
+		TP_CHECK(!pthread_create(&sig_t, NULL, fork_signaller, NULL),
+			 "thread");
+		while (!fork_pid) {
+			ssize_t r = recv(a[1], &x, 1, 0);
+
+			TP_CHECK(r < 0 && errno == EINTR,
+				 "a read with nothing sent returned %zd", r);
+		}
+		pthread_join(sig_t, NULL);
+		TP_CHECK(waitpid(fork_pid, &st, 0) == fork_pid, "waitpid");
+		TP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			 "the child forked in a handler failed at step %d "
+			 "(2 close, 3 open, 4 read: its file read as a socket)",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
 	printf("handler_write: %d records through, %d refused (EAGAIN)\n",
 	       (int)n_ok, (int)n_again);
