@@ -51,9 +51,11 @@ DEBUG = {'SDP_LOG': 'debug'}
 AFTER_SHARE = 0.99
 
 
-def switch_points(*texts):
+def switch_points(*texts, every=False):
 	"""{(pid, fd): [tx_head, rx_head]} from debug logs: the first switch
-	point of each connection (an upgrade again logs later ones)."""
+	point of each connection; with every, [[tx heads], [rx heads]], one
+	for each switch point (an upgrade again logs its later ones, each
+	counting the bytes on TCP since the downgrade before it)."""
 	import re
 	heads = {}
 	pat = re.compile(r'sdp-switch\[(\d+)\] debug: fd (\d+): (?:carried '
@@ -61,9 +63,12 @@ def switch_points(*texts):
 			 r'leave TCP after (\d+))$', re.M)
 	for t in texts:
 		for m in pat.finditer(t):
-			h = heads.setdefault((int(m.group(1)), int(m.group(2))),
-					     [None, None])
+			key = (int(m.group(1)), int(m.group(2)))
 			i, v = (0, m.group(3)) if m.group(3) else (1, m.group(4))
+			if every:
+				heads.setdefault(key, [[], []])[i].append(int(v))
+				continue
+			h = heads.setdefault(key, [None, None])
 			if h[i] is None:
 				h[i] = int(v)
 	return heads
@@ -406,8 +411,8 @@ def t_postgresql(ctx):
 def returned(c, what, first):
 	"""c was carried by shm (at least first bytes each way there before a
 	change of hands), then returned to TCP mid-stream (a downgrade: state
-	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0, the
-	default: docs/protocol.md 2.8)."""
+	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0:
+	docs/protocol.md 2.8)."""
 	check(c['state'] == run.TCP_STATE and c['fallback'] == 'none' and
 	      c['provider'] == 'shm' and san_tx(c) + c['tx_tcp'] >= first and
 	      san_rx(c) + c['rx_tcp'] >= first and
@@ -416,13 +421,38 @@ def returned(c, what, first):
 	      (what, fmt_conn(c)))
 
 
-def again(c, what, first, rest):
+def again(c, what, first, rest, heads, parent=None):
 	"""c was carried by shm (at least first bytes each way there before a
 	change of hands), returned to TCP for it, and carried again once one
-	process held it (docs/protocol.md 2.8): of what moved after, at least
-	95% on shm; on TCP only the head before the first switch point and
-	the bytes between the downgrade and the second one."""
-	on_san(c, what, first + rest, first + rest, share=0.95)
+	process held it (docs/protocol.md 2.8): state SAN, first + rest bytes
+	each way, a switch point of the upgrade again in the log (heads:
+	switch_points(every=True)) each way, and of the bytes after it at
+	least AFTER_SHARE on shm: every byte on TCP is one of a head (before
+	the first switch point, or between the downgrade and the later
+	one). A forked child's counters start with its parent's, whose
+	switch points (parent: its pid) count too. Returns the share on shm of all its bytes, and of those after
+	the switch points (the lower of the two directions), in %."""
+	check(c['state'] == run.SAN_STATE and c['provider'] == 'shm',
+	      '%s: not carried again: %s' % (what, fmt_conn(c)))
+	h = heads.get((c['pid'], c['fd']), [[], []])
+	if parent:
+		p = heads.get((parent, c['fd']), [[], []])
+		h = [p[0] + h[0], p[1] + h[1]]
+	least = 100.0
+	for name, san, tcp, hs in (('tx', san_tx(c), c['tx_tcp'], h[0]),
+				   ('rx', san_rx(c), c['rx_tcp'], h[1])):
+		check(hs and san + tcp >= first + rest,
+		      '%s: %s %d bytes (need %d), switch points %s in the log: '
+		      '%s' % (what, name, san + tcp, first + rest, hs,
+			      fmt_conn(c)))
+		after = tcp - sum(hs)
+		check(after >= 0 and san >= AFTER_SHARE * (san + after),
+		      '%s: %s %d bytes on TCP after the switch points %s, %d '
+		      'on shm (need %.0f%%): %s' % (what, name, after, hs, san,
+						   100 * AFTER_SHARE,
+						   fmt_conn(c)))
+		least = min(least, 100.0 * san / max(1, san + after))
+	return 100.0 * (san_tx(c) + san_rx(c)) / max(1, moved(c)), least
 
 
 def carried_fork(ctx, reup):
@@ -433,7 +463,7 @@ def carried_fork(ctx, reup):
 	share). With reup (SDP_REUPGRADE=1 on both ends) the child, left
 	alone with the connection, upgrades it again: both ends carried, 95%
 	of the bytes on shm; with SDP_REUPGRADE=0 the rest goes on TCP."""
-	env = {'SDP_REUPGRADE': 1 if reup else 0}
+	env = dict(DEBUG, SDP_REUPGRADE=1 if reup else 0)
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
@@ -459,14 +489,14 @@ def carried_fork(ctx, reup):
 			returned(c, 'server', first)
 		return '%d MiB carried, then %d MiB by the child on TCP, exact' % (
 			first >> 20, rest >> 20)
-	again(held[0], 'client child', first, rest)
+	heads = switch_points(srv.err(), cli.err(), every=True)
+	share, after = again(held[0], 'client child', first, rest, heads,
+			     cli.pid)
 	for c in by_pid(st, srv.pid):
-		again(c, 'server', first, rest)
-	c = held[0]
+		again(c, 'server', first, rest, heads)
 	return ('%d MiB carried, then %d MiB by the child, carried again: '
-		'%.2f%% on shm, exact' % (first >> 20, rest >> 20, 100.0 *
-		(san_tx(c) + san_rx(c)) / (san_tx(c) + san_rx(c) + c['tx_tcp'] +
-					   c['rx_tcp'])))
+		'%.2f%% on shm after the switch points, %.2f%% of all, exact' %
+		(first >> 20, rest >> 20, after, share))
 
 
 @run.test('carried-fork')
@@ -505,7 +535,7 @@ def scm_carried(ctx, reup):
 	(SDP_REUPGRADE=1 on both ends), once the acceptor closed its copy
 	the worker holds the connection alone and upgrades it again;
 	SDP_REUPGRADE=0 keeps it on TCP."""
-	env = {'SDP_REUPGRADE': 1 if reup else 0}
+	env = dict(DEBUG, SDP_REUPGRADE=1 if reup else 0)
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-carried-server',
@@ -527,9 +557,10 @@ def scm_carried(ctx, reup):
 	      'acceptor and the worker did not echo the first %d bytes and '
 	      'the rest: sha256 %s, expected %s' % (first, got, list(want)))
 	st = ctx.stats()
+	heads = switch_points(srv.err(), cli.err(), every=True)
 	for c in by_pid(st, cli.pid):
 		if reup:
-			again(c, 'client', first, rest)
+			again(c, 'client', first, rest, heads)
 		else:
 			returned(c, 'client', first)
 	held = held_by(st, [worker])
@@ -539,16 +570,21 @@ def scm_carried(ctx, reup):
 	# and the acceptor had not read (handed over with the socket, and not
 	# counted), then the rest, carried again once the acceptor closed
 	if reup:
-		on_san(held[0], 'SCM_RIGHTS worker', rest, rest - 16 * MIB,
-		       share=0.95)
+		share, after = again(held[0], 'SCM_RIGHTS worker', 0,
+				     rest - 16 * MIB, heads)
 	else:
 		check(held[0]['state'] == run.TCP_STATE and
 		      san_tx(held[0]) + san_rx(held[0]) == 0 and
 		      held[0]['tx_tcp'] == rest and
 		      rest - 16 * MIB <= held[0]['rx_tcp'] <= rest,
 		      'SCM_RIGHTS worker: not on TCP: %s' % fmt_conn(held[0]))
-	return '%d MiB carried, then %d MiB by the worker%s, exact' % (
-		first >> 20, rest >> 20, ', carried again' if reup else ' on TCP')
+	if not reup:
+		return '%d MiB carried, then %d MiB by the worker on TCP, ' \
+			'exact' % (first >> 20, rest >> 20)
+	return ('%d MiB carried, then %d MiB by the worker, carried again: '
+		'%.2f%% on shm after the switch points, %.2f%% of all the '
+		'worker\'s bytes, exact' % (first >> 20, rest >> 20, after,
+					    share))
 
 
 @run.test('scm-carried')
@@ -593,9 +629,9 @@ def t_rsync_daemon(ctx):
 	receiver, which reads the socket while its parent (the generator)
 	writes it: two processes use that end at once, so the connection
 	returns to TCP (both ends: the SAN carried the start) and stays
-	there, with no byte lost or added. With SDP_REUPGRADE=1 the other
-	end, held by one process, upgrades again (docs/protocol.md 2.8),
-	which its peer never answers: it waits (state UPGRADING, reason none) and gives that up
+	there, with no byte lost or added. The other end, held by one
+	process, upgrades again (docs/protocol.md 2.8), which its peer never
+	answers: it waits (state UPGRADING, reason none) and gives that up
 	after SDP_UPGRADE_TIMEOUT_MS (state TCP, reason timeout or
 	provider-connect), all its bytes on TCP meanwhile."""
 	need('rsync')
@@ -726,14 +762,9 @@ def t_git_daemon(ctx):
 
 
 if __name__ == '__main__':
-	# scm-carried-again upgrades a passed connection again: its share of
-	# the SAN is not yet sure (docs/testing.md); SDP_TEST_REUPGRADE=1
-	# adds it
-	again_tests = (('scm-carried-again',)
-		       if os.environ.get('SDP_TEST_REUPGRADE') == '1' else ())
 	run.TESTS[:] = [t for t in run.TESTS if t[0] in
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
-			 'carried-fork-again', 'scm-carried', 'rsync-daemon',
-			 'git-daemon') + again_tests]
+			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
+			 'rsync-daemon', 'git-daemon')]
 	sys.exit(run.main())
