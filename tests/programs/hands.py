@@ -596,6 +596,46 @@ def t_scm_carried(ctx):
 def t_scm_carried_again(ctx):
 	return scm_carried(ctx, True)
 
+@run.test('sandbox-fork')
+def t_sandbox_fork(ctx):
+	"""sshd -r's shape: the server echoes the first 4 MiB (carried), then
+	forks a child that steps into a seccomp sandbox and echoes 32 MiB
+	more on TCP, its parent holding a copy meanwhile. The client reads
+	only after poll said POLLIN, its socket non-blocking: the peer's
+	downgrade marker, taken by the switch, must not leave it told
+	"readable" with nothing to read (an EAGAIN that ssh takes for a
+	broken connection). The client's upgrade again finds no peer (the
+	sandboxed child never upgrades) and stays on TCP."""
+	first, rest = 4 * MIB, 32 * MIB
+	port = free_port()
+	srv = ctx.spawn('sandbox-server', [PY, HANDS, 'sandbox-server',
+					   str(port), str(first)])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('poll-client', [PY, HANDS, 'poll-client', str(port),
+				      str(first), str(rest)], 120, ok=None)
+	srv.wait(30)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
+	      res[0]['sent'] == first + rest,
+	      'poll client exit %d: %s; stderr %s' %
+	      (cli.p.returncode, res, cli.err()[-600:]))
+	served = srv.json_lines()
+	check(len(served) == 1 and served[0]['echoed'] == rest and
+	      served[0]['pid'] != srv.pid,
+	      'sandboxed child: %s; stderr %s' % (served, srv.err()[-600:]))
+	check(res[0]['eagain'] == 0, 'the client\'s read answered EAGAIN %d '
+	      'time(s) after poll said POLLIN' % res[0]['eagain'])
+	st = ctx.stats()
+	cs = by_pid(st, cli.pid)
+	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
+	      san_tx(cs[0]) + san_rx(cs[0]) >= first and
+	      cs[0]['state'] != run.SAN_STATE,
+	      'client: not carried first, then returned to TCP: %s' %
+	      '; '.join(fmt_conn(c) for c in cs))
+	return ('%d MiB carried, then %d MiB on TCP from a sandboxed child, '
+		'exact, no EAGAIN after POLLIN' % (first >> 20, rest >> 20))
+
+
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
 	processes whose program name starts with prefix."""
@@ -766,5 +806,5 @@ if __name__ == '__main__':
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
-			 'rsync-daemon', 'git-daemon')]
+			 'sandbox-fork', 'rsync-daemon', 'git-daemon')]
 	sys.exit(run.main())
