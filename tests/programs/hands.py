@@ -141,7 +141,8 @@ def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
 	must echo nothing (else parent_msg), and the processes it handed them
 	to, as the client, must hold every connection on shm, with at least
 	AFTER_SHARE of the bytes after each switch point there. Returns their
-	pids."""
+	pids, and the share on shm of the bytes after the switch points of
+	the connections they held, in %."""
 	port = free_port()
 	srv = ctx.spawn(cmd, [PY, HANDS, cmd, str(port)], env=DEBUG)
 	ctx.wait_listen(port, srv)
@@ -158,10 +159,13 @@ def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
 	check(len(held) == conns, '%s: %d connections held, expected %d: %s' %
 	      (what, len(held), conns, '; '.join(
 		      fmt_conn(c) for c in conns_of(st, kids))))
+	san = after = 0
 	for c in held:
 		on_san(c, what, nbytes, nbytes)
-		after_switch(c, heads, what)
-	return kids
+		a, b = after_switch(c, heads, what)
+		san += a
+		after += b
+	return kids, 100.0 * san / max(1, after)
 
 
 @run.test('forking-tcp-server')
@@ -169,10 +173,12 @@ def t_forking(ctx):
 	"""socketserver.ForkingTCPServer: the parent accepts and forks, the
 	child echoes. The child, left alone with the connection, upgrades."""
 	conns, nbytes = 4, 16 * MIB
-	kids = handed_echo(ctx, 'fork-server', conns, nbytes,
-			   'ForkingTCPServer child', 'the parent echoed: no fork?')
-	return '%d x %d MiB echoed by %d forked children, all on shm' % (
-		conns, nbytes >> 20, len(kids))
+	kids, after = handed_echo(ctx, 'fork-server', conns, nbytes,
+				  'ForkingTCPServer child',
+				  'the parent echoed: no fork?')
+	return ('%d x %d MiB echoed by %d forked children, all on shm, '
+		'%.2f%% of the bytes after the switch points' % (
+			conns, nbytes >> 20, len(kids), after))
 
 
 @run.test('connect-then-fork')
@@ -211,10 +217,12 @@ def t_scm_rights(ctx):
 	socket, echoes exactly the client's bytes (not the hello before them)
 	and upgrades the connection."""
 	conns, nbytes = 2, 16 * MIB
-	handed_echo(ctx, 'scm-server', conns, nbytes, 'SCM_RIGHTS worker',
-		    'the acceptor echoed: nothing passed?')
-	return '%d x %d MiB echoed by a worker given the sockets, on shm' % (
-		conns, nbytes >> 20)
+	_, after = handed_echo(ctx, 'scm-server', conns, nbytes,
+			       'SCM_RIGHTS worker',
+			       'the acceptor echoed: nothing passed?')
+	return ('%d x %d MiB echoed by a worker given the sockets, on shm, '
+		'%.2f%% of the bytes after the switch points' % (
+			conns, nbytes >> 20, after))
 
 
 @run.test('socat-fork')
@@ -596,20 +604,22 @@ def t_scm_carried(ctx):
 def t_scm_carried_again(ctx):
 	return scm_carried(ctx, True)
 
-@run.test('sandbox-fork')
-def t_sandbox_fork(ctx):
-	"""sshd -r's shape: the server echoes the first 4 MiB (carried), then
-	forks a child that steps into a seccomp sandbox and echoes 32 MiB
-	more on TCP, its parent holding a copy meanwhile. The client reads
-	only after poll said POLLIN, its socket non-blocking: the peer's
-	downgrade marker, taken by the switch, must not leave it told
-	"readable" with nothing to read (an EAGAIN that ssh takes for a
-	broken connection). The client's upgrade again finds no peer (the
-	sandboxed child never upgrades) and stays on TCP."""
+def sandboxed(ctx, cmd):
+	"""sshd -r's shape (cmd sandbox-server): the server echoes the first
+	4 MiB (carried), then forks a child that steps into a seccomp sandbox
+	and echoes 32 MiB more on TCP, its parent holding a copy meanwhile;
+	or (sandbox-self-server) the process that accepted steps into the
+	sandbox itself. The client reads only after poll said POLLIN, its
+	socket non-blocking: the peer's downgrade marker, taken by the
+	switch, must not leave it told "readable" with nothing to read (an
+	EAGAIN that ssh takes for a broken connection). A sandboxed process
+	never upgrades again (its filter may forbid the provider's calls),
+	so neither end is carried at the end: the client's upgrade again
+	finds no peer and stays on TCP."""
 	first, rest = 4 * MIB, 32 * MIB
 	port = free_port()
-	srv = ctx.spawn('sandbox-server', [PY, HANDS, 'sandbox-server',
-					   str(port), str(first)])
+	srv = ctx.spawn('sandbox-server', [PY, HANDS, cmd, str(port),
+					   str(first)])
 	ctx.wait_listen(port, srv)
 	cli = ctx.run('poll-client', [PY, HANDS, 'poll-client', str(port),
 				      str(first), str(rest)], 120, ok=None)
@@ -621,19 +631,31 @@ def t_sandbox_fork(ctx):
 	      (cli.p.returncode, res, cli.err()[-600:]))
 	served = srv.json_lines()
 	check(len(served) == 1 and served[0]['echoed'] == rest and
-	      served[0]['pid'] != srv.pid,
-	      'sandboxed child: %s; stderr %s' % (served, srv.err()[-600:]))
+	      (served[0]['pid'] != srv.pid) == (cmd == 'sandbox-server'),
+	      'sandboxed echo: %s; stderr %s' % (served, srv.err()[-600:]))
 	check(res[0]['eagain'] == 0, 'the client\'s read answered EAGAIN %d '
 	      'time(s) after poll said POLLIN' % res[0]['eagain'])
 	st = ctx.stats()
-	cs = by_pid(st, cli.pid)
-	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
-	      san_tx(cs[0]) + san_rx(cs[0]) >= first and
-	      cs[0]['state'] != run.SAN_STATE,
-	      'client: not carried first, then returned to TCP: %s' %
-	      '; '.join(fmt_conn(c) for c in cs))
-	return ('%d MiB carried, then %d MiB on TCP from a sandboxed child, '
-		'exact, no EAGAIN after POLLIN' % (first >> 20, rest >> 20))
+	cs = by_pid(st, cli.pid) + held_by(st, [served[0]['pid']])
+	check(len(cs) == 2 and all(
+		c['provider'] == 'shm' and c['state'] != run.SAN_STATE
+		for c in cs) and san_tx(cs[0]) + san_rx(cs[0]) >= first,
+	      'client and sandboxed server: not carried first, then on TCP: '
+	      '%s' % '; '.join(fmt_conn(c) for c in cs))
+	return ('%d MiB carried, then %d MiB on TCP from a sandboxed %s, '
+		'exact, no EAGAIN after POLLIN' % (
+			first >> 20, rest >> 20,
+			'child' if cmd == 'sandbox-server' else 'server'))
+
+
+@run.test('sandbox-fork')
+def t_sandbox_fork(ctx):
+	return sandboxed(ctx, 'sandbox-server')
+
+
+@run.test('sandbox-self')
+def t_sandbox_self(ctx):
+	return sandboxed(ctx, 'sandbox-self-server')
 
 
 def all_conns(st, prefix):
@@ -806,5 +828,6 @@ if __name__ == '__main__':
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
-			 'sandbox-fork', 'rsync-daemon', 'git-daemon')]
+			 'sandbox-fork', 'sandbox-self', 'rsync-daemon',
+			 'git-daemon')]
 	sys.exit(run.main())

@@ -13,6 +13,7 @@
 #   hands_peers.py carried-fork-client PORT FIRST REST
 #   hands_peers.py scm-carried-server PORT FIRST
 #   hands_peers.py sandbox-server PORT FIRST
+#   hands_peers.py sandbox-self-server PORT FIRST
 #   hands_peers.py poll-client PORT FIRST REST
 import hashlib
 import os
@@ -156,13 +157,14 @@ def cmd_scm_carried_server(port, first):
 	scm_server(port, first)
 
 
-def cmd_sandbox_server(port, first):
+def cmd_sandbox_server(port, first, fork=True):
 	"""sshd -r in miniature: the process that accepted echoes the first
 	bytes (the SAN carries them), then forks a child and waits for it
 	holding its copy; the child, as sshd's pre-auth child, steps into a
 	seccomp sandbox (the switch returns its connections to TCP first:
 	the prctl, whose filter argument is left out, fails with EFAULT) and
-	echoes the rest. One connection."""
+	echoes the rest. One connection. Without fork the process that
+	accepted steps into the sandbox itself."""
 	import ctypes
 	ls = socket.socket()
 	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -171,7 +173,7 @@ def cmd_sandbox_server(port, first):
 	c, _ = ls.accept()
 	ls.close()
 	read_exact(c, first, c.sendall)
-	pid = os.fork()
+	pid = os.fork() if fork else 0
 	if pid:
 		os.waitpid(pid, 0)
 		c.close()
@@ -182,6 +184,7 @@ def cmd_sandbox_server(port, first):
 	c.shutdown(socket.SHUT_WR)
 	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
 	sys.stdout.flush()
+	c.close()
 	os._exit(0)
 
 
@@ -243,6 +246,8 @@ def main():
 					int(sys.argv[4]))
 	elif cmd == 'sandbox-server':
 		cmd_sandbox_server(port, int(sys.argv[3]))
+	elif cmd == 'sandbox-self-server':
+		cmd_sandbox_server(port, int(sys.argv[3]), False)
 	elif cmd == 'poll-client':
 		cmd_poll_client(port, int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'scm-carried-server':
