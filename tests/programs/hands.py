@@ -658,6 +658,38 @@ def t_sandbox_self(ctx):
 	return sandboxed(ctx, 'sandbox-self-server')
 
 
+@run.test('fork-shutdown')
+def t_fork_shutdown(ctx):
+	"""The server forks while the client, its connection carried, is
+	held by credits in a 4 MiB write; the client then shuts its sending
+	side down without reading. The client answers the server's DOWNGRADE
+	inside its write, so its end is still carried (the peer's DOWNGRADE
+	unread) when it shuts down: the end of its stream must go on TCP,
+	behind its marker (a FIN message after the DOWNGRADE is a protocol
+	error that closes the connection). The server's child answers the
+	length and SHA-256 of what it read."""
+	first, rest = 4 * MIB, 4 * MIB
+	port = free_port()
+	srv = ctx.spawn('fork-sink-server', [PY, HANDS, 'fork-sink-server',
+					     str(port), str(first)])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send-shut-client', [PY, HANDS, 'send-shut-client',
+		      str(port), str(first), str(rest)], 60, ok=None)
+	srv.wait(30)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'],
+	      'send then shutdown across a fork: %s; client stderr %s; server '
+	      'stderr %s' % (res, cli.err()[-400:], srv.err()[-400:]))
+	st = ctx.stats()
+	cs = by_pid(st, cli.pid)
+	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
+	      san_tx(cs[0]) + san_rx(cs[0]) > 0,
+	      'client: not carried before the fork: %s' %
+	      '; '.join(fmt_conn(c) for c in cs))
+	return ('%d MiB carried, %d MiB more and a shutdown across the '
+		'fork, exact' % (first >> 20, rest >> 20))
+
+
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
 	processes whose program name starts with prefix."""
@@ -828,6 +860,7 @@ if __name__ == '__main__':
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
-			 'sandbox-fork', 'sandbox-self', 'rsync-daemon',
+			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
+			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())

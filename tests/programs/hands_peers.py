@@ -15,6 +15,8 @@
 #   hands_peers.py sandbox-server PORT FIRST
 #   hands_peers.py sandbox-self-server PORT FIRST
 #   hands_peers.py poll-client PORT FIRST REST
+#   hands_peers.py fork-sink-server PORT FIRST
+#   hands_peers.py send-shut-client PORT FIRST REST
 import hashlib
 import os
 import socket
@@ -233,6 +235,51 @@ def cmd_poll_client(port, first, rest):
 	     'ok': got == sent and rh.hexdigest() == sh.hexdigest()})
 
 
+def cmd_fork_sink_server(port, first):
+	"""Echoes the first bytes of one connection in 64 KiB round trips
+	(the SAN carries them), lets the client's next bytes pile up for
+	half a second, then forks: the child reads to the end of the stream
+	and answers its length and SHA-256 in one line, the parent closes
+	its copy."""
+	import time
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	read_exact(c, first, c.sendall)
+	time.sleep(0.5)
+	pid = os.fork()
+	if pid:
+		c.close()
+		os.waitpid(pid, 0)
+		return
+	n, sha = drain(c.recv, lambda d: None)
+	c.sendall(('%d %s\n' % (n, sha)).encode())
+	c.close()
+	os._exit(0)
+
+
+def cmd_send_shut_client(port, first, rest):
+	"""Echoes first bytes in 64 KiB round trips, then sends rest bytes,
+	shuts its sending side down without reading, and checks the
+	server's answer (length and SHA-256 of the rest). Its socket is
+	blocking (no timeout): the write waits in the switch for credits."""
+	s = socket.create_connection((HOST, port))
+	got = 0
+	while got < first:
+		n = min(first, got + 65536) - got
+		s.sendall(b'x' * n)
+		got += len(read_exact(s, n))
+	data = b''.join(chunks(rest, 4))
+	s.sendall(data)
+	s.shutdown(socket.SHUT_WR)
+	answer = read_exact(s, 1 << 10).decode(errors='replace').strip()
+	want = '%d %s' % (rest, hashlib.sha256(data).hexdigest())
+	out({'pid': os.getpid(), 'answer': answer, 'ok': answer == want})
+
+
 def main():
 	cmd, port = sys.argv[1], int(sys.argv[2])
 	if cmd == 'fork-server':
@@ -250,6 +297,10 @@ def main():
 		cmd_sandbox_server(port, int(sys.argv[3]), False)
 	elif cmd == 'poll-client':
 		cmd_poll_client(port, int(sys.argv[3]), int(sys.argv[4]))
+	elif cmd == 'fork-sink-server':
+		cmd_fork_sink_server(port, int(sys.argv[3]))
+	elif cmd == 'send-shut-client':
+		cmd_send_shut_client(port, int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'scm-carried-server':
 		cmd_scm_carried_server(port, int(sys.argv[3]))
 	else:
