@@ -5,7 +5,8 @@
 # then forks (the child talks, the parent closes its copy), and an echo
 # server that hands each accepted socket to a worker process with
 # SCM_RIGHTS, a server whose child steps into a seccomp sandbox as sshd's
-# pre-auth child does, and a client that reads only after poll. Each
+# pre-auth child does, a client that reads only after poll, and a server
+# that forks while its client writes, then shuts down. Each
 # prints JSON lines with byte counts and SHA-256.
 #   hands_peers.py fork-server PORT
 #   hands_peers.py scm-server PORT
