@@ -44,7 +44,17 @@ int sw_shutdown(struct sw_sock *s, int how)
 		pthread_mutex_unlock(&s->lock);
 		return sdp_sys.shutdown(s->fd, how);
 	}
-	if (how == SHUT_WR || how == SHUT_RDWR) {
+	if ((how == SHUT_WR || how == SHUT_RDWR) && s->ss.dg_sent) {
+		/* our stream is on TCP after our marker: TCP's FIN ends it
+		 * (sw_credit_maybe_update) */
+		if (!s->ss.fin_sent) {
+			r = sdp_sys.shutdown(s->fd, SHUT_WR);
+			if (!r) {
+				s->ss.fin_pending = false;
+				s->ss.fin_sent = true;
+			}
+		}
+	} else if (how == SHUT_WR || how == SHUT_RDWR) {
 		if (!s->ss.fin_sent && !s->ss.fin_pending)
 			s->ss.fin_pending = true;
 		sw_credit_maybe_update(s);

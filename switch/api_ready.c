@@ -131,8 +131,22 @@ static short tcp_revents(struct sw_sock *s, short events,
 			sw_dg_marker_skip(s, false);
 		if (s->skip_hello)
 			sw_hello_skip(s, false);
-		if (!s->prefix_len && (s->dg_marker || s->skip_hello))
+		if (s->dg_marker || s->skip_hello) {
 			r &= ~(POLLIN | POLLRDNORM);
+		} else {
+			/* the kernel's POLLIN may have been only the bytes
+			 * just taken (the marker, the doorbells before it,
+			 * the hello): a program told "readable" whose read
+			 * then answers EAGAIN may give the connection up
+			 * (ssh does), so ask the kernel again */
+			struct pollfd pf = { .fd = s->fd,
+					     .events = POLLIN | POLLRDNORM };
+
+			r &= ~(POLLIN | POLLRDNORM);
+			if (sdp_sys.poll(&pf, 1, 0) == 1)
+				r |= pf.revents & events &
+				     (POLLIN | POLLRDNORM);
+		}
 	}
 	if (kernel_revents)
 		sw_event(s);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "buffers.h"
 #include "config.h"
@@ -18,6 +19,7 @@
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "sys.h"
 #include "tcp_inband.h"
 #include "util.h"
 #include "wire.h"
@@ -145,6 +147,15 @@ int sw_credit_maybe_update(struct sw_sock *s)
 	uint32_t threshold = ss->nrecv / 2 > 2 ? ss->nrecv / 2 : 2;
 	int r;
 
+	/* after our DOWNGRADE our stream goes on on TCP, behind our marker:
+	 * TCP's FIN ends it there (a FIN message after the DOWNGRADE would
+	 * be a protocol error at the peer, which closes the connection) */
+	if (ss->fin_pending && ss->dg_sent) {
+		if (sdp_sys.shutdown(s->fd, SHUT_WR) && errno != ENOTCONN)
+			return -errno;
+		ss->fin_pending = false;
+		ss->fin_sent = true;
+	}
 	if (!ss->peer_nrecv || !ss->ep)
 		return 0;
 	if (ss->xfer_ack_pending && sw_credit_can_send(ss, SDP_MSG_XFER_DONE)) {

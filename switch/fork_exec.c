@@ -429,6 +429,11 @@ struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
 /* Set before the process enters a seccomp sandbox (sw_before_sandbox). */
 static atomic_bool stepped_aside;
 
+bool sw_stepped_aside(void)
+{
+	return atomic_load(&stepped_aside);
+}
+
 void sw_before_sandbox(void)
 {
 	struct sw_sock **v;

@@ -35,6 +35,10 @@ void sw_downgrade_all(bool capture);
  * bytes kept in s->fork_buf; s not locked. */
 void sw_downgrade_one(struct sw_sock *s);
 
+/* True once the process stepped aside for a seccomp sandbox
+ * (sw_before_sandbox): the switch makes no provider call from then on. */
+bool sw_stepped_aside(void);
+
 /* In a forked child: its statistics start anew (stats.c). */
 void sw_stats_after_fork_child(void);
 

@@ -140,8 +140,10 @@ void sw_reup_arm(struct sw_sock *s)
 
 	if (wait > REUP_MAX_NS)
 		wait = REUP_MAX_NS;
-	/* a process with I/O the switch cannot see never carries again */
-	if (!sw_cfg.reupgrade || sw_blind()) {
+	/* a process with I/O the switch cannot see never carries again,
+	 * nor one in a seccomp sandbox (its filter may kill it for a
+	 * provider's system call) */
+	if (!sw_cfg.reupgrade || sw_blind() || sw_stepped_aside()) {
 		s->reup_never = true;
 		return;
 	}
@@ -191,7 +193,7 @@ void sw_reup_maybe(struct sw_sock *s)
 	if (s->state != SW_TCP || !s->reup || s->reup_never || s->closed ||
 	    sw_now_ns() < s->reup_at_ns)
 		return;
-	if (sw_blind()) {
+	if (sw_blind() || sw_stepped_aside()) {
 		s->reup_never = true;
 		return;
 	}

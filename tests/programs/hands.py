@@ -51,9 +51,11 @@ DEBUG = {'SDP_LOG': 'debug'}
 AFTER_SHARE = 0.99
 
 
-def switch_points(*texts):
+def switch_points(*texts, every=False):
 	"""{(pid, fd): [tx_head, rx_head]} from debug logs: the first switch
-	point of each connection (an upgrade again logs later ones)."""
+	point of each connection; with every, [[tx heads], [rx heads]], one
+	for each switch point (an upgrade again logs its later ones, each
+	counting the bytes on TCP since the downgrade before it)."""
 	import re
 	heads = {}
 	pat = re.compile(r'sdp-switch\[(\d+)\] debug: fd (\d+): (?:carried '
@@ -61,9 +63,12 @@ def switch_points(*texts):
 			 r'leave TCP after (\d+))$', re.M)
 	for t in texts:
 		for m in pat.finditer(t):
-			h = heads.setdefault((int(m.group(1)), int(m.group(2))),
-					     [None, None])
+			key = (int(m.group(1)), int(m.group(2)))
 			i, v = (0, m.group(3)) if m.group(3) else (1, m.group(4))
+			if every:
+				heads.setdefault(key, [[], []])[i].append(int(v))
+				continue
+			h = heads.setdefault(key, [None, None])
 			if h[i] is None:
 				h[i] = int(v)
 	return heads
@@ -136,7 +141,8 @@ def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
 	must echo nothing (else parent_msg), and the processes it handed them
 	to, as the client, must hold every connection on shm, with at least
 	AFTER_SHARE of the bytes after each switch point there. Returns their
-	pids."""
+	pids, and the share on shm of the bytes after the switch points of
+	the connections they held, in %."""
 	port = free_port()
 	srv = ctx.spawn(cmd, [PY, HANDS, cmd, str(port)], env=DEBUG)
 	ctx.wait_listen(port, srv)
@@ -153,10 +159,13 @@ def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
 	check(len(held) == conns, '%s: %d connections held, expected %d: %s' %
 	      (what, len(held), conns, '; '.join(
 		      fmt_conn(c) for c in conns_of(st, kids))))
+	san = after = 0
 	for c in held:
 		on_san(c, what, nbytes, nbytes)
-		after_switch(c, heads, what)
-	return kids
+		a, b = after_switch(c, heads, what)
+		san += a
+		after += b
+	return kids, 100.0 * san / max(1, after)
 
 
 @run.test('forking-tcp-server')
@@ -164,10 +173,12 @@ def t_forking(ctx):
 	"""socketserver.ForkingTCPServer: the parent accepts and forks, the
 	child echoes. The child, left alone with the connection, upgrades."""
 	conns, nbytes = 4, 16 * MIB
-	kids = handed_echo(ctx, 'fork-server', conns, nbytes,
-			   'ForkingTCPServer child', 'the parent echoed: no fork?')
-	return '%d x %d MiB echoed by %d forked children, all on shm' % (
-		conns, nbytes >> 20, len(kids))
+	kids, after = handed_echo(ctx, 'fork-server', conns, nbytes,
+				  'ForkingTCPServer child',
+				  'the parent echoed: no fork?')
+	return ('%d x %d MiB echoed by %d forked children, all on shm, '
+		'%.2f%% of the bytes after the switch points' % (
+			conns, nbytes >> 20, len(kids), after))
 
 
 @run.test('connect-then-fork')
@@ -206,10 +217,12 @@ def t_scm_rights(ctx):
 	socket, echoes exactly the client's bytes (not the hello before them)
 	and upgrades the connection."""
 	conns, nbytes = 2, 16 * MIB
-	handed_echo(ctx, 'scm-server', conns, nbytes, 'SCM_RIGHTS worker',
-		    'the acceptor echoed: nothing passed?')
-	return '%d x %d MiB echoed by a worker given the sockets, on shm' % (
-		conns, nbytes >> 20)
+	_, after = handed_echo(ctx, 'scm-server', conns, nbytes,
+			       'SCM_RIGHTS worker',
+			       'the acceptor echoed: nothing passed?')
+	return ('%d x %d MiB echoed by a worker given the sockets, on shm, '
+		'%.2f%% of the bytes after the switch points' % (
+			conns, nbytes >> 20, after))
 
 
 @run.test('socat-fork')
@@ -406,8 +419,8 @@ def t_postgresql(ctx):
 def returned(c, what, first):
 	"""c was carried by shm (at least first bytes each way there before a
 	change of hands), then returned to TCP mid-stream (a downgrade: state
-	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0, the
-	default: docs/protocol.md 2.8)."""
+	TCP, fallback reason none) and stayed there (SDP_REUPGRADE=0:
+	docs/protocol.md 2.8)."""
 	check(c['state'] == run.TCP_STATE and c['fallback'] == 'none' and
 	      c['provider'] == 'shm' and san_tx(c) + c['tx_tcp'] >= first and
 	      san_rx(c) + c['rx_tcp'] >= first and
@@ -416,13 +429,38 @@ def returned(c, what, first):
 	      (what, fmt_conn(c)))
 
 
-def again(c, what, first, rest):
+def again(c, what, first, rest, heads, parent=None):
 	"""c was carried by shm (at least first bytes each way there before a
 	change of hands), returned to TCP for it, and carried again once one
-	process held it (docs/protocol.md 2.8): of what moved after, at least
-	95% on shm; on TCP only the head before the first switch point and
-	the bytes between the downgrade and the second one."""
-	on_san(c, what, first + rest, first + rest, share=0.95)
+	process held it (docs/protocol.md 2.8): state SAN, first + rest bytes
+	each way, a switch point of the upgrade again in the log (heads:
+	switch_points(every=True)) each way, and of the bytes after it at
+	least AFTER_SHARE on shm: every byte on TCP is one of a head (before
+	the first switch point, or between the downgrade and the later
+	one). A forked child's counters start with its parent's, whose
+	switch points (parent: its pid) count too. Returns the share on shm of all its bytes, and of those after
+	the switch points (the lower of the two directions), in %."""
+	check(c['state'] == run.SAN_STATE and c['provider'] == 'shm',
+	      '%s: not carried again: %s' % (what, fmt_conn(c)))
+	h = heads.get((c['pid'], c['fd']), [[], []])
+	if parent:
+		p = heads.get((parent, c['fd']), [[], []])
+		h = [p[0] + h[0], p[1] + h[1]]
+	least = 100.0
+	for name, san, tcp, hs in (('tx', san_tx(c), c['tx_tcp'], h[0]),
+				   ('rx', san_rx(c), c['rx_tcp'], h[1])):
+		check(hs and san + tcp >= first + rest,
+		      '%s: %s %d bytes (need %d), switch points %s in the log: '
+		      '%s' % (what, name, san + tcp, first + rest, hs,
+			      fmt_conn(c)))
+		after = tcp - sum(hs)
+		check(after >= 0 and san >= AFTER_SHARE * (san + after),
+		      '%s: %s %d bytes on TCP after the switch points %s, %d '
+		      'on shm (need %.0f%%): %s' % (what, name, after, hs, san,
+						   100 * AFTER_SHARE,
+						   fmt_conn(c)))
+		least = min(least, 100.0 * san / max(1, san + after))
+	return 100.0 * (san_tx(c) + san_rx(c)) / max(1, moved(c)), least
 
 
 def carried_fork(ctx, reup):
@@ -433,7 +471,7 @@ def carried_fork(ctx, reup):
 	share). With reup (SDP_REUPGRADE=1 on both ends) the child, left
 	alone with the connection, upgrades it again: both ends carried, 95%
 	of the bytes on shm; with SDP_REUPGRADE=0 the rest goes on TCP."""
-	env = {'SDP_REUPGRADE': 1 if reup else 0}
+	env = dict(DEBUG, SDP_REUPGRADE=1 if reup else 0)
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
@@ -459,14 +497,14 @@ def carried_fork(ctx, reup):
 			returned(c, 'server', first)
 		return '%d MiB carried, then %d MiB by the child on TCP, exact' % (
 			first >> 20, rest >> 20)
-	again(held[0], 'client child', first, rest)
+	heads = switch_points(srv.err(), cli.err(), every=True)
+	share, after = again(held[0], 'client child', first, rest, heads,
+			     cli.pid)
 	for c in by_pid(st, srv.pid):
-		again(c, 'server', first, rest)
-	c = held[0]
+		again(c, 'server', first, rest, heads)
 	return ('%d MiB carried, then %d MiB by the child, carried again: '
-		'%.2f%% on shm, exact' % (first >> 20, rest >> 20, 100.0 *
-		(san_tx(c) + san_rx(c)) / (san_tx(c) + san_rx(c) + c['tx_tcp'] +
-					   c['rx_tcp'])))
+		'%.2f%% on shm after the switch points, %.2f%% of all, exact' %
+		(first >> 20, rest >> 20, after, share))
 
 
 @run.test('carried-fork')
@@ -505,7 +543,7 @@ def scm_carried(ctx, reup):
 	(SDP_REUPGRADE=1 on both ends), once the acceptor closed its copy
 	the worker holds the connection alone and upgrades it again;
 	SDP_REUPGRADE=0 keeps it on TCP."""
-	env = {'SDP_REUPGRADE': 1 if reup else 0}
+	env = dict(DEBUG, SDP_REUPGRADE=1 if reup else 0)
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
 	srv = ctx.spawn('scm-server', [PY, HANDS, 'scm-carried-server',
@@ -527,9 +565,10 @@ def scm_carried(ctx, reup):
 	      'acceptor and the worker did not echo the first %d bytes and '
 	      'the rest: sha256 %s, expected %s' % (first, got, list(want)))
 	st = ctx.stats()
+	heads = switch_points(srv.err(), cli.err(), every=True)
 	for c in by_pid(st, cli.pid):
 		if reup:
-			again(c, 'client', first, rest)
+			again(c, 'client', first, rest, heads)
 		else:
 			returned(c, 'client', first)
 	held = held_by(st, [worker])
@@ -539,16 +578,21 @@ def scm_carried(ctx, reup):
 	# and the acceptor had not read (handed over with the socket, and not
 	# counted), then the rest, carried again once the acceptor closed
 	if reup:
-		on_san(held[0], 'SCM_RIGHTS worker', rest, rest - 16 * MIB,
-		       share=0.95)
+		share, after = again(held[0], 'SCM_RIGHTS worker', 0,
+				     rest - 16 * MIB, heads)
 	else:
 		check(held[0]['state'] == run.TCP_STATE and
 		      san_tx(held[0]) + san_rx(held[0]) == 0 and
 		      held[0]['tx_tcp'] == rest and
 		      rest - 16 * MIB <= held[0]['rx_tcp'] <= rest,
 		      'SCM_RIGHTS worker: not on TCP: %s' % fmt_conn(held[0]))
-	return '%d MiB carried, then %d MiB by the worker%s, exact' % (
-		first >> 20, rest >> 20, ', carried again' if reup else ' on TCP')
+	if not reup:
+		return '%d MiB carried, then %d MiB by the worker on TCP, ' \
+			'exact' % (first >> 20, rest >> 20)
+	return ('%d MiB carried, then %d MiB by the worker, carried again: '
+		'%.2f%% on shm after the switch points, %.2f%% of all the '
+		'worker\'s bytes, exact' % (first >> 20, rest >> 20, after,
+					    share))
 
 
 @run.test('scm-carried')
@@ -559,6 +603,92 @@ def t_scm_carried(ctx):
 @run.test('scm-carried-again')
 def t_scm_carried_again(ctx):
 	return scm_carried(ctx, True)
+
+def sandboxed(ctx, cmd):
+	"""sshd -r's shape (cmd sandbox-server): the server echoes the first
+	4 MiB (carried), then forks a child that steps into a seccomp sandbox
+	and echoes 32 MiB more on TCP, its parent holding a copy meanwhile;
+	or (sandbox-self-server) the process that accepted steps into the
+	sandbox itself. The client reads only after poll said POLLIN, its
+	socket non-blocking: the peer's downgrade marker, taken by the
+	switch, must not leave it told "readable" with nothing to read (an
+	EAGAIN that ssh takes for a broken connection). A sandboxed process
+	never upgrades again (its filter may forbid the provider's calls),
+	so neither end is carried at the end: the client's upgrade again
+	finds no peer and stays on TCP."""
+	first, rest = 4 * MIB, 32 * MIB
+	port = free_port()
+	srv = ctx.spawn('sandbox-server', [PY, HANDS, cmd, str(port),
+					   str(first)])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('poll-client', [PY, HANDS, 'poll-client', str(port),
+				      str(first), str(rest)], 120, ok=None)
+	srv.wait(30)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
+	      res[0]['sent'] == first + rest,
+	      'poll client exit %d: %s; stderr %s' %
+	      (cli.p.returncode, res, cli.err()[-600:]))
+	served = srv.json_lines()
+	check(len(served) == 1 and served[0]['echoed'] == rest and
+	      (served[0]['pid'] != srv.pid) == (cmd == 'sandbox-server'),
+	      'sandboxed echo: %s; stderr %s' % (served, srv.err()[-600:]))
+	check(res[0]['eagain'] == 0, 'the client\'s read answered EAGAIN %d '
+	      'time(s) after poll said POLLIN' % res[0]['eagain'])
+	st = ctx.stats()
+	cs = by_pid(st, cli.pid) + held_by(st, [served[0]['pid']])
+	check(len(cs) == 2 and all(
+		c['provider'] == 'shm' and c['state'] != run.SAN_STATE
+		for c in cs) and san_tx(cs[0]) + san_rx(cs[0]) >= first,
+	      'client and sandboxed server: not carried first, then on TCP: '
+	      '%s' % '; '.join(fmt_conn(c) for c in cs))
+	return ('%d MiB carried, then %d MiB on TCP from a sandboxed %s, '
+		'exact, no EAGAIN after POLLIN' % (
+			first >> 20, rest >> 20,
+			'child' if cmd == 'sandbox-server' else 'server'))
+
+
+@run.test('sandbox-fork')
+def t_sandbox_fork(ctx):
+	return sandboxed(ctx, 'sandbox-server')
+
+
+@run.test('sandbox-self')
+def t_sandbox_self(ctx):
+	return sandboxed(ctx, 'sandbox-self-server')
+
+
+@run.test('fork-shutdown')
+def t_fork_shutdown(ctx):
+	"""The server forks while the client, its connection carried, is
+	held by credits in a 4 MiB write; the client then shuts its sending
+	side down without reading. The client answers the server's DOWNGRADE
+	inside its write, so its end is still carried (the peer's DOWNGRADE
+	unread) when it shuts down: the end of its stream must go on TCP,
+	behind its marker (a FIN message after the DOWNGRADE is a protocol
+	error that closes the connection). The server's child answers the
+	length and SHA-256 of what it read."""
+	first, rest = 4 * MIB, 4 * MIB
+	port = free_port()
+	srv = ctx.spawn('fork-sink-server', [PY, HANDS, 'fork-sink-server',
+					     str(port), str(first)])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send-shut-client', [PY, HANDS, 'send-shut-client',
+		      str(port), str(first), str(rest)], 60, ok=None)
+	srv.wait(30)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'],
+	      'send then shutdown across a fork: %s; client stderr %s; server '
+	      'stderr %s' % (res, cli.err()[-400:], srv.err()[-400:]))
+	st = ctx.stats()
+	cs = by_pid(st, cli.pid)
+	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
+	      san_tx(cs[0]) + san_rx(cs[0]) > 0,
+	      'client: not carried before the fork: %s' %
+	      '; '.join(fmt_conn(c) for c in cs))
+	return ('%d MiB carried, %d MiB more and a shutdown across the '
+		'fork, exact' % (first >> 20, rest >> 20))
+
 
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
@@ -593,9 +723,9 @@ def t_rsync_daemon(ctx):
 	receiver, which reads the socket while its parent (the generator)
 	writes it: two processes use that end at once, so the connection
 	returns to TCP (both ends: the SAN carried the start) and stays
-	there, with no byte lost or added. With SDP_REUPGRADE=1 the other
-	end, held by one process, upgrades again (docs/protocol.md 2.8),
-	which its peer never answers: it waits (state UPGRADING, reason none) and gives that up
+	there, with no byte lost or added. The other end, held by one
+	process, upgrades again (docs/protocol.md 2.8), which its peer never
+	answers: it waits (state UPGRADING, reason none) and gives that up
 	after SDP_UPGRADE_TIMEOUT_MS (state TCP, reason timeout or
 	provider-connect), all its bytes on TCP meanwhile."""
 	need('rsync')
@@ -726,14 +856,11 @@ def t_git_daemon(ctx):
 
 
 if __name__ == '__main__':
-	# scm-carried-again upgrades a passed connection again: its share of
-	# the SAN is not yet sure (docs/testing.md); SDP_TEST_REUPGRADE=1
-	# adds it
-	again_tests = (('scm-carried-again',)
-		       if os.environ.get('SDP_TEST_REUPGRADE') == '1' else ())
 	run.TESTS[:] = [t for t in run.TESTS if t[0] in
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
-			 'carried-fork-again', 'scm-carried', 'rsync-daemon',
-			 'git-daemon') + again_tests]
+			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
+			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
+			 'rsync-daemon',
+			 'git-daemon')]
 	sys.exit(run.main())

@@ -4,12 +4,20 @@
 # socketserver.ForkingTCPServer echo server, a client that connects and
 # then forks (the child talks, the parent closes its copy), and an echo
 # server that hands each accepted socket to a worker process with
-# SCM_RIGHTS. Each prints JSON lines with byte counts and SHA-256.
+# SCM_RIGHTS, a server whose child steps into a seccomp sandbox as sshd's
+# pre-auth child does, a client that reads only after poll, and a server
+# that forks while its client writes, then shuts down. Each
+# prints JSON lines with byte counts and SHA-256.
 #   hands_peers.py fork-server PORT
 #   hands_peers.py scm-server PORT
 #   hands_peers.py fork-client PORT BYTES
 #   hands_peers.py carried-fork-client PORT FIRST REST
 #   hands_peers.py scm-carried-server PORT FIRST
+#   hands_peers.py sandbox-server PORT FIRST
+#   hands_peers.py sandbox-self-server PORT FIRST
+#   hands_peers.py poll-client PORT FIRST REST
+#   hands_peers.py fork-sink-server PORT FIRST
+#   hands_peers.py send-shut-client PORT FIRST REST
 import hashlib
 import os
 import socket
@@ -152,6 +160,127 @@ def cmd_scm_carried_server(port, first):
 	scm_server(port, first)
 
 
+def cmd_sandbox_server(port, first, fork=True):
+	"""sshd -r in miniature: the process that accepted echoes the first
+	bytes (the SAN carries them), then forks a child and waits for it
+	holding its copy; the child, as sshd's pre-auth child, steps into a
+	seccomp sandbox (the switch returns its connections to TCP first:
+	the prctl, whose filter argument is left out, fails with EFAULT) and
+	echoes the rest. One connection. Without fork the process that
+	accepted steps into the sandbox itself."""
+	import ctypes
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	read_exact(c, first, c.sendall)
+	pid = os.fork() if fork else 0
+	if pid:
+		os.waitpid(pid, 0)
+		c.close()
+		return
+	libc = ctypes.CDLL(None, use_errno=True)
+	libc.prctl(22, 2, None, None, None)	# PR_SET_SECCOMP, FILTER
+	n, sha = drain(c.recv, c.sendall)
+	c.shutdown(socket.SHUT_WR)
+	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
+	sys.stdout.flush()
+	c.close()
+	os._exit(0)
+
+
+def cmd_poll_client(port, first, rest):
+	"""Echoes first bytes blocking (64 KiB round trips), then rest more with the socket
+	non-blocking, each read made only after poll said POLLIN, as ssh's
+	packet reader does: a read that then answers EAGAIN is counted
+	(TCP never does that to a lone reader)."""
+	import select
+	s = socket.create_connection((HOST, port), timeout=60)
+	sh, rh = hashlib.sha256(), hashlib.sha256()
+	data = b''.join(chunks(first + rest, 3))
+	sh.update(data)
+	# in round trips, so that the upgrade is done before the fork
+	got = 0
+	while got < first:
+		s.sendall(data[got:min(first, got + 65536)])
+		got += len(read_exact(s, min(first, got + 65536) - got,
+				      rh.update))
+	s.setblocking(False)
+	p = select.poll()
+	p.register(s, select.POLLIN)
+	sent, eagain, shut = first, 0, False
+	while True:
+		if sent < len(data):
+			try:
+				sent += s.send(data[sent:sent + 65536])
+			except BlockingIOError:
+				pass
+		elif not shut:
+			s.shutdown(socket.SHUT_WR)
+			shut = True
+		if not any(ev & select.POLLIN for _, ev in p.poll(10)):
+			continue
+		try:
+			d = s.recv(1 << 16)
+		except BlockingIOError:
+			eagain += 1
+			continue
+		if not d:
+			break
+		rh.update(d)
+		got += len(d)
+	s.close()
+	out({'pid': os.getpid(), 'sent': sent, 'got': got, 'eagain': eagain,
+	     'ok': got == sent and rh.hexdigest() == sh.hexdigest()})
+
+
+def cmd_fork_sink_server(port, first):
+	"""Echoes the first bytes of one connection in 64 KiB round trips
+	(the SAN carries them), lets the client's next bytes pile up for
+	half a second, then forks: the child reads to the end of the stream
+	and answers its length and SHA-256 in one line, the parent closes
+	its copy."""
+	import time
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	read_exact(c, first, c.sendall)
+	time.sleep(0.5)
+	pid = os.fork()
+	if pid:
+		c.close()
+		os.waitpid(pid, 0)
+		return
+	n, sha = drain(c.recv, lambda d: None)
+	c.sendall(('%d %s\n' % (n, sha)).encode())
+	c.close()
+	os._exit(0)
+
+
+def cmd_send_shut_client(port, first, rest):
+	"""Echoes first bytes in 64 KiB round trips, then sends rest bytes,
+	shuts its sending side down without reading, and checks the
+	server's answer (length and SHA-256 of the rest). Its socket is
+	blocking (no timeout): the write waits in the switch for credits."""
+	s = socket.create_connection((HOST, port))
+	got = 0
+	while got < first:
+		n = min(first, got + 65536) - got
+		s.sendall(b'x' * n)
+		got += len(read_exact(s, n))
+	data = b''.join(chunks(rest, 4))
+	s.sendall(data)
+	s.shutdown(socket.SHUT_WR)
+	answer = read_exact(s, 1 << 10).decode(errors='replace').strip()
+	want = '%d %s' % (rest, hashlib.sha256(data).hexdigest())
+	out({'pid': os.getpid(), 'answer': answer, 'ok': answer == want})
+
+
 def main():
 	cmd, port = sys.argv[1], int(sys.argv[2])
 	if cmd == 'fork-server':
@@ -163,6 +292,16 @@ def main():
 	elif cmd == 'carried-fork-client':
 		cmd_carried_fork_client(port, int(sys.argv[3]),
 					int(sys.argv[4]))
+	elif cmd == 'sandbox-server':
+		cmd_sandbox_server(port, int(sys.argv[3]))
+	elif cmd == 'sandbox-self-server':
+		cmd_sandbox_server(port, int(sys.argv[3]), False)
+	elif cmd == 'poll-client':
+		cmd_poll_client(port, int(sys.argv[3]), int(sys.argv[4]))
+	elif cmd == 'fork-sink-server':
+		cmd_fork_sink_server(port, int(sys.argv[3]))
+	elif cmd == 'send-shut-client':
+		cmd_send_shut_client(port, int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'scm-carried-server':
 		cmd_scm_carried_server(port, int(sys.argv[3]))
 	else:
