@@ -126,6 +126,8 @@ SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 struct inherit {
 	unsigned long long ino;
 	size_t got;
+	int mfd;			/* bytes to read first, or -1 */
+	unsigned long long mino;	/* mfd's inode */
 	struct sw_sock *s;
 };
 
@@ -142,7 +144,10 @@ static void inherit_fd(int fd, struct inherit *v, int n)
 		if (v[i].ino != (unsigned long long)sb.st_ino)
 			continue;
 		if (!s) {
-			s = sw_sock_inherit(fd, v[i].ino, v[i].got);
+			s = v[i].mfd >= 0 ?
+				    sw_sock_inherit_bytes(fd, v[i].ino,
+							  v[i].mfd, v[i].mino) :
+				    sw_sock_inherit(fd, v[i].ino, v[i].got);
 			if (!s)
 				return;
 			v[i].s = s;
@@ -164,18 +169,27 @@ void shim_inherit(void)
 	DIR *d;
 
 	while (p && *p && n < INHERIT_MAX) {
-		unsigned long long ino;
-		int used = 0;
-		size_t got;
+		unsigned long long ino, mino = 0;
+		int used = 0, mfd = -1;
+		size_t got = 0;
 
-		if (sscanf(p, "%d:%llu:%zu%n", &fd, &ino, &got, &used) != 3 ||
-		    !used)
+		if (sscanf(p, "%d:%llu:%n", &fd, &ino, &used) != 2 || !used)
+			break;
+		p += used;
+		used = 0;
+		if (*p == 'b' ?
+			    sscanf(p, "b%d:%llu%n", &mfd, &mino, &used) != 2 :
+			    sscanf(p, "%zu%n", &got, &used) != 1)
+			break;
+		if (!used || (*p == 'b' && mfd < 0))
 			break;
 		p += used;
 		if (*p == ',')
 			p++;
 		v[n].ino = ino;
 		v[n].got = got;
+		v[n].mfd = mfd;
+		v[n].mino = mino;
 		v[n].s = NULL;
 		n++;
 	}
@@ -199,6 +213,15 @@ void shim_inherit(void)
 		/* no /proc: the low numbers, where inherited fds are */
 		for (fd = 0; fd < INHERIT_SCAN_NO_PROC; fd++)
 			inherit_fd(fd, v, n);
+	}
+	/* the memory files of bytes to read first are mapped now (or of no
+	 * use): closed, once they are surely what the entry named */
+	for (fd = 0; fd < n; fd++) {
+		struct stat mb;
+
+		if (v[fd].mfd >= 0 && !fstat(v[fd].mfd, &mb) &&
+		    S_ISREG(mb.st_mode) && mb.st_ino == v[fd].mino)
+			REAL(close)(v[fd].mfd);
 	}
 	shim_leave();
 }

@@ -26,6 +26,7 @@
 #include "fork_exec.h"
 #include "holders.h"
 #include "log.h"
+#include "ownfd.h"
 #include "sdp_switch.h"
 #include "session_msg.h"
 #include "session_rx.h"
@@ -35,6 +36,13 @@
 #include "upgrade.h"
 #include "util.h"
 #include "wire.h"
+
+/* How downgrade_list keeps the unread bytes: not at all (given to the
+ * program's next read first), in a buffer a forked child shares, or in one
+ * the program exec'd maps. */
+enum dg_capture { DG_KEEP, DG_FORK, DG_EXEC };
+
+static void downgrade_every(enum dg_capture capture);
 
 /* The connections kept for the child across this fork (holders.c), a
  * reference each; the fork's handlers run in one thread. */
@@ -106,7 +114,9 @@ char *sw_before_exec(void)
 		sw_sock_unref(v[i]);
 	}
 	free(v);
-	sw_downgrade_all(false);
+	/* the bytes that came on the SAN and were not read yet go to the
+	 * new program in a memory file it maps (sw_sock_inherit_bytes) */
+	downgrade_every(DG_EXEC);
 	return sw_exec_hello_skips();
 }
 
@@ -191,10 +201,35 @@ static void hold_rx(struct sw_sock *s, struct dg_held *h)
 	}
 }
 
-/* Moves the unread bytes of s into a buffer parent and child share: the
- * peer's bytes still on TCP before its switch point, then those that came
- * on the SAN (taken before, in h, then what is left). */
-static int capture_rx(struct sw_sock *s, struct dg_held *h)
+/* Before an exec: a memfd of map_len bytes for the buffer, which the new
+ * program maps (sw_sock_inherit_bytes), or -1 (the bytes then stay with
+ * this program only: logged). */
+static int exec_buf_fd(struct sw_sock *s, size_t map_len)
+{
+	int fd, own;
+
+	if (!sw_fsize_room(map_len)) {
+		SW_WARN("fd %d: RLIMIT_FSIZE leaves no room for the %zu bytes read on the SAN and not yet by the program: the program exec'd will not see them",
+			s->fd, map_len);
+		return -1;
+	}
+	fd = memfd_create("sdp-exec-bytes", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)map_len)) {
+		SW_WARN("fd %d: no memory file for the %zu bytes read on the SAN and not yet by the program (%s): the program exec'd will not see them",
+			s->fd, map_len, strerror(errno));
+		if (fd >= 0)
+			sdp_sys.close(fd);
+		return -1;
+	}
+	own = sw_fd_own(fd, NULL);
+	return own >= 0 ? own : fd;
+}
+
+/* Moves the unread bytes of s into a buffer parent and child share (or,
+ * before an exec, the new program): the peer's bytes still on TCP before
+ * its switch point, then those that came on the SAN (taken before, in h,
+ * then what is left). */
+static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 {
 	struct sw_session *ss = &s->ss;
 	size_t head = s->rx_san ? 0 : s->tcp_rx_limit - s->tcp_rx;
@@ -203,14 +238,23 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h)
 	pthread_mutexattr_t a;
 	struct iovec iov;
 	ssize_t n;
+	int mfd = -1;
 
 	if (!len)
 		return 0;
 	map_len = sizeof(*fb) + len;
+	if (exec)
+		mfd = exec_buf_fd(s, map_len);
 	fb = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (fb == MAP_FAILED)
+		  MAP_SHARED | (mfd < 0 ? MAP_ANONYMOUS : 0), mfd, 0);
+	if (fb == MAP_FAILED) {
+		if (mfd >= 0) {
+			sw_fd_forget(mfd);
+			sdp_sys.close(mfd);
+		}
 		return -ENOMEM;
+	}
+	s->exec_buf_fd = mfd;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutex_init(&fb->lock, &a);
@@ -241,7 +285,7 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h)
 }
 
 /* Returns the n connections of v to TCP, a reference each, dropped. */
-static void downgrade_list(struct sw_sock **v, int n, bool capture)
+static void downgrade_list(struct sw_sock **v, int n, enum dg_capture capture)
 {
 	uint64_t deadline = sw_now_ns() + DG_TIMEOUT_NS;
 	struct dg_held *held = calloc(n, sizeof(*held));
@@ -317,8 +361,9 @@ static void downgrade_list(struct sw_sock **v, int n, bool capture)
 
 		pthread_mutex_lock(&s->lock);
 		if (s->state == SW_SAN && s->ss.dg_rcvd) {
-			if (capture)
-				capture_rx(s, held ? &held[i] : &none);
+			if (capture != DG_KEEP)
+				capture_rx(s, held ? &held[i] : &none,
+					   capture == DG_EXEC);
 			sw_credit_maybe_update(s);
 			sw_downgrade_rx_point(s);
 			if (s->state == SW_TCP)
@@ -333,7 +378,7 @@ static void downgrade_list(struct sw_sock **v, int n, bool capture)
 }
 
 /* Returns every managed connection to TCP (before fork or exec). */
-void sw_downgrade_all(bool capture)
+static void downgrade_every(enum dg_capture capture)
 {
 	struct sw_sock **v;
 	int n = sw_sock_list(&v);
@@ -342,10 +387,15 @@ void sw_downgrade_all(bool capture)
 	free(v);
 }
 
+void sw_downgrade_all(bool capture)
+{
+	downgrade_every(capture ? DG_FORK : DG_KEEP);
+}
+
 void sw_downgrade_one(struct sw_sock *s)
 {
 	sw_sock_ref(s);
-	downgrade_list(&s, 1, true);
+	downgrade_list(&s, 1, DG_FORK);
 }
 
 /*
@@ -359,6 +409,22 @@ void sw_downgrade_one(struct sw_sock *s)
  * one of its numbers here, and the new program manages every fd that
  * names that inode (shim_inherit). Returns that entry (malloc'd) or NULL.
  */
+static bool env_add(char **env, size_t *len, size_t *cap, const char *item,
+		    int k)
+{
+	if (*len + k + 1 > *cap) {
+		char *ne = realloc(*env, *cap + 4096);
+
+		if (!ne)
+			return false;
+		*env = ne;
+		*cap += 4096;
+	}
+	memcpy(*env + *len, item, k + 1);
+	*len += k;
+	return true;
+}
+
 char *sw_exec_hello_skips(void)
 {
 	struct sw_sock **v;
@@ -368,8 +434,8 @@ char *sw_exec_hello_skips(void)
 
 	for (i = 0; i < n; i++) {
 		struct sw_sock *s = v[i];
-		struct stat sb;
-		char item[64];
+		struct stat sb, mb;
+		char item[96];
 		int k;
 
 		pthread_mutex_lock(&s->lock);
@@ -381,18 +447,22 @@ char *sw_exec_hello_skips(void)
 				     len ? "," : SW_EXEC_ENV "=", s->fd,
 				     (unsigned long long)sb.st_ino,
 				     s->hello_got);
-			if (len + k + 1 > cap) {
-				char *ne = realloc(env, cap + 4096);
-
-				if (ne) {
-					env = ne;
-					cap += 4096;
-				}
-			}
-			if (len + k + 1 <= cap) {
-				memcpy(env + len, item, k + 1);
-				len += k;
-			}
+			env_add(&env, &len, &cap, item, k);
+		}
+		if (s->state == SW_TCP && !s->closed && s->fork_buf &&
+		    s->exec_buf_fd >= 0 &&
+		    s->fork_buf->off < s->fork_buf->len &&
+		    !fstat(s->fd, &sb) && !fstat(s->exec_buf_fd, &mb)) {
+			/* FD:INO:bMEMFD:MINO: bytes to read first */
+			k = snprintf(item, sizeof(item), "%s%d:%llu:b%d:%llu",
+				     len ? "," : SW_EXEC_ENV "=", s->fd,
+				     (unsigned long long)sb.st_ino,
+				     s->exec_buf_fd,
+				     (unsigned long long)mb.st_ino);
+			if (env_add(&env, &len, &cap, item, k) &&
+			    !sdp_sys.fcntl(s->exec_buf_fd, F_SETFD, 0))
+				SW_DBG("fd %d: %zu byte(s) read on the SAN go to the program exec'd",
+				       s->fd, s->fork_buf->len - s->fork_buf->off);
 		}
 		if (s->prefix_len > s->prefix_off)
 			SW_WARN("fd %d: %zu byte(s) taken while looking for a hello are lost to the program exec'd",
@@ -423,6 +493,40 @@ struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino, size_t got)
 	sw_fallback_inherited(s, SDP_FB_CUT);
 	SW_DBG("fd %d: inherited across exec with %zu byte(s) of the peer's hello still to drop",
 	       fd, sizeof(struct sdp_hello) - got);
+	return s;
+}
+
+struct sw_sock *sw_sock_inherit_bytes(int fd, unsigned long long ino,
+				      int mfd, unsigned long long mino)
+{
+	struct sw_fork_buf *fb;
+	struct sw_sock *s;
+	struct stat sb, mb;
+
+	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode) || sb.st_ino != ino ||
+	    fstat(mfd, &mb) || !S_ISREG(mb.st_mode) || mb.st_ino != mino ||
+	    mb.st_size < (off_t)sizeof(*fb))
+		return NULL;
+	fb = mmap(NULL, (size_t)mb.st_size, PROT_READ | PROT_WRITE,
+		  MAP_SHARED, mfd, 0);
+	if (fb == MAP_FAILED)
+		return NULL;
+	/* written by the previous program's switch in this process */
+	if (fb->map_len != (size_t)mb.st_size ||
+	    fb->len > fb->map_len - sizeof(*fb) || fb->off > fb->len) {
+		munmap(fb, (size_t)mb.st_size);
+		return NULL;
+	}
+	s = sw_sock_new(fd, SW_TCP);
+	if (!s) {
+		munmap(fb, (size_t)mb.st_size);
+		return NULL;
+	}
+	s->fork_buf = fb;
+	s->exec_skip = true;	/* let go once the bytes are read */
+	sw_fallback_inherited(s, SDP_FB_CUT);
+	SW_DBG("fd %d: inherited across exec with %zu byte(s) read on the SAN before it",
+	       fd, fb->len - fb->off);
 	return s;
 }
 

@@ -182,8 +182,9 @@ void sw_atfork_child(void);
 /* exec(2) is about to replace the program: return every SAN connection to
  * TCP so the new program inherits plain TCP fds. Returns NULL, or (malloc'd)
  * the environment entry SW_EXEC_ENV=... that tells the new program's
- * switch which inherited fds still have the peer's hello to drop; the
- * exec wrappers add it to the new program's environment. */
+ * switch which inherited fds still have the peer's hello to drop, or hold
+ * bytes read on the SAN before the exec; the exec wrappers add it to the
+ * new program's environment. */
 /* The program entered a seccomp sandbox (prctl PR_SET_SECCOMP): from here
  * on the switch makes no system call it can do without (the statistics
  * file stays at exit, and later processes collect it). */
@@ -197,6 +198,11 @@ char *sw_before_exec(void);
  * that socket. */
 struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino,
 				size_t got);
+/* The same for a socket that was carried until the exec: the peer's bytes
+ * that came before it and were not read yet wait in the memory file mfd
+ * (its inode mino), to be read first. The caller closes mfd. */
+struct sw_sock *sw_sock_inherit_bytes(int fd, unsigned long long ino,
+				      int mfd, unsigned long long mino);
 /* An inherited socket whose hello is dropped and whose bytes taken while
  * looking for it were delivered, or any plain TCP socket with nothing of
  * the switch's left once the process stepped aside for a sandbox: the

@@ -21,6 +21,7 @@
 #include "holders.h"
 #include "providers.h"
 #include "session.h"
+#include "ownfd.h"
 #include "sock.h"
 #include "stats.h"
 
@@ -113,6 +114,7 @@ struct sw_sock *sw_sock_new(int fd, enum sw_state state)
 	s->state = state;
 	s->tcp_rx_limit = SW_NO_LIMIT;
 	s->tok_fd = -1;
+	s->exec_buf_fd = -1;
 	s->st = sw_stats_conn_new();
 	if (s->st) {
 		s->st->fd = fd;
@@ -168,6 +170,10 @@ void sw_sock_unref(struct sw_sock *s)
 	pthread_mutex_unlock(&list_lock);
 	if (s->fork_buf)
 		munmap(s->fork_buf, s->fork_buf->map_len);
+	if (s->exec_buf_fd >= 0) {
+		sw_fd_forget(s->exec_buf_fd);
+		sdp_sys.close(s->exec_buf_fd);
+	}
 	sw_holders_unmap(s);
 	sw_listeners_close(s);
 	sw_hello_token_drop(s);

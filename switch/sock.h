@@ -199,6 +199,8 @@ struct sw_sock {
 				 * marker, precede its data */
 	struct sw_fork_buf *fork_buf; /* data that arrived on the SAN before a
 				 * fork, shared by parent and child */
+	int exec_buf_fd;	/* the memfd under fork_buf made before an
+				 * exec, for the new program, or -1 */
 	struct sw_holders *holders; /* a pending upgrade kept across fork:
 				 * who holds the connection (holders.c) */
 	/* upgraded again after a downgrade (reupgrade.c): the kernel's

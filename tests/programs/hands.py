@@ -690,6 +690,37 @@ def t_fork_shutdown(ctx):
 		'fork, exact' % (first >> 20, rest >> 20))
 
 
+@run.test('exec-unread')
+def t_exec_unread(ctx):
+	"""The server, its connection carried, lets 4 MiB of the client's
+	pile up unread, then execs a new program on the connection (an
+	inetd-style hand-over): the bytes that came on the SAN before the
+	exec reach the new program through a memory file its switch maps,
+	the rest on TCP. The new program answers the length and SHA-256 of
+	what it read."""
+	first, rest = 4 * MIB, 4 * MIB
+	port = free_port()
+	srv = ctx.spawn('exec-sink-server', [PY, HANDS, 'exec-sink-server',
+					     str(port), str(first)])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send-shut-client', [PY, HANDS, 'send-shut-client',
+		      str(port), str(first), str(rest)], 60, ok=None)
+	srv.wait(30)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'],
+	      'bytes read on the SAN before an exec: %s; client stderr %s; '
+	      'server stderr %s' % (res, cli.err()[-400:], srv.err()[-400:]))
+	st = ctx.stats()
+	cs = by_pid(st, cli.pid)
+	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
+	      san_tx(cs[0]) > 0,
+	      'client: not carried before the exec: %s' %
+	      '; '.join(fmt_conn(c) for c in cs))
+	return ('%d MiB carried, %d MiB more across the exec of the '
+		'server, exact (%d bytes sent on the SAN)' %
+		(first >> 20, rest >> 20, san_tx(cs[0])))
+
+
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
 	processes whose program name starts with prefix."""
@@ -861,6 +892,7 @@ if __name__ == '__main__':
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
+			 'exec-unread',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())

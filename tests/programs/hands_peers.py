@@ -262,6 +262,33 @@ def cmd_fork_sink_server(port, first):
 	os._exit(0)
 
 
+def cmd_exec_sink_server(port, first):
+	"""As fork-sink-server, but the server execs a new program on the
+	connection instead of forking: bytes that came on the SAN before the
+	exec and were not read must reach the new program."""
+	import time
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	read_exact(c, first, c.sendall)
+	time.sleep(0.5)
+	os.set_inheritable(c.fileno(), True)
+	os.execv(sys.executable, [sys.executable, __file__, 'exec-sink-reader',
+				  '0', str(c.fileno())])
+
+
+def cmd_exec_sink_reader(fd):
+	"""The program exec'd: reads to the end of the stream, answers its
+	length and SHA-256."""
+	c = socket.socket(fileno=fd)
+	n, sha = drain(c.recv, lambda d: None)
+	c.sendall(('%d %s\n' % (n, sha)).encode())
+	c.close()
+
+
 def cmd_send_shut_client(port, first, rest):
 	"""Echoes first bytes in 64 KiB round trips, then sends rest bytes,
 	shuts its sending side down without reading, and checks the
@@ -300,6 +327,10 @@ def main():
 		cmd_poll_client(port, int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'fork-sink-server':
 		cmd_fork_sink_server(port, int(sys.argv[3]))
+	elif cmd == 'exec-sink-server':
+		cmd_exec_sink_server(port, int(sys.argv[3]))
+	elif cmd == 'exec-sink-reader':
+		cmd_exec_sink_reader(int(sys.argv[3]))
 	elif cmd == 'send-shut-client':
 		cmd_send_shut_client(port, int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'scm-carried-server':
