@@ -21,7 +21,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tree=$(cd "$here/../.." && pwd)
 O=build-lab
-ALL_TESTS="iperf3_1 iperf3_4 sockperf_pp sockperf_tp redis nginx_small nginx_1m xfer_up xfer_down"
+ALL_TESTS="iperf3_1 iperf3_4 sockperf_pp sockperf_tp redis nginx_small"
+ALL_TESTS="$ALL_TESTS nginx_1m xfer_up xfer_down"
 
 if [ "${1:-}" != --end ]; then
 	. "$here/common.sh"
@@ -88,14 +89,15 @@ else
 fi
 [ -f $RS ] || { echo "no $RS in the guest (package librdmacm1)"; exit 1; }
 
+SWENV="LD_PRELOAD=$SW SDP_PROVIDERS=verbs SDP_STAT_DIR=$work/stat"
 # preload MODE: the environment of one end for MODE
 preload()
 {
 	case $1 in
 	tcp) echo "X=1" ;;
 	rsocket) echo "LD_PRELOAD=$RS" ;;
-	switch) echo "LD_PRELOAD=$SW SDP_PROVIDERS=verbs SDP_STAT_DIR=$work/stat" ;;
-	read|write|copy) echo "LD_PRELOAD=$SW SDP_PROVIDERS=verbs SDP_STAT_DIR=$work/stat SDP_PATH=$1" ;;
+	switch) echo "$SWENV" ;;
+	read|write|copy) echo "$SWENV SDP_PATH=$1" ;;
 	esac
 }
 
@@ -117,7 +119,8 @@ server_cmd()
 	case $t in
 	iperf3_*) echo "iperf3 -s -p $p" ;;
 	sockperf_*) echo "sockperf sr --tcp -i $ip -p $p" ;;
-	redis) echo "redis-server --port $p --bind $ip --save '' --appendonly no --protected-mode no --daemonize no" ;;
+	redis) echo "redis-server --port $p --bind $ip --save ''" \
+		"--appendonly no --protected-mode no --daemonize no" ;;
 	nginx_*)
 		cat > $www/nginx-$p.conf <<EOF
 daemon off;
@@ -150,9 +153,11 @@ client_cmd()
 	case $t in
 	iperf3_1) echo "iperf3 -c $ip -p $p -t $SECS -f m" ;;
 	iperf3_4) echo "iperf3 -c $ip -p $p -t $SECS -f m -P 4" ;;
-	sockperf_pp) echo "sockperf pp --tcp -i $ip -p $p -m 64 -t $SECS --mps 400000" ;;
+	sockperf_pp) echo "sockperf pp --tcp -i $ip -p $p -m 64 -t $SECS" \
+		"--mps 400000" ;;
 	sockperf_tp) echo "sockperf tp --tcp -i $ip -p $p -m 65507 -t $SECS" ;;
-	redis) echo "redis-benchmark -h $ip -p $p -t set,get -n 4000 -c 8 --csv" ;;
+	redis) echo "redis-benchmark -h $ip -p $p -t set,get -n 4000 -c 8" \
+		"--csv" ;;
 	nginx_small) echo "wrk -t1 -c4 -d${SECS}s http://$ip:$p/small.html" ;;
 	nginx_1m) echo "wrk -t1 -c4 -d${SECS}s http://$ip:$p/big.bin" ;;
 	xfer_up) echo "$O/tests/sdp-xfer connect $ip $p send $BYTES ${3:-}" ;;
@@ -160,19 +165,21 @@ client_cmd()
 	esac
 }
 
-# figures OUT TEST: "metric value" lines from a client's output
+# figures OUT TEST: "metric value" lines from a client's output (OUT.srv:
+# the server's)
 figures()
 {
 	local f=$1 t=$2
+	local rcv='s/.* \([0-9.]*\) Mbits\/sec .*receiver.*/Mbit\/s \1/p'
 	case $t in
-	iperf3_1) sed -n 's/.* \([0-9.]*\) Mbits\/sec .*receiver.*/Mbit\/s \1/p' $f |
-		tail -n 1 ;;
-	iperf3_4) grep SUM $f |
-		sed -n 's/.* \([0-9.]*\) Mbits\/sec .*receiver.*/Mbit\/s \1/p' ;;
-	sockperf_pp) sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/p50_us \1/p' $f ;;
+	iperf3_1) sed -n "$rcv" $f | tail -n 1 ;;
+	iperf3_4) grep SUM $f | sed -n "$rcv" ;;
+	sockperf_pp) sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/p50_us \1/p' \
+		$f ;;
 	sockperf_tp) sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' $f |
 		awk '{ printf "MB/s %.1f\n", $1 * 65507 / 1e6 }' ;;
-	redis) awk -F'","' '/^"(SET|GET)"/ { gsub(/"/, "", $1); print tolower($1) "_req/s", $2 }' $f ;;
+	redis) awk -F'","' '/^"(SET|GET)"/ { gsub(/"/, "", $1);
+		print tolower($1) "_req/s", $2 }' $f ;;
 	nginx_*) sed -n 's/^Requests\/sec: *\([0-9.]*\).*/req\/s \1/p' $f ;;
 	xfer_*) sed -n 's/^RESULT receiver .*MBps=\([0-9.]*\).*/MB\/s \1/p' \
 		$f $f.srv ;;
@@ -246,8 +253,8 @@ listening()
 # the table of medians so far, from results.tsv (the client end)
 write_table()
 {
-	python3 - "$sync/results.tsv" "$ROUNDS" "$SECS" "$BYTES" "${LAB_TRANSPORT:-rxe}" \
-	> "$sync/table.md" <<'EOF'
+	python3 - "$sync/results.tsv" "$ROUNDS" "$SECS" "$BYTES" \
+		"${LAB_TRANSPORT:-rxe}" > "$sync/table.md" <<'EOF'
 import sys, statistics
 rows = {}
 order = []
@@ -315,6 +322,115 @@ for t, k in order:
 EOF
 }
 
+# serve_step: the server end of one step ($r $t $m $step $p $lim $x $sw)
+serve_step()
+{
+	local spid src
+
+	rm -rf $work/stat && mkdir -p $work/stat
+	# shellcheck disable=SC2046
+	(eval exec setsid env $(preload $m) timeout -k 5 $((lim + 30)) \
+		$(server_cmd $t $p $x)) > $work/srv.out 2>&1 &
+	spid=$!
+	echo "step $step: round $r $t $m: server $spid"
+	for _ in $(seq 100); do
+		listening $p && break
+		sleep 0.1
+	done
+	touch "$sync/ready.$step"
+	for _ in $(seq $((2 * lim + 60))); do
+		[ -f "$sync/done.$step" ] && break
+		sleep 0.5
+	done
+	# sdp-xfer ends with its client: each end checks its own sdp-stat
+	# file (the EXPECT argument)
+	if [ $sw = 1 ] && [ "${t#xfer_}" = $t ]; then
+		$STAT -d $work/stat --json --closed > $work/stat.json \
+			2>/dev/null
+		proof $work/stat.json $(min_conns $t) > "$sync/proof.$step"
+	fi
+	# a server that outlives its client (all but sdp-xfer) is stopped,
+	# its whole group, for good
+	case $t in
+	xfer_*) ;;
+	*) kill -TERM -- -$spid 2>/dev/null ;;
+	esac
+	for _ in $(seq 50); do
+		kill -0 $spid 2>/dev/null || break
+		sleep 0.2
+	done
+	kill -KILL -- -$spid 2>/dev/null
+	wait $spid
+	src=$?
+	case $t in xfer_*) ;; *) src=0 ;; esac
+	echo $src > "$sync/srv.$step"
+	echo "step $step: server exit $src"
+	cp $work/srv.out "$sync/srv.$step.out"
+}
+
+# xfer_proof CRC SRC: sdp-xfer's runs, proven by both ends' own check
+xfer_proof()
+{
+	local out=$work/cli.out
+	local v="^[a-z]*: path verbs"
+
+	if [ "$1" = 0 ] && [ "$2" = 0 ] && grep -q "$v" $out &&
+	   grep -q "$v" $out.srv; then
+		echo "ok verbs at both ends (sdp-xfer's own sdp-stat)"
+	else
+		echo "not carried: sdp-xfer's own check"
+	fi
+}
+
+# client_step: the client end of one step; appends to results.tsv
+client_step()
+{
+	local crc src pr note f k v
+
+	for _ in $(seq 120); do
+		[ -f "$sync/ready.$step" ] && break
+		sleep 0.5
+	done
+	# shellcheck disable=SC2046
+	(eval exec env $(preload $m) timeout -k 5 $lim \
+		$(client_cmd $t $p $x)) > $work/cli.out 2>&1
+	crc=$?
+	[ -f "$sync/ready.$step" ] || crc="$crc, no server"
+	touch "$sync/done.$step"
+	for _ in $(seq $((2 * lim + 60))); do
+		[ -f "$sync/srv.$step" ] && break
+		sleep 0.5
+	done
+	src=$(cat "$sync/srv.$step" 2>/dev/null || echo lost)
+	rm -f $work/cli.out.srv
+	cp "$sync/srv.$step.out" $work/cli.out.srv 2>/dev/null
+	pr=-
+	if [ $sw = 1 ] && [ "${t#xfer_}" != $t ]; then
+		pr=$(xfer_proof "$crc" "$src")
+	elif [ $sw = 1 ]; then
+		pr=$(cat "$sync/proof.$step" 2>/dev/null)
+	fi
+	note=""
+	[ "$crc" = 0 ] || note="client exit $crc"
+	[ "$src" = 0 ] || note="$note server exit $src"
+	[ $sw = 1 ] && [ "${pr%% *}" != ok ] && note="$note not on verbs: $pr"
+	f=$(figures $work/cli.out $t)
+	[ -n "$f" ] || note="$note no figure"
+	echo "--- round $r $t $m: $(echo ${f:-FAIL})" \
+		"${note:+($note)} proof: $pr"
+	if [ -n "$note" ]; then
+		sed 's/^/  | /' $work/cli.out | tail -n 6
+		sed 's/^/  server| /' $work/cli.out.srv 2>/dev/null | tail -n 4
+		f=$(for k in $(metrics $t); do echo "$k FAIL"; done)
+	fi
+	echo "$f" | while read -r k v; do
+		printf '%s\t%s\t%s\t%s\t%s\n' $r $t $m "$k" "$v"
+	done >> "$sync/results.tsv"
+	if [ "${crc%%,*}" = 124 ]; then
+		echo "timed out in round $r" > "$sync/skip.$t.$m"
+	fi
+}
+
 # A test that ran out of time in one mode (a preload that cannot drive
 # that program) is not run again in that mode: the client leaves
 # skip.TEST.MODE for both ends.
@@ -327,107 +443,22 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			lim=$((SECS + 25))
 			case $t in xfer_*) lim=240 ;; esac
 			if [ -f "$sync/skip.$t.$m" ]; then
-				[ $role = client ] &&
-					for k in $(metrics $t); do
-						printf '%s\t%s\t%s\t%s\t%s\n' $r $t \
-							$m "$k" SKIP
-					done >> "$sync/results.tsv"
+				[ $role = server ] && continue
+				for k in $(metrics $t); do
+					printf '%s\t%s\t%s\t%s\tSKIP\n' \
+						$r $t $m "$k"
+				done >> "$sync/results.tsv"
 				continue
 			fi
 			x=""
 			sw=0
-			case $m in switch|read|write|copy) x=verbs; sw=1 ;; esac
+			case $m in
+			switch|read|write|copy) x=verbs; sw=1 ;;
+			esac
 			if [ $role = server ]; then
-				rm -rf $work/stat && mkdir -p $work/stat
-				# shellcheck disable=SC2046
-				(eval exec setsid env $(preload $m) timeout -k 5 \
-					$((lim + 30)) $(server_cmd $t $p $x)) \
-					> $work/srv.out 2>&1 &
-				spid=$!
-				echo "step $step: round $r $t $m: server $spid"
-				for _ in $(seq 100); do
-					listening $p && break
-					sleep 0.1
-				done
-				touch "$sync/ready.$step"
-				for _ in $(seq $((2 * lim + 60))); do
-					[ -f "$sync/done.$step" ] && break
-					sleep 0.5
-				done
-				# sdp-xfer ends with its client: each end checks
-				# its own sdp-stat file (the EXPECT argument)
-				if [ $sw = 1 ] && [ "${t#xfer_}" = $t ]; then
-					$STAT -d $work/stat --json --closed \
-						> $work/stat.json 2>/dev/null
-					proof $work/stat.json $(min_conns $t) \
-						> "$sync/proof.$step"
-				fi
-				# a server that outlives its client (all but
-				# sdp-xfer) is stopped, its whole group, for good
-				case $t in
-				xfer_*) ;;
-				*) kill -TERM -- -$spid 2>/dev/null ;;
-				esac
-				for _ in $(seq 50); do
-					kill -0 $spid 2>/dev/null || break
-					sleep 0.2
-				done
-				kill -KILL -- -$spid 2>/dev/null
-				wait $spid
-				src=$?
-				case $t in xfer_*) ;; *) src=0 ;; esac
-				echo $src > "$sync/srv.$step"
-				echo "step $step: server exit $src"
-				cp $work/srv.out "$sync/srv.$step.out"
+				serve_step
 			else
-				for _ in $(seq 120); do
-					[ -f "$sync/ready.$step" ] && break
-					sleep 0.5
-				done
-				# shellcheck disable=SC2046
-				(eval exec env $(preload $m) timeout -k 5 $lim \
-					$(client_cmd $t $p $x)) > $work/cli.out 2>&1
-				crc=$?
-				[ -f "$sync/ready.$step" ] || crc="$crc, no server"
-				touch "$sync/done.$step"
-				for _ in $(seq $((2 * lim + 60))); do
-					[ -f "$sync/srv.$step" ] && break
-					sleep 0.5
-				done
-				src=$(cat "$sync/srv.$step" 2>/dev/null || echo lost)
-				rm -f $work/cli.out.srv
-				cp "$sync/srv.$step.out" $work/cli.out.srv 2>/dev/null
-				pr=-
-				[ $sw = 1 ] && pr=$(cat "$sync/proof.$step" 2>/dev/null)
-				if [ $sw = 1 ] && [ "${t#xfer_}" != $t ]; then
-					pr="not carried: sdp-xfer's own check"
-					[ "$crc" = 0 ] && [ "$src" = 0 ] &&
-						grep -q "^[a-z]*: path verbs" $work/cli.out &&
-						grep -q "^[a-z]*: path verbs" $work/cli.out.srv &&
-						pr="ok verbs at both ends (sdp-xfer's own sdp-stat)"
-				fi
-				note=""
-				[ "$crc" = 0 ] || note="client exit $crc"
-				[ "$src" = 0 ] || note="$note server exit $src"
-				if [ $sw = 1 ] && [ "${pr%% *}" != ok ]; then
-					note="$note not on verbs: $pr"
-				fi
-				f=$(figures $work/cli.out $t)
-				[ -n "$f" ] || note="$note no figure"
-				echo "--- round $r $t $m: $(echo ${f:-FAIL}) ${note:+($note)} proof: $pr"
-				if [ -n "$note" ]; then
-					sed 's/^/  | /' $work/cli.out | tail -n 6
-					sed 's/^/  server| /' $work/cli.out.srv 2>/dev/null |
-						tail -n 4
-					f=$(for k in $(metrics $t); do
-						echo "$k FAIL"
-					done)
-				fi
-				echo "$f" | while read -r k v; do
-					printf '%s\t%s\t%s\t%s\t%s\n' $r $t $m "$k" "$v"
-				done >> "$sync/results.tsv"
-				[ "${crc%%,*}" = 124 ] &&
-					echo "timed out in round $r" > "$sync/skip.$t.$m"
+				client_step
 			fi
 		done
 	done
