@@ -363,9 +363,10 @@ serve_step()
 	wait $spid
 	src=$?
 	case $t in xfer_*) ;; *) src=0 ;; esac
+	# the output first: srv.STEP tells the client it may read it
+	cp $work/srv.out "$sync/srv.$step.out"
 	echo $src > "$sync/srv.$step"
 	echo "step $step: server exit $src"
-	cp $work/srv.out "$sync/srv.$step.out"
 }
 
 # xfer_proof CRC SRC: sdp-xfer's runs, proven by both ends' own check
