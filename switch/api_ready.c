@@ -355,10 +355,14 @@ int sw_poll_upgrade_fds(struct sw_sock *s, int *fds, int max, bool *tcp_in,
 	if (!max)
 		goto unlock;
 	/* the upgrade thread moves it on (or gives it its turn): the
-	 * program's sleep needs neither a bound nor fds for it */
+	 * program's sleep needs no fds for it, and no bound */
 	if (!sw_turn_driven(s)) {
 		*nap_ms = sw_upgrade_nap_ms(s);
 		n = sw_upgrade_fds(s, fds, max, &fd);
+	} else {
+		/* except across a wire, where the thread's switch point
+		 * leaves the rest to the program (sw_upgrade_turn_nap_ms) */
+		*nap_ms = sw_upgrade_turn_nap_ms(s);
 	}
 	/* look once more before the caller sleeps */
 	sw_upgrade_advance(s);

@@ -721,6 +721,34 @@ bool sw_upgrade_can_give_up(const struct sw_sock *s)
 	return s->is_client ? !s->ss.setup_rcvd : !s->ss.setup_sent;
 }
 
+/* Whether the provider of s's upgrade (chosen, or one its client listens
+ * on) crosses a wire: its peer's SWITCH then rings no doorbell. */
+static bool upgrade_crosses_wire(const struct sw_sock *s)
+{
+	int i;
+
+	if (s->ss.prov)
+		return !(s->ss.prov->mod.info.caps & SDP_CAP_LOCAL_ONLY);
+	if (!s->is_client)
+		return s->up_prov &&
+		       !(s->up_prov->mod.info.caps & SDP_CAP_LOCAL_ONLY);
+	for (i = 0; i < sw_nproviders; i++)
+		if (s->plisten[i] &&
+		    !(sw_providers[i].mod.info.caps & SDP_CAP_LOCAL_ONLY))
+			return true;
+	return false;
+}
+
+int sw_upgrade_turn_nap_ms(struct sw_sock *s)
+{
+	if (!upgrade_crosses_wire(s))
+		return 0;
+	s->nap_ms = s->nap_ms ? s->nap_ms * 2 : 1;
+	if (s->nap_ms > SW_TURN_NAP_MAX_MS)
+		s->nap_ms = SW_TURN_NAP_MAX_MS;
+	return (int)s->nap_ms;
+}
+
 int sw_upgrade_nap_ms(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;

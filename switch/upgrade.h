@@ -39,6 +39,19 @@ bool sw_upgrade_can_give_up(const struct sw_sock *s);
  * the handshake's steps come with no wake-up (sw_upgrade_nap_ms). */
 int sw_upgrade_nap_ms(struct sw_sock *s);
 
+/*
+ * The same for a connection whose upgrade the upgrade thread moves on (it
+ * holds a turn): 0 on a provider local to this host, whose peer's SWITCH
+ * rings a doorbell on TCP. Across a wire the thread may take this side's
+ * switch point while the program sleeps; the peer's SWITCH and the bytes
+ * behind it then come on the provider with no doorbell, and only a sleep
+ * that watches the CQ sees them (sw_upgrade_fds), which one set up before
+ * the switch point does not: it is bounded, 1, 2, 4 ..
+ * SW_TURN_NAP_MAX_MS ms, so that the program looks again.
+ */
+#define SW_TURN_NAP_MAX_MS 32
+int sw_upgrade_turn_nap_ms(struct sw_sock *s);
+
 /* Takes the upgrade's next steps if it is pending, never waiting. */
 void sw_upgrade_advance(struct sw_sock *s);
 

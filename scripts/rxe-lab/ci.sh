@@ -4,8 +4,8 @@
 # soft-RoCE one VM builds everything the lab needs into build-lab/ and runs
 # the conformance suite on verbs, and two VMs run one cross-VM switch test
 # (a 256 MiB hashed transfer over verbs); then on soft-iWARP one VM runs the
-# conformance suite on verbs and the switch between two processes: a
-# transfer and the epoll echo server.
+# conformance suite on verbs and the switch between two processes: iperf3,
+# a transfer and the epoll echo server.
 # Prints each part's wall time; exits non-zero when any part fails.
 # `make check-rxe` is the full run (LAB_TRANSPORT=siw for soft-iWARP).
 set -uo pipefail
@@ -47,7 +47,7 @@ part "soft-RoCE: the switch across two VMs (xfer_up, 256 MiB)" \
 part "soft-iWARP: conformance suite on verbs and the switch (one VM)" \
 	env LAB_TRANSPORT=siw LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
 	"$here/run.sh" -c "$conformance || exit 1
-SWT_STEPS='xfer_up echo' SWT_BYTES=67108864 SWT_TIMEOUT=150 \
+SWT_STEPS='iperf3 xfer_up echo' SWT_BYTES=67108864 SWT_TIMEOUT=150 \
 	bash tests/lab/switch-tests.sh local"
 echo "rxe-lab ci:$times"
 echo "rxe-lab ci: $([ $rc = 0 ] && echo PASS || echo FAIL) after $(( $(date +%s) - t0 )) s"

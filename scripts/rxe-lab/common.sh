@@ -11,12 +11,14 @@ LAB_SUITE=bookworm
 # Guest packages on top of debootstrap's minbase: the kernel (ships
 # rdma_rxe.ko), rdma-core user space and its headers, the tool chain and Check
 # (the conformance suite and unit tests build in the guest), the programs the
-# integration tests and benchmarks drive.
+# integration tests and benchmarks drive (iperf3, sockperf, redis-server with
+# redis-benchmark, nginx with wrk).
 LAB_PKGS="linux-image-amd64 initramfs-tools kmod iproute2 procps udev
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	libibverbs-dev librdmacm-dev build-essential pkg-config make
 	check libsubunit-dev iperf3 sockperf netcat-openbsd strace
-	python3 ${SDP_LAB_EXTRA_PKGS:-}"
+	python3 redis-server redis-tools nginx-light wrk
+	${SDP_LAB_EXTRA_PKGS:-}"
 LAB_PKGS=$(echo $LAB_PKGS)
 
 lab_say()
@@ -49,17 +51,26 @@ lab_image_ready()
 # VM 2 (192.168.100.2) CLIENT_CMD two seconds later; their logs go to OUT
 # and are shown with each VM's exit status, its role named "server" or
 # "client" followed by WHAT (" end", or ""). Returns 0 only when both VMs
-# exit 0.
+# exit 0. LAB_CABLE=udp makes the cable UDP datagrams instead of a TCP
+# stream: a full receiver drops frames, as a wire does, where the stream
+# holds the sender's transmit queue (a stream cable wedged for good under
+# iperf3 -P 4 over soft-iWARP, the sender's NETDEV WATCHDOG firing).
 lab_two_vms()
 {
-	local out=$1 srv=$2 cli=$3 what=$4 cable vm1 rc1 rc2
+	local out=$1 srv=$2 cli=$3 what=$4 cable vm1 rc1 rc2 l1 l2
 
 	cable=$(( 30000 + RANDOM % 20000 ))
-	LAB_LINK=listen:$cable LAB_LINK_IP=192.168.100.1 \
+	l1=listen:$cable
+	l2=connect:$cable
+	if [ "${LAB_CABLE:-tcp}" = udp ]; then
+		l1=udp:$cable:$((cable + 1))
+		l2=udp:$((cable + 1)):$cable
+	fi
+	LAB_LINK=$l1 LAB_LINK_IP=192.168.100.1 \
 		"$LAB_DIR/run.sh" -c "$srv" > "$out/vm1.log" 2>&1 &
 	vm1=$!
 	sleep 2
-	LAB_LINK=connect:$cable LAB_LINK_IP=192.168.100.2 \
+	LAB_LINK=$l2 LAB_LINK_IP=192.168.100.2 \
 		"$LAB_DIR/run.sh" -c "$cli" > "$out/vm2.log" 2>&1
 	rc2=$?
 	wait $vm1

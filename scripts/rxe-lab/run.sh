@@ -13,9 +13,11 @@
 # Environment:
 #   LAB_TIMEOUT=S   wall-clock bound of the whole run (default 1200)
 #   LAB_MEM=MiB (2048)  LAB_SMP=N (2)
-#   LAB_LINK=listen:PORT|connect:PORT  LAB_LINK_IP=192.168.100.N
-#                   a second NIC joined by a qemu socket to another lab VM,
-#                   with the transport's second device on it (two-vm.sh)
+#   LAB_LINK=listen:PORT|connect:PORT|udp:PORT:PEER_PORT
+#   LAB_LINK_IP=192.168.100.N
+#                   a second NIC joined by a qemu socket to another lab VM
+#                   (a TCP stream, or UDP datagrams between two local
+#                   ports), with the transport's second device on it
 #   LAB_TRANSPORT=rxe|siw  soft-RoCE (default) or soft-iWARP devices
 #   LAB_KEEP=1      keep the run directory even on success
 set -euo pipefail
@@ -67,11 +69,12 @@ if [ -n "${LAB_LINK:-}" ]; then
 	mode=${LAB_LINK%%:*}
 	port=${LAB_LINK#*:}
 	case "$mode" in
-	listen|connect) ;;
-	*) lab_die "LAB_LINK must be listen:PORT or connect:PORT, not '$LAB_LINK'" ;;
+	listen|connect) nd="socket,id=n1,$mode=127.0.0.1:$port" ;;
+	udp) nd="socket,id=n1,udp=127.0.0.1:${port#*:},localaddr=127.0.0.1:${port%%:*}" ;;
+	*) lab_die "LAB_LINK must be listen:PORT, connect:PORT or udp:PORT:PEER_PORT, not '$LAB_LINK'" ;;
 	esac
 	[ -n "${LAB_LINK_IP:-}" ] || lab_die "LAB_LINK needs LAB_LINK_IP (192.168.100.N)"
-	qemu+=(-netdev "socket,id=n1,$mode=127.0.0.1:$port"
+	qemu+=(-netdev "$nd"
 	       -device "virtio-net-pci,netdev=n1,romfile=,mac=52:54:00:5d:00:$(printf %02x "${LAB_LINK_IP##*.}")")
 fi
 
