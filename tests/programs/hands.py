@@ -658,6 +658,31 @@ def t_sandbox_self(ctx):
 	return sandboxed(ctx, 'sandbox-self-server')
 
 
+def sink_across(ctx, server, what):
+	"""4 MiB of round trips carried, then 4 MiB more that the server
+	(server, a hands_peers command) lets pile up before it hands the
+	connection over (what: 'fork' or 'exec'), then the client's
+	shutdown; the new holder answers the length and SHA-256 of what it
+	read. Returns the client's connection."""
+	first, rest = 4 * MIB, 4 * MIB
+	port = free_port()
+	srv = ctx.spawn(server, [PY, HANDS, server, str(port), str(first)])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send-shut-client', [PY, HANDS, 'send-shut-client',
+		      str(port), str(first), str(rest)], 60, ok=None)
+	srv.wait(30)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'],
+	      'send then shutdown across a %s: %s; client stderr %s; server '
+	      'stderr %s' % (what, res, cli.err()[-400:], srv.err()[-400:]))
+	cs = by_pid(ctx.stats(), cli.pid)
+	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
+	      san_tx(cs[0]) + san_rx(cs[0]) > 0,
+	      'client: not carried before the %s: %s' %
+	      (what, '; '.join(fmt_conn(c) for c in cs)))
+	return cs[0]
+
+
 @run.test('fork-shutdown')
 def t_fork_shutdown(ctx):
 	"""The server forks while the client, its connection carried, is
@@ -668,26 +693,8 @@ def t_fork_shutdown(ctx):
 	behind its marker (a FIN message after the DOWNGRADE is a protocol
 	error that closes the connection). The server's child answers the
 	length and SHA-256 of what it read."""
-	first, rest = 4 * MIB, 4 * MIB
-	port = free_port()
-	srv = ctx.spawn('fork-sink-server', [PY, HANDS, 'fork-sink-server',
-					     str(port), str(first)])
-	ctx.wait_listen(port, srv)
-	cli = ctx.run('send-shut-client', [PY, HANDS, 'send-shut-client',
-		      str(port), str(first), str(rest)], 60, ok=None)
-	srv.wait(30)
-	res = cli.json_lines()
-	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'],
-	      'send then shutdown across a fork: %s; client stderr %s; server '
-	      'stderr %s' % (res, cli.err()[-400:], srv.err()[-400:]))
-	st = ctx.stats()
-	cs = by_pid(st, cli.pid)
-	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
-	      san_tx(cs[0]) + san_rx(cs[0]) > 0,
-	      'client: not carried before the fork: %s' %
-	      '; '.join(fmt_conn(c) for c in cs))
-	return ('%d MiB carried, %d MiB more and a shutdown across the '
-		'fork, exact' % (first >> 20, rest >> 20))
+	sink_across(ctx, 'fork-sink-server', 'fork')
+	return '4 MiB carried, 4 MiB more and a shutdown across the fork, exact'
 
 
 @run.test('exec-unread')
@@ -698,27 +705,9 @@ def t_exec_unread(ctx):
 	exec reach the new program through a memory file its switch maps,
 	the rest on TCP. The new program answers the length and SHA-256 of
 	what it read."""
-	first, rest = 4 * MIB, 4 * MIB
-	port = free_port()
-	srv = ctx.spawn('exec-sink-server', [PY, HANDS, 'exec-sink-server',
-					     str(port), str(first)])
-	ctx.wait_listen(port, srv)
-	cli = ctx.run('send-shut-client', [PY, HANDS, 'send-shut-client',
-		      str(port), str(first), str(rest)], 60, ok=None)
-	srv.wait(30)
-	res = cli.json_lines()
-	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'],
-	      'bytes read on the SAN before an exec: %s; client stderr %s; '
-	      'server stderr %s' % (res, cli.err()[-400:], srv.err()[-400:]))
-	st = ctx.stats()
-	cs = by_pid(st, cli.pid)
-	check(len(cs) == 1 and cs[0]['provider'] == 'shm' and
-	      san_tx(cs[0]) > 0,
-	      'client: not carried before the exec: %s' %
-	      '; '.join(fmt_conn(c) for c in cs))
-	return ('%d MiB carried, %d MiB more across the exec of the '
-		'server, exact (%d bytes sent on the SAN)' %
-		(first >> 20, rest >> 20, san_tx(cs[0])))
+	c = sink_across(ctx, 'exec-sink-server', 'exec')
+	return ('4 MiB carried, 4 MiB more across the exec of the server, '
+		'exact (%d bytes sent on the SAN)' % san_tx(c))
 
 
 def all_conns(st, prefix):

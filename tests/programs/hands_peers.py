@@ -160,6 +160,19 @@ def cmd_scm_carried_server(port, first):
 	scm_server(port, first)
 
 
+def accept_echo(port, first):
+	"""Accepts one connection and echoes its first bytes in 64 KiB round
+	trips (the SAN carries them); returns the connection."""
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	read_exact(c, first, c.sendall)
+	return c
+
+
 def cmd_sandbox_server(port, first, fork=True):
 	"""sshd -r in miniature: the process that accepted echoes the first
 	bytes (the SAN carries them), then forks a child and waits for it
@@ -169,13 +182,7 @@ def cmd_sandbox_server(port, first, fork=True):
 	echoes the rest. One connection. Without fork the process that
 	accepted steps into the sandbox itself."""
 	import ctypes
-	ls = socket.socket()
-	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-	ls.bind((HOST, port))
-	ls.listen(1)
-	c, _ = ls.accept()
-	ls.close()
-	read_exact(c, first, c.sendall)
+	c = accept_echo(port, first)
 	pid = os.fork() if fork else 0
 	if pid:
 		os.waitpid(pid, 0)
@@ -236,21 +243,22 @@ def cmd_poll_client(port, first, rest):
 	     'ok': got == sent and rh.hexdigest() == sh.hexdigest()})
 
 
+def sink_accept(port, first):
+	"""accept_echo, then the client's next bytes pile up for half a
+	second; returns the connection."""
+	import time
+	c = accept_echo(port, first)
+	time.sleep(0.5)
+	return c
+
+
 def cmd_fork_sink_server(port, first):
 	"""Echoes the first bytes of one connection in 64 KiB round trips
 	(the SAN carries them), lets the client's next bytes pile up for
 	half a second, then forks: the child reads to the end of the stream
 	and answers its length and SHA-256 in one line, the parent closes
 	its copy."""
-	import time
-	ls = socket.socket()
-	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-	ls.bind((HOST, port))
-	ls.listen(1)
-	c, _ = ls.accept()
-	ls.close()
-	read_exact(c, first, c.sendall)
-	time.sleep(0.5)
+	c = sink_accept(port, first)
 	pid = os.fork()
 	if pid:
 		c.close()
@@ -266,15 +274,7 @@ def cmd_exec_sink_server(port, first):
 	"""As fork-sink-server, but the server execs a new program on the
 	connection instead of forking: bytes that came on the SAN before the
 	exec and were not read must reach the new program."""
-	import time
-	ls = socket.socket()
-	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-	ls.bind((HOST, port))
-	ls.listen(1)
-	c, _ = ls.accept()
-	ls.close()
-	read_exact(c, first, c.sendall)
-	time.sleep(0.5)
+	c = sink_accept(port, first)
 	os.set_inheritable(c.fileno(), True)
 	os.execv(sys.executable, [sys.executable, __file__, 'exec-sink-reader',
 				  '0', str(c.fileno())])
