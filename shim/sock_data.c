@@ -133,7 +133,8 @@ static struct sw_sock *shim_sock(int fd)
  * switch: the frame it interrupted may hold the locks the call needs. Nor
  * may its call reach the TCP socket of a connection the switch has a part
  * in, where the switch's markers travel and the program's bytes are not.
- * It fails with EAGAIN (docs/semantics.md, "Signal handlers").
+ * It fails with EAGAIN (docs/semantics.md, "Socket calls inside signal
+ * handlers").
  */
 static bool shim_refused(int fd)
 {

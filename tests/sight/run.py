@@ -114,7 +114,9 @@ def state_of(out):
 
 # ---- liburing ---------------------------------------------------------------
 
-def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20, family=4):
+def uring_pair(c, smode, cmode, spre, cpre, nbytes, family):
+	"""uring_peer's server and client in the modes given; returns their
+	outputs (server, client)."""
 	port = free_port()
 	prog = os.path.join(c.opts.bin, 'uring_peer')
 	s = c.spawn('server', [prog, 'server', port, smode, nbytes, family],
@@ -123,7 +125,11 @@ def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20, family=4):
 	k = c.spawn('client', [prog, 'client', port, cmode, nbytes, family],
 		    cpre)
 	kout = c.finish(k, 120)
-	sout = c.finish(s, 30)
+	return c.finish(s, 30), kout
+
+
+def uring_case(c, smode, cmode, spre, cpre, nbytes=16 << 20, family=4):
+	sout, kout = uring_pair(c, smode, cmode, spre, cpre, nbytes, family)
 	ends = [('server', smode, spre, sout), ('client', cmode, cpre, kout)]
 	ring = any(m in ('uring', 'mixed') for _, m, pre, _ in ends if pre)
 	late = any(m == 'late' for _, m, pre, _ in ends if pre)
@@ -176,16 +182,7 @@ def accept_case(c, smode, cmode, spre=1, cpre=1, family=4):
 	client's first bytes, and reads and writes with it: the client's hello
 	(sent at once, after the ring, or alone before a read of the server's
 	greeting) never reaches the ring (docs/protocol.md 2.2b)."""
-	port = free_port()
-	prog = os.path.join(c.opts.bin, 'uring_peer')
-	nbytes = 4 << 20
-	s = c.spawn('server', [prog, 'server', port, smode, nbytes, family],
-		    spre)
-	c.wait_listen(port, s)
-	k = c.spawn('client', [prog, 'client', port, cmode, nbytes, family],
-		    cpre)
-	kout = c.finish(k, 120)
-	sout = c.finish(s, 30)
+	sout, kout = uring_pair(c, smode, cmode, spre, cpre, 4 << 20, family)
 	sst, kst = state_of(sout), state_of(kout)
 	if spre:
 		check(sst is None or sst[0] == TCP,
