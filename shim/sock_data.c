@@ -128,6 +128,24 @@ static struct sw_sock *shim_sock(int fd)
 }
 
 /*
+ * The socket for a call that sends, or NULL when the kernel takes the
+ * call as the program made it: unmanaged, or (sw_send_by_kernel) in a
+ * process that stepped aside for a sandbox and still holds the socket
+ * only for bytes to read from memory. Its filter may allow write but not
+ * the sendmsg the switch would make of it.
+ */
+static struct sw_sock *shim_send_sock(int fd)
+{
+	struct sw_sock *s = shim_sock(fd);
+
+	if (s && sw_send_by_kernel(s)) {
+		sw_sock_unref(s);
+		return NULL;
+	}
+	return s;
+}
+
+/*
  * A signal handler that runs while this thread is inside the switch, and
  * not waiting there holding no lock (shim_on), cannot go through the
  * switch: the frame it interrupted may hold the locks the call needs. Nor
@@ -354,7 +372,7 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct sw_sock *s = shim_sock(fd);
+	struct sw_sock *s = shim_send_sock(fd);
 
 	if (!s) {
 		if (shim_refused(fd))
@@ -366,7 +384,7 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct sw_sock *s = shim_sock(fd);
+	struct sw_sock *s = shim_send_sock(fd);
 	struct msghdr m = { .msg_iov = (struct iovec *)iov };
 
 	if (!s) {
@@ -385,7 +403,7 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	struct sw_sock *s = shim_sock(fd);
+	struct sw_sock *s = shim_send_sock(fd);
 
 	if (!s) {
 		if (shim_refused(fd))
@@ -398,7 +416,7 @@ SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 			   const struct sockaddr *addr, socklen_t alen)
 {
-	struct sw_sock *s = shim_sock(fd);
+	struct sw_sock *s = shim_send_sock(fd);
 
 	if (!s) {
 		if (shim_refused(fd))
@@ -410,7 +428,7 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	struct sw_sock *s = shim_sock(fd);
+	struct sw_sock *s = shim_send_sock(fd);
 
 	if (!s) {
 		if (shim_refused(fd))
@@ -427,7 +445,7 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			 int flags)
 {
-	struct sw_sock *s = shim_sock(fd);
+	struct sw_sock *s = shim_send_sock(fd);
 	unsigned int i;
 	ssize_t r;
 

@@ -42,7 +42,7 @@ struct sw_config sw_cfg = {
 	.upgrade_after_bytes = 65536,
 	.upgrade_timeout_ms = 2000,
 	.upgrade_max = 64,
-	.reupgrade = 0,
+	.reupgrade = 1,
 	.path = SW_PATH_AUTO,
 };
 

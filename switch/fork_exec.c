@@ -566,6 +566,18 @@ void sw_before_sandbox(void)
 	free(skips);
 }
 
+bool sw_send_by_kernel(struct sw_sock *s)
+{
+	bool plain;
+
+	if (!atomic_load(&stepped_aside))
+		return false;
+	pthread_mutex_lock(&s->lock);
+	plain = s->state == SW_TCP && !s->closed;
+	pthread_mutex_unlock(&s->lock);
+	return plain;
+}
+
 bool sw_sock_inherit_done(struct sw_sock *s)
 {
 	bool done;

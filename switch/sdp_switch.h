@@ -210,6 +210,11 @@ struct sw_sock *sw_sock_inherit_bytes(int fd, unsigned long long ino,
  * program's calls on it then go to the kernel as they are, which a
  * seccomp sandbox may require). */
 bool sw_sock_inherit_done(struct sw_sock *s);
+/* Once the process stepped aside for a sandbox, a socket still managed
+ * only for the bytes the switch keeps for it to read (sw_sock_inherit_done
+ * says false until they are read) sends with the program's own call: its
+ * send side is plain TCP, and the filter may allow only that call. */
+bool sw_send_by_kernel(struct sw_sock *s);
 /* The process is about to enter a seccomp sandbox (prctl PR_SET_SECCOMP),
  * whose filter may kill it for calls the switch makes (sendmsg, kill,
  * the providers'): every connection returns to plain TCP, kept upgrades

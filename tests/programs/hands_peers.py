@@ -173,24 +173,55 @@ def accept_echo(port, first):
 	return c
 
 
+def seccomp_sandbox():
+	"""Enters a seccomp filter that kills the process on sendmsg, recvmsg
+	and kill, as sshd's pre-auth sandbox does (its filter allows read,
+	write and the calls Python's recv and sendall make)."""
+	import ctypes
+	import struct
+	ld, jeq, ret = 0x20, 0x15, 0x06	# BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET
+	insns = [(ld, 0, 0, 4),			# arch
+		 (jeq, 0, 5, 0xc000003e),	# x86_64, else allow
+		 (ld, 0, 0, 0),			# syscall number
+		 (jeq, 3, 0, 46),		# sendmsg
+		 (jeq, 2, 0, 47),		# recvmsg
+		 (jeq, 1, 0, 62),		# kill
+		 (ret, 0, 0, 0x7fff0000),	# SECCOMP_RET_ALLOW
+		 (ret, 0, 0, 0x80000000)]	# SECCOMP_RET_KILL_PROCESS
+	code = b''.join(struct.pack('HBBI', *i) for i in insns)
+	buf = ctypes.create_string_buffer(code, len(code))
+	prog = struct.pack('HxxxxxxP', len(insns), ctypes.addressof(buf))
+	pbuf = ctypes.create_string_buffer(prog, len(prog))
+	libc = ctypes.CDLL(None, use_errno=True)
+	if libc.prctl(38, 1, 0, 0, 0) or \
+	   libc.prctl(22, 2, ctypes.byref(pbuf), 0, 0):
+		raise OSError(ctypes.get_errno(), 'seccomp filter refused')
+
+
 def cmd_sandbox_server(port, first, fork=True):
 	"""sshd -r in miniature: the process that accepted echoes the first
-	bytes (the SAN carries them), then forks a child and waits for it
-	holding its copy; the child, as sshd's pre-auth child, steps into a
-	seccomp sandbox (the switch returns its connections to TCP first:
-	the prctl, whose filter argument is left out, fails with EFAULT) and
-	echoes the rest. One connection. Without fork the process that
-	accepted steps into the sandbox itself."""
-	import ctypes
+	bytes (the SAN carries them), lets the client's next bytes pile up
+	on the SAN (sshd's client sends its KEXINIT unasked), then forks a
+	child and waits for it holding its copy; the child, as sshd's
+	pre-auth child, steps into a seccomp sandbox that kills it on the
+	calls sshd's filter forbids (the switch returns its connections to
+	TCP first, and keeps the bytes that came on the SAN for the child to
+	read) and echoes the rest, writing while those bytes are still
+	unread. One connection. Without fork the process that accepted steps
+	into the sandbox itself."""
+	import time
 	c = accept_echo(port, first)
+	time.sleep(0.3)
 	pid = os.fork() if fork else 0
 	if pid:
-		os.waitpid(pid, 0)
+		_, st = os.waitpid(pid, 0)
 		c.close()
+		if st:
+			sys.stderr.write('sandboxed child: wait status 0x%x\n'
+					 % st)
 		return
-	libc = ctypes.CDLL(None, use_errno=True)
-	libc.prctl(22, 2, None, None, None)	# PR_SET_SECCOMP, FILTER
-	n, sha = drain(c.recv, c.sendall)
+	seccomp_sandbox()
+	n, sha = drain(lambda k: c.recv(min(k, 4096)), c.sendall)
 	c.shutdown(socket.SHUT_WR)
 	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
 	sys.stdout.flush()
