@@ -14,6 +14,7 @@
 #include "shim.h"
 #include "sock.h"
 #include "fdtable.h"
+#include "log.h"
 #include "readiness.h"
 #include "sys.h"
 
@@ -29,9 +30,10 @@ void *shim_resolve(const char *name)
 	if (!p) {
 		/* Nothing to fall back to: the C library lacks a function
 		 * the program called through us. */
-		fprintf(stderr, "sdp-switch: libc function %s not found; "
-			"check that libsdp_switch.so is preloaded into a "
-			"glibc program\n", name);
+		if (sw_stderr_is_log())
+			fprintf(stderr, "sdp-switch: libc function %s not "
+				"found; check that libsdp_switch.so is "
+				"preloaded into a glibc program\n", name);
 		errno = ENOSYS;
 	}
 	return p;
@@ -87,8 +89,9 @@ static void shim_init(void)
 	/* A wrapper may run before the constructors: resolve here too. */
 	sdp_sys_init();
 	if (fdt_init()) {
-		fprintf(stderr, "sdp-switch: no memory for the fd table; "
-			"all connections stay plain TCP\n");
+		if (sw_stderr_is_log())
+			fprintf(stderr, "sdp-switch: no memory for the fd "
+				"table; all connections stay plain TCP\n");
 		return;
 	}
 	shim_enter();

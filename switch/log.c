@@ -2,7 +2,8 @@
 /*
  * log.c - the switch's log, which the providers' lines join: levels from
  * SDP_LOG (config.c), written to stderr or to $SDP_LOG_FILE, one line per
- * event, prefixed with the pid so lines of both ends can be told apart.
+ * event, prefixed with the pid so lines of both ends can be told apart;
+ * never to a stderr that is a connection.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,10 @@
 #include "util.h"
 
 static int log_fd = 2;
+/* $JOURNAL_STREAM's device and inode: systemd's journal, when stderr is
+ * the socket it names */
+static unsigned long long journal_dev, journal_ino;
+static bool journal_known;
 /* the log file's identity: a number the program took over (a close the
  * shim did not see, then a new file on that number) is not written to */
 static dev_t log_dev;
@@ -32,6 +37,39 @@ static void provider_line(int level, const char *line)
 	sw_log(level, "provider: %s", line);
 }
 
+static bool journal_stream(unsigned long long *dev, unsigned long long *ino)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+
+	return js && sscanf(js, "%llu:%llu", dev, ino) == 2;
+}
+
+/*
+ * stderr takes the log's lines unless it is a socket: an inetd-style
+ * server (vsftpd, xinetd's and inetd's services, socat EXEC) has its
+ * connection on 0, 1 and 2, and a line there would reach the peer as the
+ * program's bytes. The one socket that is a log is systemd's journal,
+ * which names itself in $JOURNAL_STREAM (device:inode).
+ */
+bool sw_stderr_is_log(void)
+{
+	unsigned long long dev, ino;
+	struct stat sb;
+
+	if (fstat(2, &sb))
+		return false;
+	if (!S_ISSOCK(sb.st_mode))
+		return true;
+	if (journal_known) {
+		dev = journal_dev;
+		ino = journal_ino;
+	} else if (!journal_stream(&dev, &ino)) {
+		return false;
+	}
+	return dev == (unsigned long long)sb.st_dev &&
+	       ino == (unsigned long long)sb.st_ino;
+}
+
 /* Where the log goes: $SDP_LOG_FILE (appended to, made owner-only), else
  * stderr. A file that cannot be opened is said on stderr, once. */
 void sw_log_open(void)
@@ -39,6 +77,7 @@ void sw_log_open(void)
 	const char *f = getenv("SDP_LOG_FILE");
 
 	sdp_loader_set_log(provider_line);
+	journal_known = journal_stream(&journal_dev, &journal_ino);
 	if (f && *f) {
 		int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 			      0600);
@@ -114,7 +153,8 @@ void sw_log(int level, const char *fmt, ...)
 	/* the real write: never the program's wrapper, and only to the log
 	 * file itself (or stderr), never to a number the program now owns */
 	fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
-	if ((fd != 2 && !log_fd_ok(fd)) || !log_room(fd, n))
+	if ((fd != 2 && !log_fd_ok(fd)) || (fd == 2 && !sw_stderr_is_log()) ||
+	    !log_room(fd, n))
 		return;
 	if (sdp_sys.write(fd, line, n) < 0)
 		return;

@@ -250,6 +250,120 @@ def t_socat_fork(ctx):
 		n >> 20)
 
 
+@run.test('inetd-stderr')
+def t_inetd_stderr(ctx):
+	"""inetd's shape: socat execs sha256sum with the TCP connection on its
+	0, 1 and 2 (EXEC with nofork and stderr), the program's switch
+	logging at debug level to stderr. The connection is the program's
+	output: not one log line may reach the client, whose reply must be
+	the hash alone."""
+	need('socat', 'sha256sum')
+	n = 8 * MIB
+	port = free_port()
+	srv = ctx.spawn('socat-inetd', ['socat', 'TCP-LISTEN:%d,bind=127.0.0.1,'
+			'reuseaddr' % port, 'EXEC:sha256sum,nofork,stderr'],
+			env={'SDP_LOG': 'debug'})
+	ctx.wait_listen(port, srv)
+	data = b''.join(chunks(n, 7))
+	want = ('%s  -\n' % hashlib.sha256(data).hexdigest()).encode()
+	cli = ctx.run('inetd-client', [PY, '-c', INETD_CLIENT, str(port),
+				       str(n)], 60)
+	got = open(ctx.path('inetd-client.out'), 'rb').read()
+	srv.wait(30)
+	check(got == want, 'the reply of sha256sum behind socat: %r, '
+	      'expected %r' % (got[:300], want))
+	check(b'sdp-switch' not in got and cli.p.returncode == 0,
+	      'log lines in the connection: %r' % got[:300])
+	return '%d MiB hashed by a program on the connection\'s 0, 1, 2, ' \
+		'its switch at debug level: the reply is the hash alone' % (
+			n >> 20)
+
+
+INETD_CLIENT = """
+import socket, sys
+sys.path.insert(0, %r)
+from peers import chunks
+port, n = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(('127.0.0.1', port), timeout=60)
+s.sendall(b''.join(chunks(n, 7)))
+s.shutdown(socket.SHUT_WR)
+got = b''
+while True:
+	d = s.recv(65536)
+	if not d:
+		break
+	got += d
+sys.stdout.buffer.write(got)
+""" % run.HERE
+
+
+VSFTPD_CLIENT = """
+import ftplib, hashlib, sys
+port = int(sys.argv[1])
+f = ftplib.FTP()
+f.connect('127.0.0.1', port, timeout=60)
+f.login()
+h = hashlib.sha256()
+n = [0]
+def take(d):
+	h.update(d)
+	n[0] += len(d)
+f.retrbinary('RETR big', take, 1 << 16)
+f.quit()
+print(n[0], h.hexdigest())
+"""
+
+
+@run.test('vsftpd')
+def t_vsftpd(ctx):
+	"""vsftpd, which runs each session with the control connection on
+	its 0, 1 and 2 (its own processes for privilege separation, the data
+	connection accepted by the privileged one and passed to the
+	session's with SCM_RIGHTS), preloaded with the switch's log on
+	stderr: Python's ftplib, whose reply parser takes no stray line,
+	fetches a file; the bytes hashed."""
+	vsftpd = '/usr/sbin/vsftpd'
+	if not os.path.exists(vsftpd):
+		raise Skip('vsftpd not installed (Debian: vsftpd)')
+	if os.geteuid() != 0:
+		raise Skip('vsftpd runs as root')
+	import pwd
+	try:
+		pwd.getpwnam('ftp')
+	except KeyError:
+		raise Skip('no user ftp (made by Debian\'s vsftpd package)')
+	n = 32 * MIB
+	root, empty = ctx.path('ftproot'), ctx.path('ftpempty')
+	os.makedirs(root)
+	os.makedirs(empty)
+	data = b''.join(chunks(n, 11))
+	with open(os.path.join(root, 'big'), 'wb') as f:
+		f.write(data)
+	os.chmod(root, 0o555)
+	os.chmod(ctx.dir, 0o755)
+	port = free_port()
+	conf = ctx.path('vsftpd.conf')
+	with open(conf, 'w') as f:
+		f.write('listen=YES\nlisten_address=127.0.0.1\n'
+			'listen_port=%d\nanonymous_enable=YES\nanon_root=%s\n'
+			'local_enable=NO\nwrite_enable=NO\nftp_username=ftp\n'
+			'secure_chroot_dir=%s\nbackground=NO\n'
+			'xferlog_enable=NO\npasv_address=127.0.0.1\n'
+			'seccomp_sandbox=NO\n' % (port, root, empty))
+	srv = ctx.spawn('vsftpd', [vsftpd, conf], env={'SDP_LOG': 'info'})
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('ftp-client', [PY, '-c', VSFTPD_CLIENT, str(port)], 120,
+		      ok=None)
+	ctx.stop(srv)
+	want = '%d %s' % (n, hashlib.sha256(data).hexdigest())
+	check(cli.p.returncode == 0 and cli.out().strip() == want,
+	      'ftplib from vsftpd: exit %d, %r (want %r); stderr %s' % (
+		      cli.p.returncode, cli.out()[-200:], want,
+		      cli.err()[-600:]))
+	return '%d MiB from vsftpd to ftplib, exact, no stray line on the ' \
+		'control connection' % (n >> 20)
+
+
 PG_USER = 'sdp-pgtest'
 PG_BIN = '/usr/lib/postgresql/15/bin'
 
@@ -881,7 +995,7 @@ if __name__ == '__main__':
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
-			 'exec-unread',
+			 'exec-unread', 'inetd-stderr', 'vsftpd',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())
