@@ -24,14 +24,7 @@ CASE = re.compile(r'^(test\w*) \(([\w.]+)\)(?: \.\.\.|\n)')
 RESULT = re.compile(r'\.\.\. (ok|FAIL|ERROR|skipped|expected failure|'
 		    r'unexpected success)')
 # differences that are understood: case -> what became of it
-UNEXPLAINED = ('seen in one full run of two, not in 10 runs of the case '
-	       'alone; cause not found yet (the error is printed above)')
-KNOWN = {
-	'test.test_socket.FileObjectClassTestCase.testCloseAfterMakefile':
-		UNEXPLAINED,
-	'test.test_socket.LineBufferedFileObjectClassTestCase.'
-	'testUnbufferedRead': UNEXPLAINED,
-}
+KNOWN = {}
 
 
 def outcomes(text):

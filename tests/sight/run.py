@@ -433,17 +433,6 @@ def closer_tests():
 			  'dup2all')]
 
 
-# Tests that fail for a known fault outside what they test, each with the
-# fault: reported as XFAIL while they fail, and as a failure (XPASS) once
-# they pass, so that the mark goes with the fault.
-KNOWN = {}
-
-# Faults that show in some runs only, by what they look like: a failure
-# that matches is reported as KNOWN (the run goes on), any other failure
-# fails, and a pass is a pass.
-INTERMITTENT = {}
-
-
 # ---- Node.js with libuv's io_uring backend ------------------------------------
 
 def node_case(c, suring, curing, nreq):
@@ -725,29 +714,12 @@ def main():
 		try:
 			t = time.monotonic()
 			fn(c)
-			if name in KNOWN:
-				print('FAIL %s: passes now (XPASS): drop it '
-				      'from KNOWN' % name)
-				bad = True
-			else:
-				print('PASS %s (%.1f s)' %
-				      (name, time.monotonic() - t))
+			print('PASS %s (%.1f s)' % (name, time.monotonic() - t))
 		except Skip as e:
 			print('SKIP %s: %s' % (name, e))
 		except Fail as e:
-			sig, errs, why = INTERMITTENT.get(name, ((), (), ''))
-			logs = ''.join(c.logtext(n) for n in ('ssh', 'scp',
-							      'scp2'))
-			if sig and all(x in logs for x in sig) and \
-			   any(x in str(e) for x in errs):
-				print('KNOWN %s: %s\n    known intermittent '
-				      'fault: %s' % (name, str(e)[:200], why))
-			elif name in KNOWN:
-				print('XFAIL %s: %s\n    known fault: %s' %
-				      (name, str(e)[:200], KNOWN[name]))
-			else:
-				print('FAIL %s: %s' % (name, e))
-				bad = True
+			print('FAIL %s: %s' % (name, e))
+			bad = True
 		except Exception:
 			print('FAIL %s:' % name)
 			traceback.print_exc()
