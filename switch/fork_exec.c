@@ -22,6 +22,7 @@
 #include "config.h"
 #include "credits.h"
 #include "downgrade.h"
+#include "exec_reup.h"
 #include "fallback.h"
 #include "fork_exec.h"
 #include "holders.h"
@@ -435,7 +436,8 @@ char *sw_exec_hello_skips(void)
 	for (i = 0; i < n; i++) {
 		struct sw_sock *s = v[i];
 		struct stat sb, mb;
-		char item[96];
+		bool made = false;
+		char item[192];
 		int k;
 
 		pthread_mutex_lock(&s->lock);
@@ -449,7 +451,23 @@ char *sw_exec_hello_skips(void)
 				     s->hello_got);
 			env_add(&env, &len, &cap, item, k);
 		}
-		if (s->state == SW_TCP && !s->closed && s->fork_buf &&
+		/* back on TCP, to be upgraded again: the new program's
+		 * switch is given what that needs (exec_reup.c) */
+		k = sw_exec_reup_item(s, item, sizeof(item),
+				      len ? "," : SW_EXEC_ENV "=");
+		if (k > 0) {
+			made = true;
+			if (!env_add(&env, &len, &cap, item, k))
+				k = -ENOMEM;
+		}
+		if (k < 0) {
+			SW_WARN("fd %d: the program exec'd cannot be given what it needs to upgrade the connection again (%s): it stays on TCP",
+				s->fd, strerror(-k));
+			/* nor may another holder: the new program uses it */
+			sw_holders_cut(s);
+			s->reup_never = true;
+		}
+		if (!made && s->state == SW_TCP && !s->closed && s->fork_buf &&
 		    s->exec_buf_fd >= 0 &&
 		    s->fork_buf->off < s->fork_buf->len &&
 		    !fstat(s->fd, &sb) && !fstat(s->exec_buf_fd, &mb)) {

@@ -203,6 +203,9 @@ struct sw_sock {
 				 * exec, for the new program, or -1 */
 	struct sw_holders *holders; /* a pending upgrade kept across fork:
 				 * who holds the connection (holders.c) */
+	int holders_fd;		/* the file under holders, kept for a
+				 * program exec'd on the connection, or -1
+				 * (read with __atomic_load_n: ownfd.h) */
 	/* upgraded again after a downgrade (reupgrade.c): the kernel's
 	 * counts of our bytes and the peer's at the downgrade markers, and
 	 * when it may be */

@@ -710,6 +710,69 @@ def t_exec_unread(ctx):
 		'exact (%d bytes sent on the SAN)' % san_tx(c))
 
 
+def exec_image(st, pid):
+	"""The stats of pid's last program image: after an exec the new
+	program's switch makes a file of its own (kept as sdp-stat.PID~N)."""
+	def n(s):
+		tail = os.path.basename(s['file']).split('~')
+		return int(tail[1]) if len(tail) > 1 else 0
+	mine = [s for s in st if s['pid'] == pid]
+	check(mine, 'no stats file of pid %d' % pid)
+	return [max(mine, key=n)]
+
+
+@run.test('exec-again')
+def t_exec_again(ctx):
+	"""The server echoes the first 16 MiB of a connection (the SAN
+	carries them), forks, and its child execs a new program on the
+	connection, which echoes 100 MiB more; the parent holds its copy
+	until that program echoed its first MiB, then closes it (so the
+	program uses the connection while another process still holds it,
+	then is left alone with it). SDP_REUPGRADE=1 on both ends:
+	the bytes that came on the SAN and were not read reach the new
+	program first (through the memory file its switch maps), and that
+	switch, given the connection's key, the kernel's counts at the
+	downgrade markers and the holders' record, upgrades it again once
+	the parent is gone: both ends carried at the end, 99% of the bytes
+	after the switch points on shm, each part of the echo hashed."""
+	env = dict(DEBUG, SDP_REUPGRADE=1)
+	first, rest = 16 * MIB, 100 * MIB
+	port = free_port()
+	srv = ctx.spawn('exec-again-server', [PY, HANDS, 'exec-again-server',
+					      str(port), str(first)], env=env)
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, 1, first + rest, env, 240)
+	srv.wait(30)
+	served = srv.json_lines()
+	check(len(served) == 2 and
+	      sorted(r['echoed'] for r in served) == [first, rest],
+	      'exec of a carried connection: echo results %s; stderr %s' %
+	      (served, srv.err()[-600:]))
+	prog = [r['pid'] for r in served if r['echoed'] == rest][0]
+	check(prog != srv.pid, 'the server echoed all: no fork?')
+	want = stream_shas(0, first, first + rest)
+	got = ([r['sha'] for r in served if r['pid'] == srv.pid] +
+	       [r['sha'] for r in served if r['pid'] == prog])
+	check(got == list(want), 'exec of a carried connection: the server '
+	      'and the program exec\'d did not echo the first %d bytes and '
+	      'the rest: sha256 %s, expected %s' % (first, got, list(want)))
+	st = ctx.stats()
+	heads = switch_points(srv.err(), cli.err(), every=True)
+	for c in by_pid(st, cli.pid):
+		again(c, 'client', first, rest, heads)
+	held = [c for c in by_pid(exec_image(st, prog), prog) if moved(c)]
+	check(len(held) == 1, 'exec: %d connections in the program exec\'d: '
+	      '%s' % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
+	# its counters start at the exec: the bytes that came on the SAN
+	# before it are read from the memory file (not counted)
+	share, after = again(held[0], 'program exec\'d', 0, rest - 16 * MIB,
+			     heads)
+	return ('%d MiB carried, then %d MiB by a program exec\'d in the '
+		'forked child, carried again once the parent closed: %.2f%% on '
+		'shm after the switch points, %.2f%% of all its bytes, exact' %
+		(first >> 20, rest >> 20, after, share))
+
+
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
 	processes whose program name starts with prefix."""
@@ -881,7 +944,7 @@ if __name__ == '__main__':
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
-			 'exec-unread',
+			 'exec-unread', 'exec-again',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())

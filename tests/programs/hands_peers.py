@@ -18,6 +18,7 @@
 #   hands_peers.py poll-client PORT FIRST REST
 #   hands_peers.py fork-sink-server PORT FIRST
 #   hands_peers.py send-shut-client PORT FIRST REST
+#   hands_peers.py exec-again-server PORT FIRST
 import hashlib
 import os
 import socket
@@ -289,6 +290,64 @@ def cmd_exec_sink_reader(fd):
 	c.close()
 
 
+def cmd_exec_again_server(port, first):
+	"""Echoes the first bytes of one connection (the SAN carries them),
+	then forks: the child execs a new program on the connection, which
+	echoes the rest (exec-echo); the parent holds its copy until that
+	program echoed its first MiB (told by a pipe), then closes it. Each
+	prints what it echoed."""
+	c = accept_echo_hashed(port, first)
+	os.set_inheritable(c.fileno(), True)
+	r, w = os.pipe()
+	pid = os.fork()
+	if pid == 0:
+		os.close(r)
+		os.set_inheritable(w, True)
+		os.execv(sys.executable, [sys.executable, __file__, 'exec-echo',
+					  '0', str(c.fileno()), str(w)])
+	os.close(w)
+	os.read(r, 1)
+	c.close()
+	os.waitpid(pid, 0)
+
+
+def accept_echo_hashed(port, first):
+	"""accept_echo, printing the length and SHA-256 of what it echoed."""
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	d = read_exact(c, first, c.sendall)
+	out({'pid': os.getpid(), 'echoed': len(d),
+	     'sha': hashlib.sha256(d).hexdigest()})
+	sys.stdout.flush()
+	return c
+
+
+def cmd_exec_echo(fd, told):
+	"""The program exec'd on a connection: echoes to the end of the
+	stream, and writes a byte to the pipe told once it echoed 1 MiB."""
+	c = socket.socket(fileno=fd)
+	sha = hashlib.sha256()
+	n = 0
+	while True:
+		d = c.recv(1 << 16)
+		if not d:
+			break
+		c.sendall(d)
+		sha.update(d)
+		if n < 1 << 20 <= n + len(d):
+			os.write(told, b'x')
+			os.close(told)
+		n += len(d)
+	sha = sha.hexdigest()
+	c.shutdown(socket.SHUT_WR)
+	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
+	c.close()
+
+
 def cmd_send_shut_client(port, first, rest):
 	"""Echoes first bytes in 64 KiB round trips, then sends rest bytes,
 	shuts its sending side down without reading, and checks the
@@ -331,6 +390,10 @@ def main():
 		cmd_exec_sink_server(port, int(sys.argv[3]))
 	elif cmd == 'exec-sink-reader':
 		cmd_exec_sink_reader(int(sys.argv[3]))
+	elif cmd == 'exec-again-server':
+		cmd_exec_again_server(port, int(sys.argv[3]))
+	elif cmd == 'exec-echo':
+		cmd_exec_echo(int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'send-shut-client':
 		cmd_send_shut_client(port, int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'scm-carried-server':

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * exec_reup.h - what a connection back on TCP needs to be upgraded again,
+ * handed to the program exec'd on it in a memory file (exec_reup.c).
+ */
+#ifndef SW_EXEC_REUP_H
+#define SW_EXEC_REUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sock.h"
+
+/* Bumped when the layout of struct sw_exec_rec changes. */
+#define SW_EXEC_REC_MAGIC 0x58504453u	/* "SDPX" */
+#define SW_EXEC_REC_VERSION 1
+#define SW_EXEC_PROV_NAME 32
+
+/*
+ * The head of the memory file (docs/protocol.md 2.8, "Across exec"),
+ * written and read by the switch of one process before and after its
+ * exec; explicit widths, so that a program of another word size (whose
+ * library reads it) sees the same fields, and refuses the buffer by its
+ * buf_hdr when its struct sw_fork_buf differs.
+ */
+struct sw_exec_rec {
+	uint32_t magic;		/* SW_EXEC_REC_MAGIC */
+	uint16_t version;	/* SW_EXEC_REC_VERSION */
+	uint16_t rec_size;	/* sizeof(struct sw_exec_rec): 444 */
+	uint64_t ino;		/* the socket's inode */
+	uint64_t buf_off;	/* where the buffer starts: a page multiple */
+	uint32_t buf_hdr;	/* the writer's sizeof(struct sw_fork_buf) */
+	uint32_t flags;		/* SW_EXEC_F_* */
+	int32_t family;		/* AF_INET or AF_INET6 */
+	int32_t up_prov;	/* server: the provider chosen (index), or -1 */
+	uint32_t lsn_provs;	/* server: its listener's providers (bits) */
+	uint32_t cand_provs;	/* client: providers that see the server */
+	uint16_t local_port;	/* host order */
+	uint16_t peerlen;	/* bytes of peer used */
+	uint32_t reup_n;	/* upgrades again so far (the back-off) */
+	uint64_t dg_tx_base;	/* the kernel's count of our bytes written
+				 * at our downgrade marker */
+	uint64_t dg_rx_base;	/* and of the peer's read at its marker */
+	uint8_t key[16];	/* the connection's key K */
+	uint8_t hello[96];	/* server: the client's hello (its sizes) */
+	uint8_t peer[128];	/* struct sockaddr_storage of the peer */
+	uint32_t nprov;		/* the writer's providers, by index: */
+	char prov[SW_MAX_PROVIDERS][SW_EXEC_PROV_NAME]; /* their names */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sw_exec_rec) == 444, "exec record is 444 bytes");
+
+#define SW_EXEC_F_CLIENT 0x1	/* this end is the client (connect()) */
+
+/*
+ * Before exec (s locked, on TCP after its downgrade, its peer's marker
+ * read): a memory file for the new program holding what an upgrade again
+ * needs and the bytes that came on the SAN and were not read (they move
+ * there from s->fork_buf, which maps them from then on); its descriptor
+ * and the holders' record's are made inheritable. Writes the entry
+ * "FD:INO:rMFD:MINO[:HFD:HINO]" (after prefix) into item. Returns its
+ * length; 0 when s is not such a connection; -errno when it could not be
+ * made (nothing of s changed: the caller gives the upgrade again up).
+ */
+int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
+		      const char *prefix);
+
+#endif /* SW_EXEC_REUP_H */
