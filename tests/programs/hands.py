@@ -773,6 +773,42 @@ def t_exec_again(ctx):
 		(first >> 20, rest >> 20, after, share))
 
 
+@run.test('exec-stale-env')
+def t_exec_stale_env(ctx):
+	"""A client echoes 1 MiB, then execs itself with a stale or hostile
+	SDP_EXEC_HELLO_SKIP naming its socket (a memory file of junk, one of
+	another inode, an exec state with fields out of range, a buffer
+	larger than its file, other providers; cut short, negative and
+	overflowing numbers, another socket's inode), ten images in turn,
+	each echoing 1 MiB more. Every echo is exact, no image crashes, and
+	each usable-looking state that is not is refused with a warning
+	naming what was wrong (docs/fallback-reasons.md, "none (0), after an
+	exec")."""
+	port = free_port()
+	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
+					str(port), '--mode', 'threads'])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('stale-env-client', [PY, HANDS, 'stale-env-client',
+					   str(port)], 120, ok=None)
+	ctx.stop(srv)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
+	      res[0]['stages'] == 10,
+	      'stale environment: exit %d, %s; stderr %s' %
+	      (cli.p.returncode, res, cli.err()[-800:]))
+	err = cli.err()
+	for why in ('not a state this switch writes',
+		    'the memory file named is not there',
+		    'its fields are out of range',
+		    'its buffer\'s sizes do not hold',
+		    'this program has other providers'):
+		check('with the state to upgrade it again, but %s' % why in err,
+		      'stale environment: no warning "%s"; stderr %s' %
+		      (why, err[-1500:]))
+	return '10 execs with a stale or hostile entry, 11 MiB echoed exact, ' \
+		'5 states refused by name'
+
+
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
 	processes whose program name starts with prefix."""
@@ -944,7 +980,7 @@ if __name__ == '__main__':
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
-			 'exec-unread', 'exec-again',
+			 'exec-unread', 'exec-again', 'exec-stale-env',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())
