@@ -721,25 +721,25 @@ def exec_image(st, pid):
 	return [max(mine, key=n)]
 
 
-@run.test('exec-again')
-def t_exec_again(ctx):
+def exec_again(ctx, fork):
 	"""The server echoes the first 16 MiB of a connection (the SAN
-	carries them), forks, and its child execs a new program on the
-	connection, which echoes 100 MiB more; the parent holds its copy
-	until that program echoed its first MiB, then closes it (so the
+	carries them), then a new program exec'd on the connection echoes
+	100 MiB more: with fork, in the server's child, while the parent
+	holds its copy until that program echoed its first MiB (so the
 	program uses the connection while another process still holds it,
-	then is left alone with it). SDP_REUPGRADE=1 on both ends:
-	the bytes that came on the SAN and were not read reach the new
-	program first (through the memory file its switch maps), and that
-	switch, given the connection's key, the kernel's counts at the
-	downgrade markers and the holders' record, upgrades it again once
-	the parent is gone: both ends carried at the end, 99% of the bytes
-	after the switch points on shm, each part of the echo hashed."""
+	then is left alone with it); without, in the server process itself.
+	SDP_REUPGRADE=1 on both ends: the bytes that came on the SAN and
+	were not read reach the new program first (through the memory file
+	its switch maps), and that switch, given the connection's key, the
+	kernel's counts at the downgrade markers and the holders' record,
+	upgrades it again once it holds the connection alone: both ends
+	carried at the end, 99% of the bytes after the switch points on shm,
+	each part of the echo hashed."""
 	env = dict(DEBUG, SDP_REUPGRADE=1)
 	first, rest = 16 * MIB, 100 * MIB
+	cmd = 'exec-again-server' if fork else 'exec-self-server'
 	port = free_port()
-	srv = ctx.spawn('exec-again-server', [PY, HANDS, 'exec-again-server',
-					      str(port), str(first)], env=env)
+	srv = ctx.spawn(cmd, [PY, HANDS, cmd, str(port), str(first)], env=env)
 	ctx.wait_listen(port, srv)
 	cli = echo_clients(ctx, port, 1, first + rest, env, 240)
 	srv.wait(30)
@@ -749,10 +749,12 @@ def t_exec_again(ctx):
 	      'exec of a carried connection: echo results %s; stderr %s' %
 	      (served, srv.err()[-600:]))
 	prog = [r['pid'] for r in served if r['echoed'] == rest][0]
-	check(prog != srv.pid, 'the server echoed all: no fork?')
+	check((prog != srv.pid) == fork, 'exec of a carried connection: the '
+	      'program exec\'d ran in pid %d, the server is %d' %
+	      (prog, srv.pid))
 	want = stream_shas(0, first, first + rest)
-	got = ([r['sha'] for r in served if r['pid'] == srv.pid] +
-	       [r['sha'] for r in served if r['pid'] == prog])
+	got = ([r['sha'] for r in served if r['echoed'] == first] +
+	       [r['sha'] for r in served if r['echoed'] == rest])
 	check(got == list(want), 'exec of a carried connection: the server '
 	      'and the program exec\'d did not echo the first %d bytes and '
 	      'the rest: sha256 %s, expected %s' % (first, got, list(want)))
@@ -764,13 +766,31 @@ def t_exec_again(ctx):
 	check(len(held) == 1, 'exec: %d connections in the program exec\'d: '
 	      '%s' % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
 	# its counters start at the exec: the bytes that came on the SAN
-	# before it are read from the memory file (not counted)
+	# before it are read from the memory file (not counted), and so do
+	# its switch points, logged under the pid of the server's own
+	mark = 'sdp-switch[%d] debug: fd %d: inherited across exec' % (
+		prog, held[0]['fd'])
+	err = srv.err()
+	check(mark in err, 'exec: no "%s" in the log' % mark)
+	heads = switch_points(err[err.index(mark):], every=True)
 	share, after = again(held[0], 'program exec\'d', 0, rest - 16 * MIB,
 			     heads)
-	return ('%d MiB carried, then %d MiB by a program exec\'d in the '
-		'forked child, carried again once the parent closed: %.2f%% on '
-		'shm after the switch points, %.2f%% of all its bytes, exact' %
-		(first >> 20, rest >> 20, after, share))
+	return ('%d MiB carried, then %d MiB by a program exec\'d %s, carried '
+		'again: %.2f%% on shm after the switch points, %.2f%% of all '
+		'its bytes, exact' % (first >> 20, rest >> 20,
+				      'in the forked child, once the parent '
+				      'closed' if fork else 'in the server',
+				      after, share))
+
+
+@run.test('exec-again')
+def t_exec_again(ctx):
+	return exec_again(ctx, True)
+
+
+@run.test('exec-self-again')
+def t_exec_self_again(ctx):
+	return exec_again(ctx, False)
 
 
 @run.test('exec-stale-env')
@@ -980,7 +1000,8 @@ if __name__ == '__main__':
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
-			 'exec-unread', 'exec-again', 'exec-stale-env',
+			 'exec-unread', 'exec-again', 'exec-self-again',
+			 'exec-stale-env',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())

@@ -19,6 +19,7 @@
 #   hands_peers.py fork-sink-server PORT FIRST
 #   hands_peers.py send-shut-client PORT FIRST REST
 #   hands_peers.py exec-again-server PORT FIRST
+#   hands_peers.py exec-self-server PORT FIRST
 #   hands_peers.py stale-env-client PORT
 import hashlib
 import os
@@ -312,6 +313,16 @@ def cmd_exec_again_server(port, first):
 	os.waitpid(pid, 0)
 
 
+def cmd_exec_self_server(port, first):
+	"""Echoes the first bytes of one connection (the SAN carries them),
+	then execs a new program on it with no fork (exec-echo echoes the
+	rest): the process holds it alone across the exec."""
+	c = accept_echo_hashed(port, first)
+	os.set_inheritable(c.fileno(), True)
+	os.execv(sys.executable, [sys.executable, __file__, 'exec-echo', '0',
+				  str(c.fileno()), '-1'])
+
+
 def accept_echo_hashed(port, first):
 	"""accept_echo, printing the length and SHA-256 of what it echoed."""
 	ls = socket.socket()
@@ -329,7 +340,8 @@ def accept_echo_hashed(port, first):
 
 def cmd_exec_echo(fd, told):
 	"""The program exec'd on a connection: echoes to the end of the
-	stream, and writes a byte to the pipe told once it echoed 1 MiB."""
+	stream, and writes a byte to the pipe told (unless -1) once it
+	echoed 1 MiB."""
 	c = socket.socket(fileno=fd)
 	sha = hashlib.sha256()
 	n = 0
@@ -339,7 +351,7 @@ def cmd_exec_echo(fd, told):
 			break
 		c.sendall(d)
 		sha.update(d)
-		if n < 1 << 20 <= n + len(d):
+		if told >= 0 and n < 1 << 20 <= n + len(d):
 			os.write(told, b'x')
 			os.close(told)
 		n += len(d)
@@ -498,6 +510,8 @@ def main():
 		cmd_exec_sink_reader(int(sys.argv[3]))
 	elif cmd == 'exec-again-server':
 		cmd_exec_again_server(port, int(sys.argv[3]))
+	elif cmd == 'exec-self-server':
+		cmd_exec_self_server(port, int(sys.argv[3]))
 	elif cmd == 'exec-echo':
 		cmd_exec_echo(int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'stale-env-client':
