@@ -235,6 +235,7 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 {
 	const struct sw_exec_rec *r;
 	const char *why = NULL;
+	pthread_mutexattr_t a;
 	struct sw_fork_buf *fb;
 	struct sw_sock *s;
 	struct stat sb, mb;
@@ -277,6 +278,13 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 		munmap(fb, map_len);
 		goto err_rec;
 	}
+	/* the buffer moved into this file for this process alone (a forked
+	 * sibling's is another): its lock is made anew, whatever the file
+	 * says it is */
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&fb->lock, &a);
+	pthread_mutexattr_destroy(&a);
 	/* the bytes first, whatever comes of the rest */
 	s->fork_buf = fb;
 	why = rec_state_check(r);
@@ -309,6 +317,7 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 	if (s->peerlen)
 		sw_peer_known(s);
 	if (hfd >= 0 && sw_holders_adopt(s, hfd, hino, &why)) {
+		s->exec_skip = true;
 		s->reup_never = true;
 		goto warn;
 	}
