@@ -7,11 +7,14 @@
  * connection drives the upgrade, and commits only once it is the last
  * holder alive (docs/protocol.md section 2.7).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -398,14 +401,49 @@ void sw_holders_leave(struct sw_sock *s)
 	quiet(s, SDP_FB_HANDED);
 }
 
+/*
+ * Some fd of the socket fd names stays open across exec. The program may
+ * have put the socket on other numbers (socat's nofork and inetd dup2 it
+ * onto 0 and 1, which are inherited, while its own fd is close-on-exec),
+ * so every fd naming the same socket counts. When that cannot be told,
+ * it is taken as kept (the connection then stays TCP everywhere).
+ */
+static bool survives_exec(int fd)
+{
+	int fl = sdp_sys.fcntl(fd, F_GETFD), n;
+	struct stat sb, ob;
+	struct dirent *de;
+	bool kept = false;
+	DIR *d;
+
+	if (fl < 0 || !(fl & FD_CLOEXEC) || fstat(fd, &sb))
+		return true;
+	d = opendir("/proc/self/fd");
+	if (!d)
+		return true;
+	while (!kept && (de = readdir(d))) {
+		char *end;
+		long l = strtol(de->d_name, &end, 10);
+
+		if (*end || end == de->d_name || l < 0 || l > INT_MAX)
+			continue;
+		n = (int)l;
+		if (n == fd || n == dirfd(d) || fstat(n, &ob) ||
+		    !S_ISSOCK(ob.st_mode) || ob.st_ino != sb.st_ino ||
+		    ob.st_dev != sb.st_dev)
+			continue;
+		fl = sdp_sys.fcntl(n, F_GETFD);
+		kept = fl < 0 || !(fl & FD_CLOEXEC);
+	}
+	closedir(d);
+	return kept;
+}
+
 void sw_holders_exec(struct sw_sock *s)
 {
-	int fl;
-
 	if (!s->holders)
 		return;
-	fl = fcntl(s->fd, F_GETFD);
-	if (fl >= 0 && (fl & FD_CLOEXEC)) {
+	if (!survives_exec(s->fd)) {
 		/* the fd goes with the old program */
 		quiet(s, SDP_FB_HANDED);
 		return;

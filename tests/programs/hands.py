@@ -793,6 +793,34 @@ def t_exec_self_again(ctx):
 	return exec_again(ctx, False)
 
 
+@run.test('socat-nofork')
+def t_socat_nofork(ctx):
+	"""inetd-style with the program on the socket itself: socat accepts,
+	forks a child per connection, and the child execs the program with
+	the connection on its stdin and stdout (EXEC with nofork: socat's
+	own fd of it is close-on-exec, the copies on 0 and 1 are not). 64
+	MiB echoed exact: the client's hello, which may come after the exec,
+	never reaches the program (it is dropped by the program's switch).
+	The upgrade, pending at the exec, is given up there (cut), so both
+	ends stay on TCP."""
+	need('socat')
+	n = 64 * MIB
+	port = free_port()
+	srv = ctx.spawn('socat', ['socat', 'TCP-LISTEN:%d,bind=127.0.0.1,'
+				  'fork,reuseaddr' % port,
+				  'EXEC:%s %s stdio-echo 0,nofork' % (PY, HANDS)])
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, 1, n)
+	ctx.stop(srv)
+	st = ctx.stats()
+	for c in by_pid(st, cli.pid):
+		check(c['state'] == run.TCP_STATE and moved(c) == 2 * n and
+		      san_tx(c) + san_rx(c) == 0,
+		      'socat nofork: client not on TCP: %s' % fmt_conn(c))
+	return '%d MiB echoed exact by a program exec\'d on the socket, ' \
+		'on TCP' % (n >> 20)
+
+
 @run.test('exec-stale-env')
 def t_exec_stale_env(ctx):
 	"""A client echoes 1 MiB, then execs itself with a stale or hostile
@@ -1001,7 +1029,7 @@ if __name__ == '__main__':
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
 			 'exec-unread', 'exec-again', 'exec-self-again',
-			 'exec-stale-env',
+			 'exec-stale-env', 'socat-nofork',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())

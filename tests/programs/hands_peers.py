@@ -21,6 +21,7 @@
 #   hands_peers.py exec-again-server PORT FIRST
 #   hands_peers.py exec-self-server PORT FIRST
 #   hands_peers.py stale-env-client PORT
+#   hands_peers.py stdio-echo 0
 import hashlib
 import os
 import socket
@@ -466,6 +467,17 @@ def cmd_stale_env_client(port, stage=0, fd=None, ok=True):
 				  '1' if ok else '0'])
 
 
+def cmd_stdio_echo():
+	"""inetd's program: echoes its standard input (the connection, on fd
+	0) to its standard output (the same connection, on fd 1)."""
+	while True:
+		d = os.read(0, 1 << 16)
+		if not d:
+			break
+		while d:
+			d = d[os.write(1, d):]
+
+
 def cmd_send_shut_client(port, first, rest):
 	"""Echoes first bytes in 64 KiB round trips, then sends rest bytes,
 	shuts its sending side down without reading, and checks the
@@ -514,6 +526,8 @@ def main():
 		cmd_exec_self_server(port, int(sys.argv[3]))
 	elif cmd == 'exec-echo':
 		cmd_exec_echo(int(sys.argv[3]), int(sys.argv[4]))
+	elif cmd == 'stdio-echo':
+		cmd_stdio_echo()
 	elif cmd == 'stale-env-client':
 		cmd_stale_env_client(port)
 	elif cmd == 'stale-env-stage':
