@@ -16,16 +16,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blind.h"
+#include "config.h"
 #include "exec_reup.h"
 #include "fork_exec.h"
+#include "hello_token.h"
 #include "holders.h"
 #include "log.h"
 #include "ownfd.h"
 #include "providers.h"
 #include "reupgrade.h"
 #include "sdp_switch.h"
+#include "session.h"
 #include "sock.h"
 #include "sys.h"
+#include "upgrade.h"
+#include "upgrade_turns.h"
 #include "util.h"
 
 _Static_assert(sizeof(((struct sw_exec_rec *)0)->hello) ==
@@ -51,8 +57,41 @@ static bool exec_keeps(struct sw_sock *s)
 		__atomic_load_n(&s->holders_fd, __ATOMIC_RELAXED) >= 0);
 }
 
+/* An upgrade under way that the new program may take on (s locked):
+ * uncommitted, nothing of the provider's made (as for a fork, holders.c),
+ * no byte kept back or taken while looking for a hello, and the socket
+ * inherited. */
+static bool keeps_pending(struct sw_sock *s)
+{
+	if (!sw_cfg.reupgrade || !sw_pending(s) || s->closed || s->ss.ep ||
+	    s->ptx_len || s->prefix_off < s->prefix_len ||
+	    sw_blind() || sw_stepped_aside() ||
+	    (s->holders &&
+	     __atomic_load_n(&s->holders_fd, __ATOMIC_RELAXED) < 0))
+		return false;
+	/* a server: the client's hello that is here is taken now (a new
+	 * program without the switch must not read it); one partly here
+	 * (or the program's bytes) is left to the exec's usual course
+	 * (dropped before it, or no hello) */
+	if (!s->is_client && s->state == SW_HELLO_WAIT) {
+		uint8_t b;
+
+		if (s->hello_got)
+			return false;
+		sw_upgrade_server_hello_in(s, false);
+		if (s->state == SW_HELLO_WAIT &&
+		    sdp_sys.recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)
+			return false;
+		if (!sw_pending(s))
+			return false;
+	}
+	if (!s->is_client && s->state == SW_UPGRADING && !s->up_prov)
+		return false;
+	return sw_fd_survives_exec(s->fd);
+}
+
 static void rec_fill(struct sw_exec_rec *r, struct sw_sock *s,
-		     unsigned long long ino, size_t buf_off)
+		     unsigned long long ino, size_t buf_off, bool pending)
 {
 	int i;
 
@@ -80,11 +119,27 @@ static void rec_fill(struct sw_exec_rec *r, struct sw_sock *s,
 		memcpy(r->prov[i], sw_providers[i].mod.name,
 		       strnlen(sw_providers[i].mod.name,
 			       sizeof(r->prov[i]) - 1));
+	r->state = SW_TCP;
+	if (pending) {
+		r->flags |= SW_EXEC_F_PENDING;
+		r->state = s->state;
+		r->pflags = (s->skip_hello ? SW_EXEC_P_SKIP_HELLO : 0) |
+			    (s->key_refused ? SW_EXEC_P_KEY_REFUSED : 0) |
+			    (s->spoke_first ? SW_EXEC_P_SPOKE_FIRST : 0);
+		r->connect_tries = s->connect_tries;
+		r->hello_got = s->hello_got;
+		r->tcp_tx = s->tcp_tx;
+		r->tcp_rx = s->tcp_rx;
+		r->born_ns = s->born_ns;
+		r->upgrade_at_ns = s->upgrade_at_ns;
+		r->deadline_ns = s->deadline_ns;
+		r->spoke_first_ns = s->spoke_first_ns;
+	}
 	r->magic = SW_EXEC_REC_MAGIC;
 }
 
-int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
-		      const char *prefix)
+static int make_item(struct sw_sock *s, char *item, size_t len,
+		     const char *prefix, bool pending)
 {
 	size_t off = rec_buf_off(), left = 0, map_len;
 	struct sw_fork_buf *old = s->fork_buf, *nb;
@@ -93,7 +148,7 @@ int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
 	struct sw_exec_rec *r;
 	struct stat sb, mb, hb;
 
-	if (!exec_keeps(s))
+	if (pending ? !keeps_pending(s) : !exec_keeps(s))
 		return 0;
 	if (fstat(s->fd, &sb))
 		return -errno;
@@ -146,7 +201,7 @@ int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
 		err = -errno;
 		goto err_forget;
 	}
-	rec_fill(r, s, (unsigned long long)sb.st_ino, off);
+	rec_fill(r, s, (unsigned long long)sb.st_ino, off, pending);
 	munmap(r, sizeof(*r));
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -170,8 +225,9 @@ int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
 		sdp_sys.close(s->exec_buf_fd);
 	}
 	s->exec_buf_fd = fd;
-	SW_DBG("fd %d: goes to the program exec'd, which may upgrade it again (%zu byte(s) read on the SAN with it%s)",
-	       s->fd, left, hfd >= 0 ? ", and its holders' record" : "");
+	SW_DBG("fd %d: goes to the program exec'd, which may %s (%zu byte(s) read on the SAN with it%s)",
+	       s->fd, pending ? "finish its upgrade" : "upgrade it again", left,
+	       hfd >= 0 ? ", and its holders' record" : "");
 	return k;
 
 err_forget:
@@ -184,6 +240,42 @@ err_unlock:
 	if (old)
 		pthread_mutex_unlock(&old->lock);
 	return err;
+}
+
+int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
+		      const char *prefix)
+{
+	return make_item(s, item, len, prefix, false);
+}
+
+void sw_exec_keep_pending(struct sw_sock *s)
+{
+	int k = make_item(s, s->exec_item, sizeof(s->exec_item), "", true);
+
+	if (k <= 0) {
+		s->exec_item[0] = 0;
+		return;	/* given up before the exec, as ever */
+	}
+	/* the new program drives it from here: this copy (should the exec
+	 * fail, sw_exec_failed) is plain TCP, and the client's hello, if
+	 * it was still to come, is dropped */
+	s->exec_hello_wait = s->state == SW_HELLO_WAIT ||
+			     (!s->is_client && s->hello_got <
+					       sizeof(s->hello_buf));
+	sw_listeners_close(s);
+	if (s->is_client)
+		sw_hello_token_drop(s);
+	sw_session_free(s);
+	sw_turn_give(s);
+	s->state = SW_TCP;
+	s->fb_reason = SDP_FB_HANDED;
+	s->skip_hello = false;
+	s->reup_never = true;
+	if (s->st) {
+		s->st->state = SW_TCP;
+		s->st->fb_reason = SDP_FB_HANDED;
+	}
+	sw_event(s);
 }
 
 /* The head r (of a file of size bytes) as this switch would write it for
@@ -212,9 +304,26 @@ static const char *rec_state_check(const struct sw_exec_rec *r)
 	uint32_t all = (1u << sw_nproviders) - 1;
 	int i;
 
+	bool client = r->flags & SW_EXEC_F_CLIENT;
+	bool pending = r->flags & SW_EXEC_F_PENDING;
+
 	if ((r->family != AF_INET && r->family != AF_INET6) ||
 	    r->peerlen > sizeof(r->peer) ||
-	    (r->flags & ~SW_EXEC_F_CLIENT))
+	    (r->flags & ~(SW_EXEC_F_CLIENT | SW_EXEC_F_PENDING)))
+		return "its fields are out of range";
+	if (pending &&
+	    ((r->pflags & ~(SW_EXEC_P_SKIP_HELLO | SW_EXEC_P_KEY_REFUSED |
+			    SW_EXEC_P_SPOKE_FIRST)) ||
+	     r->hello_got > sizeof(r->hello) || r->prefix_len ||
+	     r->prefix_off ||
+	     (client ? r->state != SW_CONNECTING &&
+			       r->state != SW_HELLO_PENDING &&
+			       r->state != SW_HELLO_SENT &&
+			       r->state != SW_UPGRADING :
+		       r->state != SW_HELLO_WAIT &&
+			       r->state != SW_UPGRADING)))
+		return "its upgrade's fields are out of range";
+	if (!pending && r->state != SW_TCP)
 		return "its fields are out of range";
 	if (r->nprov != (uint32_t)sw_nproviders)
 		return "this program has other providers";
@@ -224,7 +333,8 @@ static const char *rec_state_check(const struct sw_exec_rec *r)
 			return "this program has other providers";
 	if (r->up_prov < -1 || r->up_prov >= sw_nproviders ||
 	    (r->lsn_provs & ~all) || (r->cand_provs & ~all) ||
-	    (!(r->flags & SW_EXEC_F_CLIENT) && r->up_prov < 0))
+	    (!client && r->up_prov < 0 &&
+	     (!pending || r->state == SW_UPGRADING)))
 		return "its providers are out of range";
 	return NULL;
 }
@@ -240,6 +350,7 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 	struct sw_sock *s;
 	struct stat sb, mb;
 	size_t map_len;
+	bool pending;
 
 	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode) ||
 	    (unsigned long long)sb.st_ino != ino)
@@ -310,16 +421,49 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 	s->dg_rx_base = r->dg_rx_base;
 	s->dg_rx_based = true;
 	s->reup_n = r->reup_n;
+	pending = r->flags & SW_EXEC_F_PENDING;
+	if (pending) {
+		/* the upgrade goes on as the old program left it: hellos,
+		 * counts and due times (monotonic: the same boot) */
+		s->state = r->state;
+		s->skip_hello = r->pflags & SW_EXEC_P_SKIP_HELLO;
+		s->key_refused = r->pflags & SW_EXEC_P_KEY_REFUSED;
+		s->spoke_first = r->pflags & SW_EXEC_P_SPOKE_FIRST;
+		s->connect_tries = r->connect_tries;
+		s->hello_got = r->hello_got;
+		s->tcp_tx = r->tcp_tx;
+		s->tcp_rx = r->tcp_rx;
+		s->born_ns = r->born_ns;
+		s->upgrade_at_ns = r->upgrade_at_ns;
+		s->deadline_ns = r->deadline_ns;
+		s->spoke_first_ns = r->spoke_first_ns;
+		s->reup_never = true;
+	}
 	if (s->st) {
+		s->st->state = s->state;
 		s->st->local_port = s->local_port;
 		s->st->is_client = s->is_client;
 	}
 	if (s->peerlen)
 		sw_peer_known(s);
 	if (hfd >= 0 && sw_holders_adopt(s, hfd, hino, &why)) {
+		if (pending) {
+			/* nothing committed: TCP, the hello dropped if it
+			 * is still to come (sw_fallback) */
+			sw_fallback(s, SDP_FB_CUT, why);
+			munmap((void *)r, sizeof(*r));
+			return s;
+		}
 		s->exec_skip = true;
 		s->reup_never = true;
 		goto warn;
+	}
+	if (pending) {
+		munmap((void *)r, sizeof(*r));
+		SW_DBG("fd %d: inherited across exec with its upgrade under way (%s%s)",
+		       fd, sw_state_name(s->state),
+		       s->holders ? "; held by others too" : "");
+		return s;
 	}
 	sw_reup_arm(s);
 	munmap((void *)r, sizeof(*r));
@@ -352,6 +496,17 @@ void sw_exec_failed(void)
 	/* what sw_exec_reup_item made inheritable goes back to the switch */
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
+		if (v[i]->exec_item[0]) {
+			/* its upgrade kept for the new program: given up
+			 * here, as before any exec (fallback.c) */
+			v[i]->exec_item[0] = 0;
+			sw_holders_cut(v[i]);
+			v[i]->fb_reason = SDP_FB_CUT;
+			if (v[i]->st)
+				v[i]->st->fb_reason = SDP_FB_CUT;
+			if (v[i]->exec_hello_wait)
+				v[i]->skip_hello = true;
+		}
 		if (v[i]->exec_buf_fd >= 0)
 			sdp_sys.fcntl(v[i]->exec_buf_fd, F_SETFD, FD_CLOEXEC);
 		fd = __atomic_load_n(&v[i]->holders_fd, __ATOMIC_RELAXED);

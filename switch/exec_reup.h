@@ -26,7 +26,7 @@
 struct sw_exec_rec {
 	uint32_t magic;		/* SW_EXEC_REC_MAGIC */
 	uint16_t version;	/* SW_EXEC_REC_VERSION */
-	uint16_t rec_size;	/* sizeof(struct sw_exec_rec): 444 */
+	uint16_t rec_size;	/* sizeof(struct sw_exec_rec): 516 */
 	uint64_t ino;		/* the socket's inode */
 	uint64_t buf_off;	/* where the buffer starts: a page multiple */
 	uint32_t buf_hdr;	/* the writer's sizeof(struct sw_fork_buf) */
@@ -46,10 +46,32 @@ struct sw_exec_rec {
 	uint8_t peer[128];	/* struct sockaddr_storage of the peer */
 	uint32_t nprov;		/* the writer's providers, by index: */
 	char prov[SW_MAX_PROVIDERS][SW_EXEC_PROV_NAME]; /* their names */
+	/* SW_EXEC_F_PENDING: the upgrade not finished, as it stood */
+	uint32_t state;		/* enum sw_state (stats.h) */
+	uint32_t pflags;	/* SW_EXEC_P_* */
+	uint32_t connect_tries;	/* server: connects refused so far */
+	uint32_t hello_got;	/* bytes of hello (the client's, at a server)
+				 * in hello */
+	uint32_t prefix_off;	/* hello[prefix_off, prefix_len): the
+				 * program's bytes taken while looking for a
+				 * hello, to deliver first */
+	uint32_t prefix_len;
+	uint64_t tcp_tx;	/* the program's bytes on TCP since the
+				 * hellos, ours sent */
+	uint64_t tcp_rx;	/* and the peer's read */
+	uint64_t born_ns;	/* client: when connect() made it */
+	uint64_t upgrade_at_ns;	/* server: its connect is due then */
+	uint64_t deadline_ns;	/* the step under way is given up then */
+	uint64_t spoke_first_ns; /* server: its program wrote first then */
 } __attribute__((packed));
-_Static_assert(sizeof(struct sw_exec_rec) == 444, "exec record is 444 bytes");
+_Static_assert(sizeof(struct sw_exec_rec) == 516, "exec record is 516 bytes");
 
 #define SW_EXEC_F_CLIENT 0x1	/* this end is the client (connect()) */
+#define SW_EXEC_F_PENDING 0x2	/* an upgrade under way (not the one again
+				 * after a downgrade): the fields above */
+#define SW_EXEC_P_SKIP_HELLO 0x1
+#define SW_EXEC_P_KEY_REFUSED 0x2
+#define SW_EXEC_P_SPOKE_FIRST 0x4
 
 /*
  * Before exec (s locked, on TCP after its downgrade, its peer's marker
@@ -63,5 +85,16 @@ _Static_assert(sizeof(struct sw_exec_rec) == 444, "exec record is 444 bytes");
  */
 int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
 		      const char *prefix);
+
+/*
+ * Before exec (s locked, before any connection returns to TCP): an
+ * upgrade still pending and uncommitted, with nothing of the provider's
+ * yet, goes on in the new program (SDP_REUPGRADE=1): its state is written
+ * now, as sw_exec_reup_item does (into s->exec_item, malloc'd), and this
+ * program's copy stops driving it (plain TCP here: the exec'd program
+ * holds it). No-op for any other connection.
+ */
+void sw_exec_keep_pending(struct sw_sock *s);
+
 
 #endif /* SW_EXEC_REUP_H */

@@ -107,9 +107,11 @@ char *sw_before_exec(void)
 	struct sw_sock **v;
 	int n = sw_sock_list(&v), i;
 
-	/* a kept connection: the new program's (cut, below) or the old's */
+	/* an upgrade under way that the new program may take on; a kept
+	 * connection: the new program's (cut, below) or the old's */
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
+		sw_exec_keep_pending(v[i]);
 		sw_holders_exec(v[i]);
 		pthread_mutex_unlock(&v[i]->lock);
 		sw_sock_unref(v[i]);
@@ -451,10 +453,15 @@ char *sw_exec_hello_skips(void)
 				     s->hello_got);
 			env_add(&env, &len, &cap, item, k);
 		}
-		/* back on TCP, to be upgraded again: the new program's
-		 * switch is given what that needs (exec_reup.c) */
-		k = sw_exec_reup_item(s, item, sizeof(item),
-				      len ? "," : SW_EXEC_ENV "=");
+		/* back on TCP, to be upgraded again, or its upgrade under
+		 * way: the new program's switch is given what that needs
+		 * (exec_reup.c) */
+		if (s->exec_item[0])
+			k = snprintf(item, sizeof(item), "%s%s",
+				     len ? "," : SW_EXEC_ENV "=", s->exec_item);
+		else
+			k = sw_exec_reup_item(s, item, sizeof(item),
+					      len ? "," : SW_EXEC_ENV "=");
 		if (k > 0) {
 			made = true;
 			if (!env_add(&env, &len, &cap, item, k))

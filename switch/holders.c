@@ -175,17 +175,19 @@ static void keep_fd(struct sw_sock *s, int fd)
  * A new record for s. One for a connection back on TCP (or carried: it
  * returns to TCP at this fork) lives in a memory file whose descriptor is
  * kept: a process of the tree may exec a new program on the connection,
- * whose switch maps the same record from it (sw_holders_adopt). One for
- * a pending upgrade is anonymous (an exec gives that upgrade up), as is
- * any when no memory file can be made (the exec then gives the upgrade
- * again up, holders_exec).
+ * whose switch maps the same record from it (sw_holders_adopt); so is
+ * one for a pending upgrade with SDP_REUPGRADE=1 (exec_reup.c keeps such
+ * an upgrade for the new program). Without, a pending upgrade's record
+ * is anonymous (an exec gives that upgrade up), as is any when no memory
+ * file can be made (the exec then gives the upgrade up).
  */
 static struct sw_holders *holders_new(struct sw_sock *s)
 {
 	struct sw_holders *h;
 	int fd = -1;
 
-	if (!sw_pending(s) && sw_fsize_room(sizeof(*h))) {
+	if ((!sw_pending(s) || sw_cfg.reupgrade) &&
+	    sw_fsize_room(sizeof(*h))) {
 		fd = memfd_create("sdp-holders", MFD_CLOEXEC);
 		if (fd >= 0 && ftruncate(fd, sizeof(*h))) {
 			sdp_sys.close(fd);
@@ -408,7 +410,7 @@ void sw_holders_leave(struct sw_sock *s)
  * so every fd naming the same socket counts. When that cannot be told,
  * it is taken as kept (the connection then stays TCP everywhere).
  */
-static bool survives_exec(int fd)
+bool sw_fd_survives_exec(int fd)
 {
 	int fl = sdp_sys.fcntl(fd, F_GETFD), n;
 	struct stat sb, ob;
@@ -443,16 +445,18 @@ void sw_holders_exec(struct sw_sock *s)
 {
 	if (!s->holders)
 		return;
-	if (!survives_exec(s->fd)) {
+	if (!sw_fd_survives_exec(s->fd)) {
 		/* the fd goes with the old program */
 		quiet(s, SDP_FB_HANDED);
 		return;
 	}
-	/* back on TCP, its record in a file: this process (its pid goes on)
-	 * stays a holder, and the new program's switch maps the record from
-	 * that file (sw_exec_reup_item, sw_holders_adopt) */
+	/* back on TCP, or its upgrade kept for the new program, its record
+	 * in a file: this process (its pid goes on) stays a holder, and the
+	 * new program's switch maps the record from that file
+	 * (exec_reup.c, sw_holders_adopt) */
 	if (__atomic_load_n(&s->holders_fd, __ATOMIC_RELAXED) >= 0 &&
-	    s->state == SW_TCP && s->reup && !s->reup_never)
+	    (s->exec_item[0] ||
+	     (s->state == SW_TCP && s->reup && !s->reup_never)))
 		return;
 	/* the new program holds it: TCP for good, in every process */
 	atomic_store(&s->holders->state, H_CUT);

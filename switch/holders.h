@@ -42,6 +42,10 @@ void sw_holders_leave(struct sw_sock *s);
  * fd is inherited) or goes with the old one (close-on-exec). */
 void sw_holders_exec(struct sw_sock *s);
 
+/* Some fd naming the same socket as fd stays open across exec (or that
+ * cannot be told). */
+bool sw_fd_survives_exec(int fd);
+
 /* After exec: hfd, inherited, is the record (a file of ours, its inode
  * hino) of the connection s that this process held before: s joins it
  * (hfd becomes the switch's). 0, or -errno with why set (a record that

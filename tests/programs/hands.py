@@ -793,32 +793,63 @@ def t_exec_self_again(ctx):
 	return exec_again(ctx, False)
 
 
-@run.test('socat-nofork')
-def t_socat_nofork(ctx):
+def socat_nofork(ctx, reup):
 	"""inetd-style with the program on the socket itself: socat accepts,
 	forks a child per connection, and the child execs the program with
 	the connection on its stdin and stdout (EXEC with nofork: socat's
 	own fd of it is close-on-exec, the copies on 0 and 1 are not). 64
 	MiB echoed exact: the client's hello, which may come after the exec,
-	never reaches the program (it is dropped by the program's switch).
-	The upgrade, pending at the exec, is given up there (cut), so both
-	ends stay on TCP."""
+	never reaches the program. By default the upgrade, pending at the
+	exec, is given up there (cut), so both ends stay on TCP; with reup
+	(SDP_REUPGRADE=1) the program's switch takes it on from the memory
+	file the exec handed over (the client's hello taken before the exec
+	if it was there) and finishes it once socat's listener closed its
+	copy: both ends carried, 99% of the bytes after the switch points
+	on shm."""
 	need('socat')
 	n = 64 * MIB
+	env = dict(DEBUG, SDP_REUPGRADE=1) if reup else {}
 	port = free_port()
 	srv = ctx.spawn('socat', ['socat', 'TCP-LISTEN:%d,bind=127.0.0.1,'
 				  'fork,reuseaddr' % port,
-				  'EXEC:%s %s stdio-echo 0,nofork' % (PY, HANDS)])
+				  'EXEC:%s %s stdio-echo 0,nofork' % (PY, HANDS)],
+			env=env)
 	ctx.wait_listen(port, srv)
-	cli = echo_clients(ctx, port, 1, n)
+	cli = echo_clients(ctx, port, 1, n, env)
 	ctx.stop(srv)
 	st = ctx.stats()
+	if not reup:
+		for c in by_pid(st, cli.pid):
+			check(c['state'] == run.TCP_STATE and moved(c) == 2 * n
+			      and san_tx(c) + san_rx(c) == 0,
+			      'socat nofork: client not on TCP: %s' %
+			      fmt_conn(c))
+		return '%d MiB echoed exact by a program exec\'d on the ' \
+			'socket, on TCP' % (n >> 20)
+	heads = switch_points(srv.err(), cli.err())
 	for c in by_pid(st, cli.pid):
-		check(c['state'] == run.TCP_STATE and moved(c) == 2 * n and
-		      san_tx(c) + san_rx(c) == 0,
-		      'socat nofork: client not on TCP: %s' % fmt_conn(c))
-	return '%d MiB echoed exact by a program exec\'d on the socket, ' \
-		'on TCP' % (n >> 20)
+		on_san(c, 'client', n, n)
+		after_switch(c, heads, 'client')
+	progs = [c for c in run.conns(st) if c['pid'] != cli.pid and
+		 c['program'].startswith('python') and moved(c)]
+	check(len(progs) == 1, 'socat nofork: %d connections in programs '
+	      'exec\'d: %s' % (len(progs), '; '.join(fmt_conn(c) for c in
+						      run.conns(st))))
+	on_san(progs[0], 'program exec\'d', n, n)
+	san, after = after_switch(progs[0], heads, 'program exec\'d')
+	return ('%d MiB echoed exact by a program exec\'d on the socket, '
+		'its upgrade finished there: %.2f%% of the bytes after the '
+		'switch points on shm' % (n >> 20, 100.0 * san / max(1, after)))
+
+
+@run.test('socat-nofork')
+def t_socat_nofork(ctx):
+	return socat_nofork(ctx, False)
+
+
+@run.test('socat-nofork-again')
+def t_socat_nofork_again(ctx):
+	return socat_nofork(ctx, True)
 
 
 @run.test('exec-stale-env')
@@ -1029,7 +1060,7 @@ if __name__ == '__main__':
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
 			 'exec-unread', 'exec-again', 'exec-self-again',
-			 'exec-stale-env', 'socat-nofork',
+			 'exec-stale-env', 'socat-nofork', 'socat-nofork-again',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())
