@@ -400,9 +400,13 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 	s->fork_buf = fb;
 	why = rec_state_check(r);
 	if (why) {
-		/* only the bytes are of use: let go once they are read */
+		/* only the bytes are of use: let go once they are read; an
+		 * upgrade under way is given up, and a hello that may still
+		 * come is dropped (sw_hello_skip) */
 		s->exec_skip = true;
 		s->reup_never = true;
+		if (r->flags & SW_EXEC_F_PENDING)
+			s->skip_hello = true;
 		goto warn;
 	}
 	s->family = r->family;

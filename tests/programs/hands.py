@@ -857,8 +857,9 @@ def t_exec_stale_env(ctx):
 	"""A client echoes 1 MiB, then execs itself with a stale or hostile
 	SDP_EXEC_HELLO_SKIP naming its socket (a memory file of junk, one of
 	another inode, an exec state with fields out of range, a buffer
-	larger than its file, other providers; cut short, negative and
-	overflowing numbers, another socket's inode), ten images in turn,
+	larger than its file, other providers, a pending upgrade in no
+	state there is; cut short, negative and overflowing numbers,
+	another socket's inode), eleven images in turn,
 	each echoing 1 MiB more. Every echo is exact, no image crashes, and
 	each usable-looking state that is not is refused with a warning
 	naming what was wrong (docs/fallback-reasons.md, "none (0), after an
@@ -872,7 +873,7 @@ def t_exec_stale_env(ctx):
 	ctx.stop(srv)
 	res = cli.json_lines()
 	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
-	      res[0]['stages'] == 10,
+	      res[0]['stages'] == 11,
 	      'stale environment: exit %d, %s; stderr %s' %
 	      (cli.p.returncode, res, cli.err()[-800:]))
 	err = cli.err()
@@ -880,12 +881,13 @@ def t_exec_stale_env(ctx):
 		    'the memory file named is not there',
 		    'its fields are out of range',
 		    'its buffer\'s sizes do not hold',
-		    'this program has other providers'):
+		    'this program has other providers',
+		    'its upgrade\'s fields are out of range'):
 		check('with the state to upgrade it again, but %s' % why in err,
 		      'stale environment: no warning "%s"; stderr %s' %
 		      (why, err[-1500:]))
-	return '10 execs with a stale or hostile entry, 11 MiB echoed exact, ' \
-		'5 states refused by name'
+	return '11 execs with a stale or hostile entry, 12 MiB echoed exact, ' \
+		'6 states refused by name'
 
 
 def all_conns(st, prefix):

@@ -366,16 +366,18 @@ def cmd_exec_echo(fd, told):
 # given to one exec of stale-env-client: (name, function of the socket's fd
 # and inode returning the entry). The state's head is docs/protocol.md 2.8,
 # "Across exec".
-def exec_state(fd, ino, family=socket.AF_INET, map_len=None):
+def exec_state(fd, ino, family=socket.AF_INET, map_len=None, flags=0,
+	       state=1):
 	"""A memory file with the head of an exec state (provider list empty,
 	so never usable) and an empty buffer of this machine's layout (a
 	40-byte pthread mutex, three size_t); returns (fd, inode)."""
 	import struct
 	buf_hdr = 40 + 3 * 8
 	m = os.memfd_create('stale-state', 0)
-	head = struct.pack('<IHHQQIIiiIIHHIQQ16s96s128sI128s', 0x58504453,
-			   1, 444, ino, 4096, buf_hdr, 0, family, -1, 0, 0,
-			   0, 0, 0, 0, 0, b'k' * 16, b'', b'', 0, b'')
+	head = struct.pack('<IHHQQIIiiIIHHIQQ16s96s128sI128sIIIIIIQQQQQQ',
+			   0x58504453, 1, 516, ino, 4096, buf_hdr, flags,
+			   family, -1, 0, 0, 0, 0, 0, 0, 0, b'k' * 16, b'',
+			   b'', 0, b'', state, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 	buf = struct.pack('<40sQQQ', b'', 0, 0,
 			  buf_hdr if map_len is None else map_len)
 	os.write(m, head.ljust(4096, b'\0') + buf)
@@ -414,6 +416,11 @@ def stale_buffer(fd, ino):
 	return '%d:%d:r%d:%d' % (fd, ino, m, mi)
 
 
+def stale_pending(fd, ino):
+	m, mi = exec_state(fd, ino, flags=2, state=99)
+	return '%d:%d:r%d:%d' % (fd, ino, m, mi)
+
+
 def stale_providers(fd, ino):
 	m, mi = exec_state(fd, ino)
 	return '%d:%d:r%d:%d' % (fd, ino, m, mi)
@@ -425,6 +432,7 @@ STALE = [
 	('fields', stale_fields),
 	('buffer', stale_buffer),
 	('providers', stale_providers),
+	('pending', stale_pending),
 	('cut-short', lambda fd, ino: '%d:%d:r' % (fd, ino)),
 	('negative', lambda fd, ino: '%d:%d:r-1:5' % (fd, ino)),
 	('record-negative', lambda fd, ino: '%d:%d:r5:6:-3:1' % (fd, ino)),
