@@ -57,6 +57,34 @@ static bool exec_keeps(struct sw_sock *s)
 		__atomic_load_n(&s->holders_fd, __ATOMIC_RELAXED) >= 0);
 }
 
+/*
+ * The socket stays on a standard stream of the new program (fd 0, 1 or 2
+ * kept across the exec): inetd's shape. The program may read and write it
+ * through stdio, whose calls reach the kernel by the C library's internal
+ * read and write, which no preloaded library sees; a byte written so while
+ * the SAN carries the connection would land on TCP after the switch
+ * point (a protocol error that closes the connection). So such a
+ * connection is not carried in the new program. When it cannot be told,
+ * it counts as on one.
+ */
+static bool on_std_stream(struct sw_sock *s)
+{
+	struct stat sb, ob;
+	int fd, fl;
+
+	if (fstat(s->fd, &sb))
+		return true;
+	for (fd = 0; fd <= 2; fd++) {
+		if (fstat(fd, &ob) || ob.st_ino != sb.st_ino ||
+		    ob.st_dev != sb.st_dev)
+			continue;
+		fl = sdp_sys.fcntl(fd, F_GETFD);
+		if (fl < 0 || !(fl & FD_CLOEXEC))
+			return true;
+	}
+	return false;
+}
+
 /* An upgrade under way that the new program may take on (s locked):
  * uncommitted, nothing of the provider's made (as for a fork, holders.c),
  * no byte kept back or taken while looking for a hello, and the socket
@@ -250,8 +278,21 @@ int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
 
 void sw_exec_keep_pending(struct sw_sock *s)
 {
-	int k = make_item(s, s->exec_item, sizeof(s->exec_item), "", true);
+	int k;
 
+	s->exec_item[0] = 0;
+	if (!sw_cfg.reupgrade || s->closed)
+		return;
+	if (on_std_stream(s)) {
+		/* neither upgraded again nor its upgrade finished there:
+		 * given up as at any exec (its record CUT: holders.c) */
+		if (!s->reup_never)
+			SW_DBG("fd %d: on a standard stream of the program exec'd, whose stdio the switch cannot see: it stays on TCP there",
+			       s->fd);
+		s->reup_never = true;
+		return;
+	}
+	k = make_item(s, s->exec_item, sizeof(s->exec_item), "", true);
 	if (k <= 0) {
 		s->exec_item[0] = 0;
 		return;	/* given up before the exec, as ever */

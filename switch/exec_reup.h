@@ -87,12 +87,14 @@ int sw_exec_reup_item(struct sw_sock *s, char *item, size_t len,
 		      const char *prefix);
 
 /*
- * Before exec (s locked, before any connection returns to TCP): an
- * upgrade still pending and uncommitted, with nothing of the provider's
- * yet, goes on in the new program (SDP_REUPGRADE=1): its state is written
- * now, as sw_exec_reup_item does (into s->exec_item, malloc'd), and this
- * program's copy stops driving it (plain TCP here: the exec'd program
- * holds it). No-op for any other connection.
+ * Before exec (s locked, before any connection returns to TCP), with
+ * SDP_REUPGRADE=1: a connection left on a standard stream of the new
+ * program (fd 0, 1 or 2: its stdio is out of the switch's sight) is
+ * never carried there (reup_never). Otherwise an upgrade still pending
+ * and uncommitted, with nothing of the provider's yet, goes on in the new
+ * program: its state is written now, as sw_exec_reup_item does (the entry
+ * into s->exec_item), and this program's copy stops driving it (plain TCP
+ * here: the exec'd program holds it). No-op for any other connection.
  */
 void sw_exec_keep_pending(struct sw_sock *s);
 

@@ -20,6 +20,7 @@
 #   hands_peers.py send-shut-client PORT FIRST REST
 #   hands_peers.py exec-again-server PORT FIRST
 #   hands_peers.py exec-self-server PORT FIRST
+#   hands_peers.py exec-pending-server PORT
 #   hands_peers.py stale-env-client PORT
 #   hands_peers.py stdio-echo 0
 import hashlib
@@ -324,6 +325,26 @@ def cmd_exec_self_server(port, first):
 				  str(c.fileno()), '-1'])
 
 
+def cmd_exec_pending_server(port):
+	"""Accepts one connection and at once forks a child that execs a new
+	program on it (exec-echo, the socket on a number of its own, not a
+	standard stream), before its first upgrade can be done; the parent
+	closes its copy and waits."""
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	os.set_inheritable(c.fileno(), True)
+	pid = os.fork()
+	if pid == 0:
+		os.execv(sys.executable, [sys.executable, __file__, 'exec-echo',
+					  '0', str(c.fileno()), '-1'])
+	c.close()
+	os.waitpid(pid, 0)
+
+
 def accept_echo_hashed(port, first):
 	"""accept_echo, printing the length and SHA-256 of what it echoed."""
 	ls = socket.socket()
@@ -532,6 +553,8 @@ def main():
 		cmd_exec_again_server(port, int(sys.argv[3]))
 	elif cmd == 'exec-self-server':
 		cmd_exec_self_server(port, int(sys.argv[3]))
+	elif cmd == 'exec-pending-server':
+		cmd_exec_pending_server(port)
 	elif cmd == 'exec-echo':
 		cmd_exec_echo(int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'stdio-echo':
