@@ -50,7 +50,8 @@ static size_t rec_buf_off(void)
 static bool exec_keeps(struct sw_sock *s)
 {
 	return s->state == SW_TCP && !s->closed && s->reup &&
-	       !s->reup_never && !s->dg_marker && s->dg_rx_based &&
+	       !s->reup_never && !sw_stepped_aside() && !s->dg_marker &&
+	       s->dg_rx_based &&
 	       !s->skip_hello && s->prefix_off >= s->prefix_len &&
 	       !s->ptx_len && (s->is_client || s->up_prov) &&
 	       (!s->holders ||
