@@ -36,6 +36,14 @@ static char *shim_before_exec(void)
 	return e;
 }
 
+/* The exec did not happen: what went to the new program is the switch's. */
+static void shim_exec_failed(void)
+{
+	shim_enter();
+	sw_exec_failed();
+	shim_leave();
+}
+
 /* envp with entry added (an older one of the same name left out), or NULL
  * without memory; the caller frees the array (not the strings). */
 static char **env_with(char *const envp[], char *entry)
@@ -69,6 +77,7 @@ static char **env_with(char *const envp[], char *entry)
 	saved_ = errno;							\
 	free(v_);							\
 	free(e_);							\
+	shim_exec_failed();						\
 	errno = saved_;							\
 	return r_;							\
 } while (0)
@@ -128,6 +137,11 @@ struct inherit {
 	size_t got;
 	int mfd;			/* bytes to read first, or -1 */
 	unsigned long long mino;	/* mfd's inode */
+	bool reup;			/* mfd also holds what an upgrade
+					 * again needs */
+	int hfd;			/* its holders' record, or -1 */
+	unsigned long long hino;	/* hfd's inode */
+	bool tried;
 	struct sw_sock *s;
 };
 
@@ -144,10 +158,18 @@ static void inherit_fd(int fd, struct inherit *v, int n)
 		if (v[i].ino != (unsigned long long)sb.st_ino)
 			continue;
 		if (!s) {
-			s = v[i].mfd >= 0 ?
-				    sw_sock_inherit_bytes(fd, v[i].ino,
-							  v[i].mfd, v[i].mino) :
-				    sw_sock_inherit(fd, v[i].ino, v[i].got);
+			if (v[i].tried)
+				return;
+			v[i].tried = true;
+			if (v[i].reup)
+				s = sw_sock_inherit_reup(fd, v[i].ino, v[i].mfd,
+							 v[i].mino, v[i].hfd,
+							 v[i].hino);
+			else if (v[i].mfd >= 0)
+				s = sw_sock_inherit_bytes(fd, v[i].ino,
+							  v[i].mfd, v[i].mino);
+			else
+				s = sw_sock_inherit(fd, v[i].ino, v[i].got);
 			if (!s)
 				return;
 			v[i].s = s;
@@ -169,20 +191,30 @@ void shim_inherit(void)
 	DIR *d;
 
 	while (p && *p && n < INHERIT_MAX) {
-		unsigned long long ino, mino = 0;
-		int used = 0, mfd = -1;
+		unsigned long long ino, mino = 0, hino = 0;
+		int used = 0, mfd = -1, hfd = -1;
+		bool reup = false;
 		size_t got = 0;
 
 		if (sscanf(p, "%d:%llu:%n", &fd, &ino, &used) != 2 || !used)
 			break;
 		p += used;
 		used = 0;
-		if (*p == 'b' ?
-			    sscanf(p, "b%d:%llu%n", &mfd, &mino, &used) != 2 :
-			    sscanf(p, "%zu%n", &got, &used) != 1)
+		if (*p == 'b' || *p == 'r') {
+			reup = *p == 'r';
+			if (sscanf(p + 1, "%d:%llu%n", &mfd, &mino, &used) != 2 ||
+			    !used || mfd < 0)
+				break;
+			p += 1 + used;
+			used = 0;
+			/* r: its holders' record may follow */
+			if (reup && *p == ':' &&
+			    (sscanf(p, ":%d:%llu%n", &hfd, &hino, &used) != 2 ||
+			     !used || hfd < 0))
+				break;
+		} else if (sscanf(p, "%zu%n", &got, &used) != 1 || !used) {
 			break;
-		if (!used || (*p == 'b' && mfd < 0))
-			break;
+		}
 		p += used;
 		if (*p == ',')
 			p++;
@@ -190,6 +222,10 @@ void shim_inherit(void)
 		v[n].got = got;
 		v[n].mfd = mfd;
 		v[n].mino = mino;
+		v[n].reup = reup;
+		v[n].hfd = hfd;
+		v[n].hino = hino;
+		v[n].tried = false;
 		v[n].s = NULL;
 		n++;
 	}
@@ -215,9 +251,13 @@ void shim_inherit(void)
 			inherit_fd(fd, v, n);
 	}
 	/* the memory files of bytes to read first are mapped now (or of no
-	 * use): closed, once they are surely what the entry named */
+	 * use): closed, once they are surely what the entry named; a
+	 * holders' record of a socket no fd here names is left */
 	for (fd = 0; fd < n; fd++) {
 		struct stat mb;
+
+		if (v[fd].hfd >= 0 && !v[fd].tried)
+			sw_exec_record_left(v[fd].hfd, v[fd].hino);
 
 		if (v[fd].mfd >= 0 && !fstat(v[fd].mfd, &mb) &&
 		    S_ISREG(mb.st_mode) && mb.st_ino == v[fd].mino)

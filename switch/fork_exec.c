@@ -22,6 +22,7 @@
 #include "config.h"
 #include "credits.h"
 #include "downgrade.h"
+#include "exec_reup.h"
 #include "fallback.h"
 #include "fork_exec.h"
 #include "holders.h"
@@ -106,9 +107,11 @@ char *sw_before_exec(void)
 	struct sw_sock **v;
 	int n = sw_sock_list(&v), i;
 
-	/* a kept connection: the new program's (cut, below) or the old's */
+	/* an upgrade under way that the new program may take on; a kept
+	 * connection: the new program's (cut, below) or the old's */
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
+		sw_exec_keep_pending(v[i]);
 		sw_holders_exec(v[i]);
 		pthread_mutex_unlock(&v[i]->lock);
 		sw_sock_unref(v[i]);
@@ -435,7 +438,8 @@ char *sw_exec_hello_skips(void)
 	for (i = 0; i < n; i++) {
 		struct sw_sock *s = v[i];
 		struct stat sb, mb;
-		char item[96];
+		bool made = false;
+		char item[192];
 		int k;
 
 		pthread_mutex_lock(&s->lock);
@@ -449,7 +453,28 @@ char *sw_exec_hello_skips(void)
 				     s->hello_got);
 			env_add(&env, &len, &cap, item, k);
 		}
-		if (s->state == SW_TCP && !s->closed && s->fork_buf &&
+		/* back on TCP, to be upgraded again, or its upgrade under
+		 * way: the new program's switch is given what that needs
+		 * (exec_reup.c) */
+		if (s->exec_item[0])
+			k = snprintf(item, sizeof(item), "%s%s",
+				     len ? "," : SW_EXEC_ENV "=", s->exec_item);
+		else
+			k = sw_exec_reup_item(s, item, sizeof(item),
+					      len ? "," : SW_EXEC_ENV "=");
+		if (k > 0) {
+			made = true;
+			if (!env_add(&env, &len, &cap, item, k))
+				k = -ENOMEM;
+		}
+		if (k < 0) {
+			SW_WARN("fd %d: the program exec'd cannot be given what it needs to upgrade the connection again (%s): it stays on TCP",
+				s->fd, strerror(-k));
+			/* nor may another holder: the new program uses it */
+			sw_holders_cut(s);
+			s->reup_never = true;
+		}
+		if (!made && s->state == SW_TCP && !s->closed && s->fork_buf &&
 		    s->exec_buf_fd >= 0 &&
 		    s->fork_buf->off < s->fork_buf->len &&
 		    !fstat(s->fd, &sb) && !fstat(s->exec_buf_fd, &mb)) {

@@ -7,11 +7,14 @@
  * connection drives the upgrade, and commits only once it is the last
  * holder alive (docs/protocol.md section 2.7).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,6 +26,7 @@
 #include "fork_exec.h"
 #include "holders.h"
 #include "log.h"
+#include "ownfd.h"
 #include "sdp_switch.h"
 #include "providers.h"
 #include "reupgrade.h"
@@ -140,9 +144,66 @@ static void drop_pid(struct sw_holders *h, int32_t pid)
 
 void sw_holders_unmap(struct sw_sock *s)
 {
+	int fd = __atomic_load_n(&s->holders_fd, __ATOMIC_RELAXED);
+
 	if (s->holders)
 		munmap(s->holders, sizeof(*s->holders));
 	s->holders = NULL;
+	if (fd >= 0) {
+		sw_fd_forget(fd);
+		sdp_sys.close(fd);
+	}
+	__atomic_store_n(&s->holders_fd, -1, __ATOMIC_RELAXED);
+}
+
+/* fd, a file holding a record, kept as the switch's (above the program's
+ * numbers, close-on-exec) for a program exec'd on s; -1 if it cannot be. */
+static void keep_fd(struct sw_sock *s, int fd)
+{
+	int own;
+
+	__atomic_store_n(&s->holders_fd, fd, __ATOMIC_RELAXED);
+	own = sw_fd_own(fd, &s->holders_fd);
+	if (own < 0) {
+		sdp_sys.close(fd);
+		own = -1;
+	}
+	__atomic_store_n(&s->holders_fd, own, __ATOMIC_RELAXED);
+}
+
+/*
+ * A new record for s. One for a connection back on TCP (or carried: it
+ * returns to TCP at this fork) lives in a memory file whose descriptor is
+ * kept: a process of the tree may exec a new program on the connection,
+ * whose switch maps the same record from it (sw_holders_adopt); so is
+ * one for a pending upgrade with SDP_REUPGRADE=1 (exec_reup.c keeps such
+ * an upgrade for the new program). Without, a pending upgrade's record
+ * is anonymous (an exec gives that upgrade up), as is any when no memory
+ * file can be made (the exec then gives the upgrade up).
+ */
+static struct sw_holders *holders_new(struct sw_sock *s)
+{
+	struct sw_holders *h;
+	int fd = -1;
+
+	if ((!sw_pending(s) || sw_cfg.reupgrade) &&
+	    sw_fsize_room(sizeof(*h))) {
+		fd = memfd_create("sdp-holders", MFD_CLOEXEC);
+		if (fd >= 0 && ftruncate(fd, sizeof(*h))) {
+			sdp_sys.close(fd);
+			fd = -1;
+		}
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
+	if (h == MAP_FAILED) {
+		if (fd >= 0)
+			sdp_sys.close(fd);
+		return NULL;
+	}
+	if (fd >= 0)
+		keep_fd(s, fd);
+	return h;
 }
 
 /* Where the record of a socket in flight is found: by its owner's uid and
@@ -197,9 +258,8 @@ bool sw_holders_park(struct sw_sock *s)
 	if (!h) {
 		if (!sw_holders_keeps(s))
 			return false;
-		h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		if (h == MAP_FAILED)
+		h = holders_new(s);
+		if (!h)
 			return false;
 		atomic_store(&h->pid[0], getpid());
 		s->holders = h;
@@ -343,23 +403,129 @@ void sw_holders_leave(struct sw_sock *s)
 	quiet(s, SDP_FB_HANDED);
 }
 
+/*
+ * Some fd of the socket fd names stays open across exec. The program may
+ * have put the socket on other numbers (socat's nofork and inetd dup2 it
+ * onto 0 and 1, which are inherited, while its own fd is close-on-exec),
+ * so every fd naming the same socket counts. When that cannot be told,
+ * it is taken as kept (the connection then stays TCP everywhere).
+ */
+bool sw_fd_survives_exec(int fd)
+{
+	int fl = sdp_sys.fcntl(fd, F_GETFD), n;
+	struct stat sb, ob;
+	struct dirent *de;
+	bool kept = false;
+	DIR *d;
+
+	if (fl < 0 || !(fl & FD_CLOEXEC) || fstat(fd, &sb))
+		return true;
+	d = opendir("/proc/self/fd");
+	if (!d)
+		return true;
+	while (!kept && (de = readdir(d))) {
+		char *end;
+		long l = strtol(de->d_name, &end, 10);
+
+		if (*end || end == de->d_name || l < 0 || l > INT_MAX)
+			continue;
+		n = (int)l;
+		if (n == fd || n == dirfd(d) || fstat(n, &ob) ||
+		    !S_ISSOCK(ob.st_mode) || ob.st_ino != sb.st_ino ||
+		    ob.st_dev != sb.st_dev)
+			continue;
+		fl = sdp_sys.fcntl(n, F_GETFD);
+		kept = fl < 0 || !(fl & FD_CLOEXEC);
+	}
+	closedir(d);
+	return kept;
+}
+
 void sw_holders_exec(struct sw_sock *s)
 {
-	int fl;
-
 	if (!s->holders)
 		return;
-	fl = fcntl(s->fd, F_GETFD);
-	if (fl >= 0 && (fl & FD_CLOEXEC)) {
+	if (!sw_fd_survives_exec(s->fd)) {
 		/* the fd goes with the old program */
 		quiet(s, SDP_FB_HANDED);
 		return;
 	}
-	/* the new program holds it: as before any exec, TCP for good,
-	 * in every process */
+	/* back on TCP, or its upgrade kept for the new program, its record
+	 * in a file: this process (its pid goes on) stays a holder, and the
+	 * new program's switch maps the record from that file
+	 * (exec_reup.c, sw_holders_adopt) */
+	if (__atomic_load_n(&s->holders_fd, __ATOMIC_RELAXED) >= 0 &&
+	    (s->exec_item[0] ||
+	     (s->state == SW_TCP && s->reup && !s->reup_never)))
+		return;
+	/* the new program holds it: TCP for good, in every process */
 	atomic_store(&s->holders->state, H_CUT);
 	drop_pid(s->holders, getpid());
 	sw_holders_unmap(s);
+	s->reup_never = true;
+}
+
+/* hfd, inherited across exec: a record of ours, the file named by hino
+ * (mapped), or NULL with why set. */
+static struct sw_holders *exec_record(int hfd, unsigned long long hino,
+				      const char **why)
+{
+	struct sw_holders *h;
+	struct stat sb;
+
+	if (fstat(hfd, &sb) || !S_ISREG(sb.st_mode) ||
+	    (unsigned long long)sb.st_ino != hino) {
+		*why = "its holders' record is not the file named";
+		return NULL;
+	}
+	if (sb.st_uid != geteuid() || sb.st_size < (off_t)sizeof(*h)) {
+		*why = "its holders' record is not one of ours";
+		return NULL;
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, hfd, 0);
+	if (h == MAP_FAILED) {
+		*why = "its holders' record cannot be mapped";
+		return NULL;
+	}
+	return h;
+}
+
+int sw_holders_adopt(struct sw_sock *s, int hfd, unsigned long long hino,
+		     const char **why)
+{
+	struct sw_holders *h = exec_record(hfd, hino, why);
+	int32_t me = getpid();
+	int i;
+
+	if (!h)
+		return -EINVAL;
+	for (i = 0; i < HOLDERS_MAX && atomic_load(&h->pid[i]) != me; i++)
+		;
+	if (i == HOLDERS_MAX) {
+		/* others may count on being alone: TCP everywhere */
+		atomic_store(&h->state, H_CUT);
+		munmap(h, sizeof(*h));
+		*why = "this process is not among its holders";
+		return -ESRCH;
+	}
+	sw_holders_unmap(s);
+	s->holders = h;
+	keep_fd(s, hfd);
+	return 0;
+}
+
+void sw_holders_exec_drop(int hfd, unsigned long long hino, bool cut)
+{
+	const char *why;
+	struct sw_holders *h = exec_record(hfd, hino, &why);
+
+	if (!h)
+		return;
+	if (cut)
+		atomic_store(&h->state, H_CUT);
+	drop_pid(h, getpid());
+	munmap(h, sizeof(*h));
+	sdp_sys.close(hfd);
 }
 
 void sw_holders_cut(struct sw_sock *s)
@@ -491,10 +657,8 @@ static int pass_tcp(struct sw_sock *s)
 	if (h == MAP_FAILED)
 		goto err_file;
 	nb = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
-	close(fd);
 	if (nb == MAP_FAILED) {
 		munmap(h, sizeof(*h));
-		fd = -1;
 		goto err_file;
 	}
 	pthread_mutexattr_init(&a);
@@ -539,12 +703,15 @@ static int pass_tcp(struct sw_sock *s)
 	h->pass.reup_n = s->reup_n;
 	atomic_thread_fence(memory_order_release);
 	h->pass.magic = PASS_MAGIC_TCP;
-	/* who holds it, as after a fork (sw_holders_reup) */
+	/* who holds it, as after a fork (sw_holders_reup); the file is
+	 * kept for a program this process may exec on the connection */
 	if (!h->pass.reup) {
 		munmap(h, sizeof(*h));
+		close(fd);
 	} else {
 		sw_holders_unmap(s);
 		s->holders = h;
+		keep_fd(s, fd);
 	}
 	SW_DBG("fd %d: passed to another process on TCP, with %zu byte(s) that came on the SAN",
 	       s->fd, left);
@@ -572,6 +739,7 @@ static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
 	size_t off = pass_buf_off(), map_len;
 	struct sw_fork_buf *nb;
 	struct sw_sock *s;
+	int i;
 
 	if (size < (off_t)(off + sizeof(*nb)) ||
 	    p->peerlen > sizeof(p->peer) || p->up_prov >= sw_nproviders)
@@ -616,6 +784,10 @@ static struct sw_sock *received_tcp(int fd, struct sw_holders *h, int rfd,
 	if (p->reup && (s->is_client || s->up_prov)) {
 		sw_reup_arm(s);
 		s->holders = h;
+		/* for a program this process may exec on the connection */
+		i = fcntl(rfd, F_DUPFD_CLOEXEC, 0);
+		if (i >= 0)
+			keep_fd(s, i);
 	} else {
 		s->reup_never = true;
 		munmap(h, sizeof(*h));

@@ -42,6 +42,23 @@ void sw_holders_leave(struct sw_sock *s);
  * fd is inherited) or goes with the old one (close-on-exec). */
 void sw_holders_exec(struct sw_sock *s);
 
+/* Some fd naming the same socket as fd stays open across exec (or that
+ * cannot be told). */
+bool sw_fd_survives_exec(int fd);
+
+/* After exec: hfd, inherited, is the record (a file of ours, its inode
+ * hino) of the connection s that this process held before: s joins it
+ * (hfd becomes the switch's). 0, or -errno with why set (a record that
+ * does not list this process is marked CUT: TCP in every holder). */
+int sw_holders_adopt(struct sw_sock *s, int hfd, unsigned long long hino,
+		     const char **why);
+
+/* After exec: the record in hfd (inode hino) is of a connection this
+ * process holds no more (no fd of it came across), or (cut) one it cannot
+ * follow: this process leaves it, and with cut it is TCP everywhere; hfd
+ * is closed (only when it is that record: else it is the program's). */
+void sw_holders_exec_drop(int hfd, unsigned long long hino, bool cut);
+
 /* A process about to lose the system calls the switch needs (a seccomp
  * sandbox), s locked: the connection stays TCP in every process of the
  * record, and this one leaves it. */

@@ -203,6 +203,20 @@ struct sw_sock *sw_sock_inherit(int fd, unsigned long long ino,
  * (its inode mino), to be read first. The caller closes mfd. */
 struct sw_sock *sw_sock_inherit_bytes(int fd, unsigned long long ino,
 				      int mfd, unsigned long long mino);
+/* The same for a socket back on TCP that may be upgraded again: the memory
+ * file mfd (inode mino) holds what that needs and the bytes to read first;
+ * hfd (inode hino), or -1, its holders' record, which the socket keeps
+ * or (not usable) closes, called once per entry (switch/exec_reup.c). The
+ * caller closes mfd. */
+struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
+				     int mfd, unsigned long long mino,
+				     int hfd, unsigned long long hino);
+/* The record fd of sw_sock_inherit_reup, for a socket no inherited fd
+ * names (the exec'd program does not hold it): this process leaves it,
+ * and hfd is closed when it is that record. */
+void sw_exec_record_left(int hfd, unsigned long long hino);
+/* exec failed: what went to the new program is the switch's again. */
+void sw_exec_failed(void);
 /* An inherited socket whose hello is dropped and whose bytes taken while
  * looking for it were delivered, or any plain TCP socket with nothing of
  * the switch's left once the process stepped aside for a sandbox: the

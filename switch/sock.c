@@ -115,6 +115,7 @@ struct sw_sock *sw_sock_new(int fd, enum sw_state state)
 	s->tcp_rx_limit = SW_NO_LIMIT;
 	s->tok_fd = -1;
 	s->exec_buf_fd = -1;
+	s->holders_fd = -1;
 	s->st = sw_stats_conn_new();
 	if (s->st) {
 		s->st->fd = fd;

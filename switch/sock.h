@@ -203,6 +203,9 @@ struct sw_sock {
 				 * exec, for the new program, or -1 */
 	struct sw_holders *holders; /* a pending upgrade kept across fork:
 				 * who holds the connection (holders.c) */
+	int holders_fd;		/* the file under holders, kept for a
+				 * program exec'd on the connection, or -1
+				 * (read with __atomic_load_n: ownfd.h) */
 	/* upgraded again after a downgrade (reupgrade.c): the kernel's
 	 * counts of our bytes and the peer's at the downgrade markers, and
 	 * when it may be */
@@ -256,6 +259,11 @@ struct sw_sock {
 	uint64_t spoke_first_ns; /* server: since then */
 	bool skip_hello;	/* TCP: the peer's stream may start with its
 				 * hello (sw_hello_skip) */
+	char exec_item[128];	/* before exec: the environment entry of a
+				 * pending upgrade kept for the new program
+				 * (exec_reup.c), or "" */
+	bool exec_hello_wait;	/* that upgrade waited for the client's
+				 * hello: dropped here should exec fail */
 	bool exec_skip;		/* managed after exec only to drop that
 				 * hello (sw_sock_inherit) */
 	int tok_fd;		/* the name of this connection's client

@@ -824,6 +824,208 @@ def t_exec_unread(ctx):
 		'exact (%d bytes sent on the SAN)' % san_tx(c))
 
 
+def exec_image(st, pid):
+	"""The stats of pid's last program image: after an exec the new
+	program's switch makes a file of its own (kept as sdp-stat.PID~N)."""
+	def n(s):
+		tail = os.path.basename(s['file']).split('~')
+		return int(tail[1]) if len(tail) > 1 else 0
+	mine = [s for s in st if s['pid'] == pid]
+	check(mine, 'no stats file of pid %d' % pid)
+	return [max(mine, key=n)]
+
+
+def exec_again(ctx, fork):
+	"""The server echoes the first 16 MiB of a connection (the SAN
+	carries them), then a new program exec'd on the connection echoes
+	100 MiB more: with fork, in the server's child, while the parent
+	holds its copy until that program echoed its first MiB (so the
+	program uses the connection while another process still holds it,
+	then is left alone with it); without, in the server process itself.
+	SDP_REUPGRADE=1 on both ends: the bytes that came on the SAN and
+	were not read reach the new program first (through the memory file
+	its switch maps), and that switch, given the connection's key, the
+	kernel's counts at the downgrade markers and the holders' record,
+	upgrades it again once it holds the connection alone: both ends
+	carried at the end, 99% of the bytes after the switch points on shm,
+	each part of the echo hashed."""
+	env = dict(DEBUG, SDP_REUPGRADE=1)
+	first, rest = 16 * MIB, 100 * MIB
+	cmd = 'exec-again-server' if fork else 'exec-self-server'
+	port = free_port()
+	srv = ctx.spawn(cmd, [PY, HANDS, cmd, str(port), str(first)], env=env)
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, 1, first + rest, env, 240)
+	srv.wait(30)
+	served = srv.json_lines()
+	check(len(served) == 2 and
+	      sorted(r['echoed'] for r in served) == [first, rest],
+	      'exec of a carried connection: echo results %s; stderr %s' %
+	      (served, srv.err()[-600:]))
+	prog = [r['pid'] for r in served if r['echoed'] == rest][0]
+	check((prog != srv.pid) == fork, 'exec of a carried connection: the '
+	      'program exec\'d ran in pid %d, the server is %d' %
+	      (prog, srv.pid))
+	want = stream_shas(0, first, first + rest)
+	got = ([r['sha'] for r in served if r['echoed'] == first] +
+	       [r['sha'] for r in served if r['echoed'] == rest])
+	check(got == list(want), 'exec of a carried connection: the server '
+	      'and the program exec\'d did not echo the first %d bytes and '
+	      'the rest: sha256 %s, expected %s' % (first, got, list(want)))
+	st = ctx.stats()
+	heads = switch_points(srv.err(), cli.err(), every=True)
+	for c in by_pid(st, cli.pid):
+		again(c, 'client', first, rest, heads)
+	held = [c for c in by_pid(exec_image(st, prog), prog) if moved(c)]
+	check(len(held) == 1, 'exec: %d connections in the program exec\'d: '
+	      '%s' % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
+	# its counters start at the exec: the bytes that came on the SAN
+	# before it are read from the memory file (not counted), and so do
+	# its switch points, logged under the pid of the server's own
+	mark = 'sdp-switch[%d] debug: fd %d: inherited across exec' % (
+		prog, held[0]['fd'])
+	err = srv.err()
+	check(mark in err, 'exec: no "%s" in the log' % mark)
+	heads = switch_points(err[err.index(mark):], every=True)
+	share, after = again(held[0], 'program exec\'d', 0, rest - 16 * MIB,
+			     heads)
+	return ('%d MiB carried, then %d MiB by a program exec\'d %s, carried '
+		'again: %.2f%% on shm after the switch points, %.2f%% of all '
+		'its bytes, exact' % (first >> 20, rest >> 20,
+				      'in the forked child, once the parent '
+				      'closed' if fork else 'in the server',
+				      after, share))
+
+
+@run.test('exec-again')
+def t_exec_again(ctx):
+	return exec_again(ctx, True)
+
+
+@run.test('exec-self-again')
+def t_exec_self_again(ctx):
+	return exec_again(ctx, False)
+
+
+def socat_nofork(ctx, reup):
+	"""inetd-style with the program on the socket itself: socat accepts,
+	forks a child per connection, and the child execs the program with
+	the connection on its stdin and stdout (EXEC with nofork: socat's
+	own fd of it is close-on-exec, the copies on 0 and 1 are not). 64
+	MiB echoed exact: the client's hello, which may come after the exec,
+	never reaches the program. The upgrade, pending at the exec, is given
+	up there (cut), so both ends stay on TCP; with SDP_REUPGRADE=1 too
+	(reup): the program has the connection on its standard streams,
+	which it may use through stdio, out of the switch's sight
+	(docs/protocol.md 2.8, "Across exec")."""
+	need('socat')
+	n = 64 * MIB
+	env = dict(DEBUG, SDP_REUPGRADE=1 if reup else 0)
+	port = free_port()
+	srv = ctx.spawn('socat', ['socat', 'TCP-LISTEN:%d,bind=127.0.0.1,'
+				  'fork,reuseaddr' % port,
+				  'EXEC:%s %s stdio-echo 0,nofork' % (PY, HANDS)],
+			env=env)
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, 1, n, env)
+	ctx.stop(srv)
+	st = ctx.stats()
+	for c in by_pid(st, cli.pid):
+		check(c['state'] == run.TCP_STATE and moved(c) == 2 * n and
+		      san_tx(c) + san_rx(c) == 0,
+		      'socat nofork: client not on TCP: %s' % fmt_conn(c))
+	return '%d MiB echoed exact by a program exec\'d on the socket\'s ' \
+		'standard streams, on TCP' % (n >> 20)
+
+
+@run.test('socat-nofork')
+def t_socat_nofork(ctx):
+	return socat_nofork(ctx, False)
+
+
+@run.test('socat-nofork-again')
+def t_socat_nofork_again(ctx):
+	return socat_nofork(ctx, True)
+
+
+@run.test('exec-pending')
+def t_exec_pending(ctx):
+	"""A server accepts and at once forks a child that execs a new
+	program on the connection (on a descriptor of its own, not a
+	standard stream), before the first upgrade can be done; the parent
+	closes its copy. SDP_REUPGRADE=1 on both ends: the upgrade, pending
+	at the exec, goes on in the new program (its state handed over in
+	the exec's memory file), which finishes it once it holds the
+	connection alone: 64 MiB echoed exact, both ends carried, 99% of the
+	bytes after the switch points on shm."""
+	env = dict(DEBUG, SDP_REUPGRADE=1)
+	n = 64 * MIB
+	port = free_port()
+	srv = ctx.spawn('exec-pending-server', [PY, HANDS,
+			'exec-pending-server', str(port)], env=env)
+	ctx.wait_listen(port, srv)
+	cli = echo_clients(ctx, port, 1, n, env)
+	srv.wait(30)
+	served = srv.json_lines()
+	check(len(served) == 1 and served[0]['echoed'] == n and
+	      served[0]['pid'] != srv.pid,
+	      'exec of a pending upgrade: echo results %s; stderr %s' %
+	      (served, srv.err()[-600:]))
+	prog = served[0]['pid']
+	st = ctx.stats()
+	heads = switch_points(srv.err(), cli.err())
+	for c in by_pid(st, cli.pid):
+		on_san(c, 'client', n, n)
+		after_switch(c, heads, 'client')
+	held = [c for c in by_pid(exec_image(st, prog), prog) if moved(c)]
+	check(len(held) == 1, 'exec: %d connections in the program exec\'d: '
+	      '%s' % (len(held), '; '.join(fmt_conn(c) for c in run.conns(st))))
+	on_san(held[0], 'program exec\'d', n, n)
+	san, after = after_switch(held[0], heads, 'program exec\'d')
+	return ('%d MiB echoed exact by a program exec\'d before the first '
+		'upgrade was done, which finished it: %.2f%% of the bytes after '
+		'the switch points on shm' % (n >> 20,
+					      100.0 * san / max(1, after)))
+
+
+@run.test('exec-stale-env')
+def t_exec_stale_env(ctx):
+	"""A client echoes 1 MiB, then execs itself with a stale or hostile
+	SDP_EXEC_HELLO_SKIP naming its socket (a memory file of junk, one of
+	another inode, an exec state with fields out of range, a buffer
+	larger than its file, other providers, a pending upgrade in no
+	state there is; cut short, negative and overflowing numbers,
+	another socket's inode), eleven images in turn,
+	each echoing 1 MiB more. Every echo is exact, no image crashes, and
+	each usable-looking state that is not is refused with a warning
+	naming what was wrong (docs/fallback-reasons.md, "none (0), after an
+	exec")."""
+	port = free_port()
+	srv = ctx.spawn('echo-server', [PY, run.PEERS, 'echo-server',
+					str(port), '--mode', 'threads'])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('stale-env-client', [PY, HANDS, 'stale-env-client',
+					   str(port)], 120, ok=None)
+	ctx.stop(srv)
+	res = cli.json_lines()
+	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
+	      res[0]['stages'] == 11,
+	      'stale environment: exit %d, %s; stderr %s' %
+	      (cli.p.returncode, res, cli.err()[-800:]))
+	err = cli.err()
+	for why in ('not a state this switch writes',
+		    'the memory file named is not there',
+		    'its fields are out of range',
+		    'its buffer\'s sizes do not hold',
+		    'this program has other providers',
+		    'its upgrade\'s fields are out of range'):
+		check('with the state to upgrade it again, but %s' % why in err,
+		      'stale environment: no warning "%s"; stderr %s' %
+		      (why, err[-1500:]))
+	return '11 execs with a stale or hostile entry, 12 MiB echoed exact, ' \
+		'6 states refused by name'
+
+
 def all_conns(st, prefix):
 	"""Every connection (not a listener, not a handed-over copy) of the
 	processes whose program name starts with prefix."""
@@ -995,7 +1197,9 @@ if __name__ == '__main__':
 			 'scm-rights', 'postgresql', 'carried-fork',
 			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
-			 'exec-unread', 'inetd-stderr', 'vsftpd',
+			 'exec-unread', 'exec-again', 'exec-self-again',
+			 'exec-pending', 'exec-stale-env', 'socat-nofork',
+			 'socat-nofork-again', 'inetd-stderr', 'vsftpd',
 			 'rsync-daemon',
 			 'git-daemon')]
 	sys.exit(run.main())

@@ -18,6 +18,11 @@
 #   hands_peers.py poll-client PORT FIRST REST
 #   hands_peers.py fork-sink-server PORT FIRST
 #   hands_peers.py send-shut-client PORT FIRST REST
+#   hands_peers.py exec-again-server PORT FIRST
+#   hands_peers.py exec-self-server PORT FIRST
+#   hands_peers.py exec-pending-server PORT
+#   hands_peers.py stale-env-client PORT
+#   hands_peers.py stdio-echo 0
 import hashlib
 import os
 import socket
@@ -320,6 +325,219 @@ def cmd_exec_sink_reader(fd):
 	c.close()
 
 
+def cmd_exec_again_server(port, first):
+	"""Echoes the first bytes of one connection (the SAN carries them),
+	then forks: the child execs a new program on the connection, which
+	echoes the rest (exec-echo); the parent holds its copy until that
+	program echoed its first MiB (told by a pipe), then closes it. Each
+	prints what it echoed."""
+	c = accept_echo_hashed(port, first)
+	os.set_inheritable(c.fileno(), True)
+	r, w = os.pipe()
+	pid = os.fork()
+	if pid == 0:
+		os.close(r)
+		os.set_inheritable(w, True)
+		os.execv(sys.executable, [sys.executable, __file__, 'exec-echo',
+					  '0', str(c.fileno()), str(w)])
+	os.close(w)
+	os.read(r, 1)
+	c.close()
+	os.waitpid(pid, 0)
+
+
+def cmd_exec_self_server(port, first):
+	"""Echoes the first bytes of one connection (the SAN carries them),
+	then execs a new program on it with no fork (exec-echo echoes the
+	rest): the process holds it alone across the exec."""
+	c = accept_echo_hashed(port, first)
+	os.set_inheritable(c.fileno(), True)
+	os.execv(sys.executable, [sys.executable, __file__, 'exec-echo', '0',
+				  str(c.fileno()), '-1'])
+
+
+def cmd_exec_pending_server(port):
+	"""Accepts one connection and at once forks a child that execs a new
+	program on it (exec-echo, the socket on a number of its own, not a
+	standard stream), before its first upgrade can be done; the parent
+	closes its copy and waits."""
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	os.set_inheritable(c.fileno(), True)
+	pid = os.fork()
+	if pid == 0:
+		os.execv(sys.executable, [sys.executable, __file__, 'exec-echo',
+					  '0', str(c.fileno()), '-1'])
+	c.close()
+	os.waitpid(pid, 0)
+
+
+def accept_echo_hashed(port, first):
+	"""accept_echo, printing the length and SHA-256 of what it echoed."""
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(1)
+	c, _ = ls.accept()
+	ls.close()
+	d = read_exact(c, first, c.sendall)
+	out({'pid': os.getpid(), 'echoed': len(d),
+	     'sha': hashlib.sha256(d).hexdigest()})
+	sys.stdout.flush()
+	return c
+
+
+def cmd_exec_echo(fd, told):
+	"""The program exec'd on a connection: echoes to the end of the
+	stream, and writes a byte to the pipe told (unless -1) once it
+	echoed 1 MiB."""
+	c = socket.socket(fileno=fd)
+	sha = hashlib.sha256()
+	n = 0
+	while True:
+		d = c.recv(1 << 16)
+		if not d:
+			break
+		c.sendall(d)
+		sha.update(d)
+		if told >= 0 and n < 1 << 20 <= n + len(d):
+			os.write(told, b'x')
+			os.close(told)
+		n += len(d)
+	sha = sha.hexdigest()
+	c.shutdown(socket.SHUT_WR)
+	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
+	c.close()
+
+
+# SDP_EXEC_HELLO_SKIP entries a stale or hostile environment may hold, each
+# given to one exec of stale-env-client: (name, function of the socket's fd
+# and inode returning the entry). The state's head is docs/protocol.md 2.8,
+# "Across exec".
+def exec_state(fd, ino, family=socket.AF_INET, map_len=None, flags=0,
+	       state=1):
+	"""A memory file with the head of an exec state (provider list empty,
+	so never usable) and an empty buffer of this machine's layout (a
+	40-byte pthread mutex, three size_t); returns (fd, inode)."""
+	import struct
+	buf_hdr = 40 + 3 * 8
+	m = os.memfd_create('stale-state', 0)
+	head = struct.pack('<IHHQQIIiiIIHHIQQ16s96s128sI128sIIIIIIQQQQQQ',
+			   0x58504453, 1, 516, ino, 4096, buf_hdr, flags,
+			   family, -1, 0, 0, 0, 0, 0, 0, 0, b'k' * 16, b'',
+			   b'', 0, b'', state, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	buf = struct.pack('<40sQQQ', b'', 0, 0,
+			  buf_hdr if map_len is None else map_len)
+	os.write(m, head.ljust(4096, b'\0') + buf)
+	os.set_inheritable(m, True)
+	return m, os.fstat(m).st_ino
+
+
+def junk_memfd(n):
+	m = os.memfd_create('stale-junk', 0)
+	os.write(m, os.urandom(n))
+	os.set_inheritable(m, True)
+	return m, os.fstat(m).st_ino
+
+
+def stale_garbage(fd, ino):
+	m, mi = junk_memfd(8192)
+	return '%d:%d:r%d:%d' % (fd, ino, m, mi)
+
+
+def stale_inode(fd, ino):
+	m, mi = exec_state(fd, ino)
+	return '%d:%d:r%d:%d' % (fd, ino, m, mi + 1)
+
+
+def stale_fields(fd, ino):
+	m, mi = exec_state(fd, ino, family=0)
+	h = os.memfd_create('stale-record', 0)
+	os.write(h, bytes(16384))
+	os.set_inheritable(h, True)
+	return '%d:%d:r%d:%d:%d:%d' % (fd, ino, m, mi, h,
+				       os.fstat(h).st_ino)
+
+
+def stale_buffer(fd, ino):
+	m, mi = exec_state(fd, ino, map_len=1 << 40)
+	return '%d:%d:r%d:%d' % (fd, ino, m, mi)
+
+
+def stale_pending(fd, ino):
+	m, mi = exec_state(fd, ino, flags=2, state=99)
+	return '%d:%d:r%d:%d' % (fd, ino, m, mi)
+
+
+def stale_providers(fd, ino):
+	m, mi = exec_state(fd, ino)
+	return '%d:%d:r%d:%d' % (fd, ino, m, mi)
+
+
+STALE = [
+	('garbage', stale_garbage),
+	('inode', stale_inode),
+	('fields', stale_fields),
+	('buffer', stale_buffer),
+	('providers', stale_providers),
+	('pending', stale_pending),
+	('cut-short', lambda fd, ino: '%d:%d:r' % (fd, ino)),
+	('negative', lambda fd, ino: '%d:%d:r-1:5' % (fd, ino)),
+	('record-negative', lambda fd, ino: '%d:%d:r5:6:-3:1' % (fd, ino)),
+	('overflow', lambda fd, ino: '%d9999999999999999999999:%d:r1:1' %
+	 (fd, ino)),
+	('other-socket', lambda fd, ino: '%d:%d:r%d:%d' % ((fd, ino + 7) +
+							   junk_memfd(4096))),
+]
+
+
+def stale_echo(s, n):
+	"""n bytes echoed in 64 KiB round trips; returns True when exact."""
+	ok = True
+	left = n
+	while left:
+		d = os.urandom(min(left, 65536))
+		s.sendall(d)
+		ok = read_exact(s, len(d)) == d and ok
+		left -= len(d)
+	return ok
+
+
+def cmd_stale_env_client(port, stage=0, fd=None, ok=True):
+	"""Echoes 1 MiB, then execs itself with the next of STALE in
+	SDP_EXEC_HELLO_SKIP (the switch has nothing of its own to say: no
+	byte is left unread), the socket inheritable; the last image echoes
+	1 MiB more and prints whether every echo was exact."""
+	s = (socket.create_connection((HOST, port)) if fd is None else
+	     socket.socket(fileno=fd))
+	ok = stale_echo(s, 1 << 20) and ok
+	if stage == len(STALE):
+		out({'pid': os.getpid(), 'stages': stage, 'ok': ok})
+		return
+	os.set_inheritable(s.fileno(), True)
+	os.environ['SDP_EXEC_HELLO_SKIP'] = STALE[stage][1](
+		s.fileno(), os.fstat(s.fileno()).st_ino)
+	sys.stdout.flush()
+	os.execv(sys.executable, [sys.executable, __file__, 'stale-env-stage',
+				  str(port), str(stage + 1), str(s.fileno()),
+				  '1' if ok else '0'])
+
+
+def cmd_stdio_echo():
+	"""inetd's program: echoes its standard input (the connection, on fd
+	0) to its standard output (the same connection, on fd 1)."""
+	while True:
+		d = os.read(0, 1 << 16)
+		if not d:
+			break
+		while d:
+			d = d[os.write(1, d):]
+
+
 def cmd_send_shut_client(port, first, rest):
 	"""Echoes first bytes in 64 KiB round trips, then sends rest bytes,
 	shuts its sending side down without reading, and checks the
@@ -362,6 +580,21 @@ def main():
 		cmd_exec_sink_server(port, int(sys.argv[3]))
 	elif cmd == 'exec-sink-reader':
 		cmd_exec_sink_reader(int(sys.argv[3]))
+	elif cmd == 'exec-again-server':
+		cmd_exec_again_server(port, int(sys.argv[3]))
+	elif cmd == 'exec-self-server':
+		cmd_exec_self_server(port, int(sys.argv[3]))
+	elif cmd == 'exec-pending-server':
+		cmd_exec_pending_server(port)
+	elif cmd == 'exec-echo':
+		cmd_exec_echo(int(sys.argv[3]), int(sys.argv[4]))
+	elif cmd == 'stdio-echo':
+		cmd_stdio_echo()
+	elif cmd == 'stale-env-client':
+		cmd_stale_env_client(port)
+	elif cmd == 'stale-env-stage':
+		cmd_stale_env_client(port, int(sys.argv[3]), int(sys.argv[4]),
+				     sys.argv[5] == '1')
 	elif cmd == 'send-shut-client':
 		cmd_send_shut_client(port, int(sys.argv[3]), int(sys.argv[4]))
 	elif cmd == 'scm-carried-server':
