@@ -98,6 +98,11 @@ static bool keeps_pending(struct sw_sock *s)
 	    (s->holders &&
 	     __atomic_load_n(&s->holders_fd, __ATOMIC_RELAXED) < 0))
 		return false;
+	/* a socket that goes with the old program (every fd of it
+	 * close-on-exec) is not this exec's: its hello is the other
+	 * holders' to take */
+	if (!sw_fd_survives_exec(s->fd))
+		return false;
 	/* a server: the client's hello that is here is taken now (a new
 	 * program without the switch must not read it); one partly here
 	 * (or the program's bytes) is left to the exec's usual course
@@ -114,9 +119,7 @@ static bool keeps_pending(struct sw_sock *s)
 		if (!sw_pending(s))
 			return false;
 	}
-	if (!s->is_client && s->state == SW_UPGRADING && !s->up_prov)
-		return false;
-	return sw_fd_survives_exec(s->fd);
+	return s->is_client || s->state != SW_UPGRADING || s->up_prov;
 }
 
 static void rec_fill(struct sw_exec_rec *r, struct sw_sock *s,
@@ -558,6 +561,9 @@ void sw_exec_failed(void)
 		fd = __atomic_load_n(&v[i]->holders_fd, __ATOMIC_RELAXED);
 		if (fd >= 0)
 			sdp_sys.fcntl(fd, F_SETFD, FD_CLOEXEC);
+		/* a hello's name kept for the new program (hello_token.c) */
+		if (v[i]->tok_fd >= 0)
+			sdp_sys.fcntl(v[i]->tok_fd, F_SETFD, FD_CLOEXEC);
 		pthread_mutex_unlock(&v[i]->lock);
 		sw_sock_unref(v[i]);
 	}

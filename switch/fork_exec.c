@@ -25,6 +25,7 @@
 #include "exec_reup.h"
 #include "fallback.h"
 #include "fork_exec.h"
+#include "hello_token.h"
 #include "holders.h"
 #include "log.h"
 #include "ownfd.h"
@@ -120,6 +121,7 @@ char *sw_before_exec(void)
 	/* the bytes that came on the SAN and were not read yet go to the
 	 * new program in a memory file it maps (sw_sock_inherit_bytes) */
 	downgrade_every(DG_EXEC);
+	sw_hello_fence_exec();
 	return sw_exec_hello_skips();
 }
 

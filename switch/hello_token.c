@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -24,6 +25,7 @@
 #include "config.h"
 #include "fallback.h"
 #include "hello_token.h"
+#include "holders.h"
 #include "log.h"
 #include "ownfd.h"
 #include "sock.h"
@@ -387,6 +389,55 @@ void sw_hello_fence(void)
 	int n = sw_sock_list(&v);
 
 	fence_list(v, n);
+	free(v);
+}
+
+void sw_hello_fence_exec(void)
+{
+	struct sw_sock **v, **f;
+	int n = sw_sock_list(&v), i, k = 0;
+
+	f = calloc(n ? n : 1, sizeof(*f));
+	for (i = 0; f && i < n; i++) {
+		struct sw_sock *s = v[i];
+		bool due;
+
+		pthread_mutex_lock(&s->lock);
+		due = !s->is_client && s->state == SW_TCP && !s->closed &&
+		      s->skip_hello && !s->exec_skip &&
+		      sw_fd_survives_exec(s->fd);
+		pthread_mutex_unlock(&s->lock);
+		if (due) {
+			sw_sock_ref(s);
+			sw_sock_ref(s);
+			f[k++] = s;
+		}
+	}
+	/* fence_list drops one reference of each */
+	fence_list(f, k);
+	for (i = 0; i < k; i++) {
+		struct sw_sock *s = f[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (s->tok_fd >= 0) {
+			/* the name goes on with the new program, out of its
+			 * way among the switch's own numbers, and is let go
+			 * at its end; with it, no hello comes any more, and
+			 * none is here: nothing is left to drop */
+			sdp_sys.fcntl(s->tok_fd, F_SETFD, 0);
+			if (s->skip_hello && !s->hello_got &&
+			    sw_hello_skip(s, false) == -EAGAIN &&
+			    !s->hello_got)
+				s->skip_hello = false;
+			SW_DBG("fd %d: its client's hello cannot come after the exec: the name for it goes on with the new program",
+			       s->fd);
+		}
+		pthread_mutex_unlock(&s->lock);
+		sw_sock_unref(s);
+	}
+	for (i = 0; i < n; i++)
+		sw_sock_unref(v[i]);
+	free(f);
 	free(v);
 }
 

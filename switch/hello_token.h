@@ -33,6 +33,16 @@ void sw_hello_token_drop(struct sw_sock *s);
  */
 void sw_hello_fence(void);
 
+/*
+ * Before exec: the same fence for every accepted connection the new
+ * program inherits whose head this process has not seen (a hello may
+ * still come). The new program may read it through stdio, which no
+ * wrapper sees, or run without the switch: no hello may reach it. A name
+ * taken here stays open across the exec, with the new program, so that
+ * no hello goes while the connection lives. Callers hold the guard.
+ */
+void sw_hello_fence_exec(void);
+
 /* The same for one connection, accepted after the process stopped
  * carrying (s: SW_TCP with skip_hello). */
 void sw_hello_fence_sock(struct sw_sock *s);
