@@ -10,10 +10,12 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 
 #include "shim.h"
+#include "blind.h"
 #include "fdtable.h"
 #include "ownfd.h"
 #include "readiness.h"
@@ -367,6 +369,24 @@ SHIM_EXPORT int dup(int fd)
 /* dup2/dup3: a managed newfd is closed the switch's way first (this gives
  * up dup2's atomicity for that one case: the switch may need the fd to
  * finish the connection, so it must still name the old socket then). */
+/*
+ * A connection put where stdio reads and writes it (a stream made with
+ * fdopen, or fd 0, 1 or 2) is out of the switch's sight: stdio calls the
+ * kernel from inside the C library, past every wrapper. It goes back to
+ * plain TCP for good first (sw_blind_sock).
+ */
+static void shim_stdio_sock(int fd, const char *why)
+{
+	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+
+	if (!s)
+		return;
+	shim_enter();
+	sw_blind_sock(s, why);
+	shim_leave();
+	shim_unref(s);
+}
+
 static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 {
 	struct sw_sock *s = NULL;
@@ -415,7 +435,16 @@ static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 		ret = shim_dup_made(ret, s);
 	if (s)
 		shim_unref(s);
+	if (ret >= 0 && ret <= 2)
+		shim_stdio_sock(ret, "on a standard stream");
 	return ret;
+}
+
+SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	if (!sdp_inside())
+		shim_stdio_sock(fd, "fdopen");
+	return REAL(fdopen)(fd, mode);
 }
 
 SHIM_EXPORT int dup2(int oldfd, int newfd)

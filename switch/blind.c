@@ -15,6 +15,7 @@
 #include "fallback.h"
 #include "fork_exec.h"
 #include "hello_token.h"
+#include "upgrade.h"
 #include "log.h"
 #include "sock.h"
 #include "util.h"
@@ -83,6 +84,42 @@ void sw_blind_set(const char *why)
 	sw_hello_fence();
 	atomic_store(&blind_done, true);
 	pthread_mutex_unlock(&blind_lock);
+}
+
+void sw_blind_sock(struct sw_sock *s, const char *why)
+{
+	bool carried;
+	size_t unread = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SW_LISTENER || s->closed || s->sight_lost) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	s->sight_lost = true;
+	s->reup_never = true;
+	s->reup = false;
+	if (sw_pending(s) && sw_upgrade_cut(s))
+		sw_upgrade_settle(s);	/* committed: on the SAN, or TCP */
+	carried = s->state == SW_SAN;
+	pthread_mutex_unlock(&s->lock);
+	if (carried)
+		sw_downgrade_one(s);
+	/* a hello still to come must not reach stdio's reads */
+	sw_hello_fence_sock(s);
+	pthread_mutex_lock(&s->lock);
+	if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
+		unread = s->fork_buf->len - s->fork_buf->off;
+	if (s->state != SW_TCP)
+		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the program's stdio may see neither the bytes the SAN carries nor the end",
+			s->fd, why);
+	else if (unread)
+		SW_WARN("fd %d: %s: %zu byte(s) that came on the SAN are read first by read and recv, not by stdio, which reads the kernel's socket directly",
+			s->fd, why, unread);
+	else
+		SW_INFO("fd %d: %s: its I/O may go through stdio, which the switch cannot see: plain TCP from here",
+			s->fd, why);
+	pthread_mutex_unlock(&s->lock);
 }
 
 static bool fd_is_ring(int dfd, const char *name)

@@ -26,4 +26,17 @@ bool sw_blind_check(bool force);
 
 #define SW_BLIND_SCAN_NS 1000000000ull
 
+struct sw_sock;
+/*
+ * One connection whose I/O is about to go where no wrapper sees it: the
+ * program made a stdio stream of it (fdopen), or put it on fd 0, 1 or 2
+ * (dup2, dup3), where stdio reads and writes through the C library's
+ * internal calls. It returns to TCP for good, as in a blind process:
+ * a pending upgrade given up, a carried connection downgraded, the
+ * peer's hello dropped or fenced off; why names the call. Bytes that came
+ * on the SAN and were not read stay for read and recv, which stdio does
+ * not call (a warning says so). Callers hold the guard and no lock of s.
+ */
+void sw_blind_sock(struct sw_sock *s, const char *why);
+
 #endif /* SW_BLIND_H */

@@ -213,6 +213,7 @@ struct sw_sock {
 	bool dg_rx_based;	/* the peer's marker was read */
 	bool reup;		/* a downgrade completed: may upgrade again */
 	bool reup_never;	/* something of it cannot be known */
+	bool sight_lost;	/* its I/O may go through stdio (blind.c) */
 	uint32_t reup_n;	/* upgrades again so far (back-off) */
 	uint64_t reup_at_ns;
 	bool linger0;		/* SO_LINGER with 0: abort on close */

@@ -47,6 +47,7 @@ void sdp_sys_init(void)
 	RESOLVE(dup);
 	RESOLVE(dup2);
 	RESOLVE(dup3);
+	RESOLVE(fdopen);
 	RESOLVE(fcntl);
 	RESOLVE(fcntl64);
 	RESOLVE(ioctl);

@@ -9,6 +9,7 @@
 
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -52,6 +53,7 @@ struct sdp_sys {
 	int (*dup)(int);
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
+	FILE *(*fdopen)(int, const char *);
 	int (*fcntl)(int, int, ...);
 	int (*fcntl64)(int, int, ...);
 	int (*ioctl)(int, unsigned long, ...);
