@@ -176,7 +176,6 @@ static int make_item(struct sw_sock *s, char *item, size_t len,
 	size_t off = rec_buf_off(), left = 0, map_len;
 	struct sw_fork_buf *old = s->fork_buf, *nb;
 	int fd, hfd, k, err;
-	pthread_mutexattr_t a;
 	struct sw_exec_rec *r;
 	struct stat sb, mb, hb;
 
@@ -235,23 +234,9 @@ static int make_item(struct sw_sock *s, char *item, size_t len,
 	}
 	rec_fill(r, s, (unsigned long long)sb.st_ino, off, pending);
 	munmap(r, sizeof(*r));
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutex_init(&nb->lock, &a);
-	pthread_mutexattr_destroy(&a);
-	nb->map_len = map_len;
-	nb->off = 0;
-	nb->len = left;
-	if (old) {
-		memcpy(nb->data, old->data + old->off, left);
-		/* a forked sibling sharing the old buffer reads them no
-		 * more: they are the new program's (and ours, should the
-		 * exec fail) */
-		old->off = old->len;
-		pthread_mutex_unlock(&old->lock);
-		munmap(old, old->map_len);
-	}
-	s->fork_buf = nb;
+	sw_fork_buf_init(nb, map_len, left);
+	/* the new program's (and ours, should the exec fail) */
+	sw_fork_buf_move(s, nb);
 	if (s->exec_buf_fd >= 0) {
 		sw_fd_forget(s->exec_buf_fd);
 		sdp_sys.close(s->exec_buf_fd);

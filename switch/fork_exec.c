@@ -125,6 +125,32 @@ char *sw_before_exec(void)
 	return sw_exec_hello_skips();
 }
 
+void sw_fork_buf_init(struct sw_fork_buf *fb, size_t map_len, size_t len)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&fb->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	fb->map_len = map_len;
+	fb->off = 0;
+	fb->len = len;
+}
+
+void sw_fork_buf_move(struct sw_sock *s, struct sw_fork_buf *nb)
+{
+	struct sw_fork_buf *old = s->fork_buf;
+
+	if (old) {
+		memcpy(nb->data, old->data + old->off, nb->len);
+		old->off = old->len;
+		pthread_mutex_unlock(&old->lock);
+		munmap(old, old->map_len);
+	}
+	s->fork_buf = nb;
+}
+
 ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags)
 {
 	struct sw_fork_buf *fb = s->fork_buf;
@@ -240,7 +266,6 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 	size_t head = s->rx_san ? 0 : s->tcp_rx_limit - s->tcp_rx;
 	size_t len = head + h->len + ss->rx_queued, map_len;
 	struct sw_fork_buf *fb;
-	pthread_mutexattr_t a;
 	struct iovec iov;
 	ssize_t n;
 	int mfd = -1;
@@ -260,12 +285,7 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 		return -ENOMEM;
 	}
 	s->exec_buf_fd = mfd;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutex_init(&fb->lock, &a);
-	pthread_mutexattr_destroy(&a);
-	fb->map_len = map_len;
-	fb->len = 0;
+	sw_fork_buf_init(fb, map_len, 0);
 	if (head && head_read_all(s, fb->data, head) == 0) {
 		fb->len = head;
 		s->tcp_rx += head;

@@ -21,6 +21,15 @@ struct sw_fork_buf {
 	uint8_t data[];
 };
 
+/* A fork buffer made at fb (map_len bytes mapped), its process-shared lock
+ * made, len unread bytes in it (off 0). */
+void sw_fork_buf_init(struct sw_fork_buf *fb, size_t map_len, size_t len);
+
+/* s's fork buffer becomes nb (sw_fork_buf_init'd with room for them), the
+ * unread bytes of the old one (whose lock the caller holds, or none)
+ * copied in; another process sharing the old one reads them no more. */
+void sw_fork_buf_move(struct sw_sock *s, struct sw_fork_buf *nb);
+
 /* Reads from the fork buffer; returns bytes or 0 when it is empty. */
 ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags);
 

@@ -629,7 +629,6 @@ static int pass_tcp(struct sw_sock *s)
 {
 	struct sw_fork_buf *old = s->fork_buf, *nb;
 	size_t off = pass_buf_off(), left = 0, map_len;
-	pthread_mutexattr_t a;
 	struct sw_holders *h;
 	struct stat sb;
 	char path[64];
@@ -661,22 +660,9 @@ static int pass_tcp(struct sw_sock *s)
 		munmap(h, sizeof(*h));
 		goto err_file;
 	}
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutex_init(&nb->lock, &a);
-	pthread_mutexattr_destroy(&a);
-	nb->map_len = map_len;
-	nb->off = 0;
-	nb->len = left;
-	if (old) {
-		memcpy(nb->data, old->data + old->off, left);
-		/* a forked sibling sharing the old buffer reads them no
-		 * more: they are the receiver's (and ours) now */
-		old->off = old->len;
-		pthread_mutex_unlock(&old->lock);
-		munmap(old, old->map_len);
-	}
-	s->fork_buf = nb;
+	sw_fork_buf_init(nb, map_len, left);
+	/* the receiver's (and ours) now */
+	sw_fork_buf_move(s, nb);
 	atomic_store(&h->pid[0], getpid());
 	atomic_store(&h->born_ns[1], sw_now_ns());
 	atomic_store(&h->pid[1], IN_TRANSIT);
