@@ -23,6 +23,7 @@
 #include "credits.h"
 #include "downgrade.h"
 #include "fallback.h"
+#include "flusher.h"
 #include "fork_exec.h"
 #include "holders.h"
 #include "log.h"
@@ -104,8 +105,12 @@ void sw_atfork_child(void)
 char *sw_before_exec(void)
 {
 	struct sw_sock **v;
-	int n = sw_sock_list(&v), i;
+	int n, i;
 
+	/* connections the program closed with bytes still to go: they end
+	 * with this program's address space (bounded wait) */
+	sw_flusher_before_exec();
+	n = sw_sock_list(&v);
 	/* a kept connection: the new program's (cut, below) or the old's */
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
