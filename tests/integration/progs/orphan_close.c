@@ -3,11 +3,16 @@
  * orphan_close.c - close() of a carried connection with bytes kept back
  * returns at once, and the switch still delivers every byte, then EOF, to
  * a peer that reads only 7 s later (as TCP sends an orphaned socket's
- * buffer): a writer that stays alive, one that exits at once, and one
- * whose fd number a new connection takes while the first one drains.
+ * buffer): a writer that stays alive (and forks: the child holds no copy
+ * of the connection), one that exits at once, one that execs at once, and
+ * one whose fd number a new connection takes while the first one drains.
+ * Then, with SDP_ORPHAN_TIMEOUT_MS short, a peer that reads too late sees
+ * a reset, never a clean end of a stream that is not whole.
  */
 #include <linux/sockios.h>
+#include <dirent.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include "tp_stats.h"
 
@@ -15,11 +20,12 @@
 #define READ_AFTER_MS 7000	/* the reader's sleep before it reads */
 #define SECOND_LEN (1u << 20)	/* the reuse case's second connection */
 
-enum { C_STAY, C_EXIT, C_REUSE, C_REUSE2, NCASES };
+enum { C_STAY, C_EXIT, C_EXEC, C_REUSE, C_REUSE2, NCASES };
+#define NWRITERS C_REUSE2	/* the last case is C_REUSE's second */
 
 static const char *const case_name[NCASES] = {
-	"close, writer stays", "close, writer exits", "close, fd reused",
-	"the connection on the reused fd",
+	"close, writer stays", "close, writer exits", "close, writer execs",
+	"close, fd reused", "the connection on the reused fd",
 };
 
 /* What a writer tells the reader once it closed (one pipe write). */
@@ -95,9 +101,50 @@ static void close_report(int rep, int c, uint32_t id, size_t total)
 	TP_CHECK(write(rep, &r, sizeof(r)) == sizeof(r), "report");
 }
 
+/* Whether this process has a descriptor on the socket of inode ino. */
+static bool holds_socket(ino_t ino)
+{
+	char want[64], path[300], link[64];
+	struct dirent *e;
+	bool found = false;
+	DIR *d = opendir("/proc/self/fd");
+	ssize_t n;
+
+	TP_CHECK(d != NULL, "opendir /proc/self/fd");
+	snprintf(want, sizeof(want), "socket:[%llu]", (unsigned long long)ino);
+	while ((e = readdir(d))) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = 0;
+		found |= !strcmp(link, want);
+	}
+	closedir(d);
+	return found;
+}
+
+/* The switch holds its own copy of the closed connection (so the case
+ * tests what it means to), and a child forked now closes its copy of
+ * that copy at once: it would hold TCP's FIN back while it lives. */
+static void fork_check(ino_t ino)
+{
+	pid_t kid;
+
+	TP_CHECK(holds_socket(ino), "after close the switch holds no copy "
+		 "of the connection: the case tests nothing");
+	kid = fork();
+	TP_CHECK(kid >= 0, "fork");
+	if (!kid)
+		_exit(holds_socket(ino) ? 1 : 0);
+	tp_reap(kid, "a child forked after close holds the closed "
+		"connection's socket");
+}
+
 static void writer(int which, const struct sockaddr_storage *ss,
 		   socklen_t len, int rep, int done)
 {
+	struct stat sb;
 	char b;
 	int c, c2;
 	size_t total;
@@ -106,9 +153,16 @@ static void writer(int which, const struct sockaddr_storage *ss,
 	send_id(c, which);
 	tp_wait_carried(c);
 	total = fill(c, which, FILL_MAX);
+	TP_CHECK(!fstat(c, &sb), "fstat");
 	close_report(rep, c, which, total);
+	if (which == C_STAY)
+		fork_check(sb.st_ino);
 	if (which == C_EXIT)
 		exit(0);	/* the exit hook's turn */
+	if (which == C_EXEC) {
+		execlp("true", "true", (char *)NULL);
+		tp_fail("exec of true");
+	}
 	if (which == C_REUSE) {
 		/* the program's number is free at once: the next socket
 		 * takes it while the first connection drains */
@@ -157,6 +211,83 @@ static void read_one(int s, const struct report *reps, bool *seen)
 	       READ_AFTER_MS / 1000, (unsigned long long)reps[id].close_us);
 }
 
+/*
+ * SDP_ORPHAN_TIMEOUT_MS short (this process's environment): the writer's
+ * switch gives its closed connection up while the reader sleeps, and the
+ * reader, back later, reads what had reached it, then ECONNRESET: never
+ * the end of a stream that is not whole.
+ */
+#define GIVEUP_TIMEOUT_MS 1000
+#define GIVEUP_READ_AFTER_MS 3000
+
+static void giveup(void)
+{
+	static uint8_t buf[1 << 20];
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	const struct sw_conn_stats *st;
+	long end = tp_ms() + 5000;
+	size_t got = 0, total;
+	int l, s, c, done[2];
+	char b;
+	ssize_t r;
+	pid_t kid;
+
+	l = tp_listener(family, 4, &ss, &len);
+	TP_CHECK(!pipe(done), "pipe");
+	kid = fork();
+	TP_CHECK(kid >= 0, "fork");
+	if (!kid) {
+		close(l);
+		close(done[1]);
+		c = tp_connect(&ss, len);
+		tp_wait_carried(c);
+		total = fill(c, 1, FILL_MAX);
+		TP_CHECK(!close(c), "close");
+		/* alive: the flusher gives the connection up */
+		TP_CHECK(read(done[0], &b, 1) == 0, "waiting for the reader");
+		exit(total ? 0 : 1);
+	}
+	close(done[0]);
+	s = accept(l, NULL, NULL);
+	TP_CHECK(s >= 0, "accept");
+	while (!(st = tp_conn_stats(s)) || st->state != TP_STATE_SAN) {
+		TP_CHECK(tp_ms() < end, "not carried within 5 s");
+		send(s, "", 0, MSG_NOSIGNAL);
+		usleep(1000);
+	}
+	usleep(GIVEUP_READ_AFTER_MS * 1000);
+	while ((r = recv(s, buf, sizeof(buf), 0)) > 0) {
+		tp_verify(1, got, buf, (size_t)r);
+		got += (size_t)r;
+	}
+	TP_CHECK(r < 0 && errno == ECONNRESET, "given up after %d ms, the "
+		 "stream ended after %zu bytes with %s, not a reset",
+		 GIVEUP_TIMEOUT_MS, got, r ? strerror(errno) : "EOF");
+	printf("  given up: %zu bytes, then ECONNRESET\n", got);
+	close(s);
+	close(l);
+	close(done[1]);
+	tp_reap(kid, "the writer failed");
+}
+
+/* The give-up case in a process of its own: settings are read once. */
+static void giveup_run(char **argv)
+{
+	char v[16];
+	pid_t p = fork();
+
+	TP_CHECK(p >= 0, "fork");
+	if (!p) {
+		snprintf(v, sizeof(v), "%d", GIVEUP_TIMEOUT_MS);
+		setenv("SDP_ORPHAN_TIMEOUT_MS", v, 1);
+		setenv("SDP_ITEST_GIVEUP", "1", 1);
+		execv("/proc/self/exe", argv);
+		tp_fail("exec of /proc/self/exe");
+	}
+	tp_reap(p, "the give-up case failed");
+}
+
 int main(int argc, char **argv)
 {
 	struct report reps[NCASES], r;
@@ -164,13 +295,18 @@ int main(int argc, char **argv)
 	socklen_t len = sizeof(ss);
 	int l, i, rep[2], done[2], conns[NCASES], nconn = 0, nrep = 0;
 	bool seen[NCASES] = { false };
-	pid_t kids[3];
+	pid_t kids[NWRITERS];
 
 	family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
-	tp_start("orphan_close", 40);
+	if (getenv("SDP_ITEST_GIVEUP")) {
+		tp_start("orphan_close, given up", 20);
+		giveup();
+		tp_pass();
+	}
+	tp_start("orphan_close", 50);
 	l = tp_listener(family, 8, &ss, &len);
 	TP_CHECK(!pipe(rep) && !pipe(done), "pipe");
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < NWRITERS; i++) {
 		kids[i] = fork();
 		TP_CHECK(kids[i] >= 0, "fork");
 		if (!kids[i]) {
@@ -227,7 +363,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < NCASES; i++)
 		close(conns[i]);
 	close(done[1]);
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < NWRITERS; i++)
 		tp_reap(kids[i], "writer %d failed", i);
+	giveup_run(argv);
 	tp_pass();
 }
