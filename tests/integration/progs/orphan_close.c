@@ -5,7 +5,8 @@
  * a peer that reads only 7 s later (as TCP sends an orphaned socket's
  * buffer): a writer that stays alive (and forks: the child holds no copy
  * of the connection), one that exits at once, one that execs at once, and
- * one whose fd number a new connection takes while the first one drains.
+ * one whose fd number a new connection takes while the first one drains;
+ * with SO_LINGER, close waits until the reader took everything.
  * Then, with SDP_ORPHAN_TIMEOUT_MS short, a peer that reads too late sees
  * a reset, never a clean end of a stream that is not whole.
  */
@@ -20,12 +21,13 @@
 #define READ_AFTER_MS 7000	/* the reader's sleep before it reads */
 #define SECOND_LEN (1u << 20)	/* the reuse case's second connection */
 
-enum { C_STAY, C_EXIT, C_EXEC, C_REUSE, C_REUSE2, NCASES };
+enum { C_STAY, C_EXIT, C_EXEC, C_LINGER, C_REUSE, C_REUSE2, NCASES };
 #define NWRITERS C_REUSE2	/* the last case is C_REUSE's second */
 
 static const char *const case_name[NCASES] = {
 	"close, writer stays", "close, writer exits", "close, writer execs",
-	"close, fd reused", "the connection on the reused fd",
+	"close with SO_LINGER 30 s", "close, fd reused",
+	"the connection on the reused fd",
 };
 
 /* What a writer tells the reader once it closed (one pipe write). */
@@ -37,6 +39,7 @@ struct report {
 };
 
 static int family;
+static int rep_rd;	/* the reader's end of the reports */
 
 static uint64_t now_us(void)
 {
@@ -152,6 +155,12 @@ static void writer(int which, const struct sockaddr_storage *ss,
 	c = tp_connect(ss, len);
 	send_id(c, which);
 	tp_wait_carried(c);
+	if (which == C_LINGER) {
+		struct linger lg = { 1, 30 };
+
+		TP_CHECK(!setsockopt(c, SOL_SOCKET, SO_LINGER, &lg,
+				     sizeof(lg)), "SO_LINGER");
+	}
 	total = fill(c, which, FILL_MAX);
 	TP_CHECK(!fstat(c, &sb), "fstat");
 	close_report(rep, c, which, total);
@@ -180,7 +189,7 @@ static void writer(int which, const struct sockaddr_storage *ss,
 }
 
 /* Reads one connection: its case id, then its stream to EOF. */
-static void read_one(int s, const struct report *reps, bool *seen)
+static void read_one(int s, struct report *reps, bool *seen)
 {
 	static uint8_t buf[1 << 20];
 	const struct sw_conn_stats *st;
@@ -198,6 +207,19 @@ static void read_one(int s, const struct report *reps, bool *seen)
 	}
 	TP_CHECK(r == 0, "%s: recv after %zu of %llu bytes", case_name[id],
 		 got, (unsigned long long)reps[id].total);
+	if (id == C_LINGER) {
+		/* its close returns once we took everything: the last
+		 * report */
+		struct report lr;
+
+		TP_CHECK(read(rep_rd, &lr, sizeof(lr)) == sizeof(lr) &&
+			 lr.id == C_LINGER, "the lingering close's report");
+		reps[id] = lr;
+		/* it waited for our read (7 s after the other closes) */
+		TP_CHECK(lr.close_us > 3000000, "%s: close() returned after "
+			 "%llu us, before the reader read", case_name[id],
+			 (unsigned long long)lr.close_us);
+	}
 	TP_CHECK(got == reps[id].total, "%s: %zu of %llu bytes arrived "
 		 "before EOF", case_name[id], got,
 		 (unsigned long long)reps[id].total);
@@ -290,7 +312,7 @@ static void giveup_run(char **argv)
 
 int main(int argc, char **argv)
 {
-	struct report reps[NCASES], r;
+	struct report reps[NCASES] = { { 0 } }, r;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	int l, i, rep[2], done[2], conns[NCASES], nconn = 0, nrep = 0;
@@ -318,8 +340,10 @@ int main(int argc, char **argv)
 	}
 	close(rep[1]);
 	close(done[0]);
-	/* every connection accepted, every close reported: nothing read */
-	while (nconn < NCASES || nrep < NCASES) {
+	rep_rd = rep[0];
+	/* every connection accepted, every close reported (but the one that
+	 * lingers): nothing read */
+	while (nconn < NCASES || nrep < NCASES - 1) {
 		struct pollfd pf[2] = { { .fd = l, .events = POLLIN },
 					{ .fd = rep[0], .events = POLLIN } };
 
@@ -352,9 +376,9 @@ int main(int argc, char **argv)
 		}
 	}
 	for (i = 0; i < NCASES; i++)
-		/* the old bound was 5 s of blocking: 2 s tells the two apart
-		 * on a loaded machine */
-		TP_CHECK(reps[i].close_us < 2000000, "%s: close() took %llu "
+		/* a close that blocked waited 5 s or more: 2 s tells the two
+		 * apart on a loaded machine */
+		TP_CHECK(i == C_LINGER || reps[i].close_us < 2000000, "%s: close() took %llu "
 			 "us", case_name[i],
 			 (unsigned long long)reps[i].close_us);
 	usleep(READ_AFTER_MS * 1000);
