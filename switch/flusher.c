@@ -335,7 +335,13 @@ static void orphans_settle(void)
 			if (!__atomic_load_n(&s->orphan, __ATOMIC_RELAXED))
 				continue;
 			if (pthread_mutex_trylock(&s->lock)) {
-				busy++;	/* a thread still in a call on it */
+				/* a thread still in a call on it: waited
+				 * for within the same bound */
+				if (now - __atomic_load_n(&s->orphan_moved_ns,
+							  __ATOMIC_RELAXED) <
+				    (uint64_t)sw_cfg.orphan_timeout_ms *
+					    1000000ull)
+					busy++;
 				continue;
 			}
 			if (!s->orphan_ended) {

@@ -16,6 +16,7 @@
 #include "buffers.h"
 #include "config.h"
 #include "credits.h"
+#include "downgrade.h"
 #include "flusher.h"
 #include "log.h"
 #include "orphan.h"
@@ -24,6 +25,7 @@
 #include "session_rx.h"
 #include "session_tx.h"
 #include "sock.h"
+#include "status.h"
 #include "sys.h"
 #include "tcp_inband.h"
 #include "util.h"
@@ -35,13 +37,24 @@ static bool drained(struct sw_sock *s)
 	       !sw_sends_pending(&s->ss);
 }
 
-/* The peer takes nothing more on the provider. */
+/* Our bytes go on TCP now: the peer returned the connection there (it
+ * forked or exec'd while we still sent), and ours followed. */
+static bool on_tcp(struct sw_sock *s)
+{
+	return s->ss.dg_sent || s->state == SW_TCP;
+}
+
+/* The peer takes nothing more: on the provider, or on TCP after it. */
 static bool peer_gone(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 
+	if (s->tcp_eof)
+		return true;
+	if (on_tcp(s))
+		return false;
 	return s->state != SW_SAN || !ss->cq || ss->peer_dead || ss->error ||
-	       ss->abort_rcvd || s->tcp_eof;
+	       ss->abort_rcvd;
 }
 
 static uint64_t idle_bound_ns(void)
@@ -83,9 +96,46 @@ static void drop_rx(struct sw_sock *s)
 	struct iovec iov = { buf, sizeof(buf) };
 	int i;
 
-	for (i = 0; i < 64 && s->ss.rx_queued && !peer_gone(s); i++)
-		if (sw_session_recv(s, &iov, 1, MSG_DONTWAIT) <= 0)
+	for (i = 0; i < 64 && s->ss.rx_queued && !peer_gone(s); i++) {
+		ssize_t n = sw_session_recv(s, &iov, 1, MSG_DONTWAIT);
+
+		if (n == SW_RX_DOWNGRADE) {
+			/* both directions return to TCP (ours answered
+			 * already, or does now) */
+			sw_downgrade_rx_point(s);
 			break;
+		}
+		if (n <= 0)
+			break;
+	}
+}
+
+/* After a return to TCP: the kept bytes follow our marker there, then
+ * TCP's FIN; the kernel sends them on from its buffer. */
+static void tcp_rest(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	ssize_t n;
+
+	while (s->ptx_len) {
+		n = sdp_sys.send(s->fd, s->ptx, s->ptx_len,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+				s->tcp_eof = true;	/* the peer is gone */
+			return;
+		}
+		memmove(s->ptx, s->ptx + n, s->ptx_len - (size_t)n);
+		s->ptx_len -= (size_t)n;
+		if (s->st)
+			s->st->tx_tcp += (uint64_t)n;
+	}
+	if (ss->fin_pending && !sdp_sys.shutdown(s->fd, SHUT_WR)) {
+		ss->fin_pending = false;
+		ss->fin_sent = true;
+	}
 }
 
 bool sw_orphan_step(struct sw_sock *s, uint64_t now)
@@ -94,19 +144,22 @@ bool sw_orphan_step(struct sw_sock *s, uint64_t now)
 
 	if (s->orphan_ended)
 		return true;
-	if (!peer_gone(s)) {
+	if (s->state == SW_SAN && ss->cq && !peer_gone(s)) {
 		sw_progress(s);
 		sw_doorbell_drain(s);
 		drop_rx(s);
 	}
-	if (!peer_gone(s) && s->ptx_len)
-		sw_ptx_flush(s);
-	/* the FIN after them, as TCP's goes after its buffer */
-	if (!peer_gone(s) && !s->ptx_len && ss->fin_pending)
-		sw_credit_maybe_update(s);
-	if (!peer_gone(s) && !drained(s) &&
-	    !sw_credit_can_send(ss, SDP_MSG_DATA))
-		sw_credit_ask(s);
+	if (on_tcp(s)) {
+		tcp_rest(s);
+	} else if (!peer_gone(s)) {
+		if (s->ptx_len)
+			sw_ptx_flush(s);
+		/* the FIN after them, as TCP's goes after its buffer */
+		if (!s->ptx_len && ss->fin_pending)
+			sw_credit_maybe_update(s);
+		if (!drained(s) && !sw_credit_can_send(ss, SDP_MSG_DATA))
+			sw_credit_ask(s);
+	}
 	if (moved(s))
 		s->orphan_moved_ns = now;
 	return drained(s) || peer_gone(s) ||
@@ -203,6 +256,18 @@ void sw_orphan_close(struct sw_sock *s)
 	if (s->orphan_ended)
 		return;
 	sw_orphan_end(s);
+	if (s->state == SW_TCP) {
+		/* what the peer sent on TCP after its return (its marker,
+		 * doorbells, data) is taken: unread, it would turn our FIN
+		 * into a reset that drops what the kernel still sends */
+		uint8_t buf[4096];
+		int i;
+
+		for (i = 0; i < 64; i++)
+			if (sdp_sys.recv(fd, buf, sizeof(buf),
+					 MSG_DONTWAIT) <= 0)
+				break;
+	}
 	s->orphan_ended = true;
 	sw_fd_forget(fd);
 	sdp_sys.close(fd);

@@ -8,7 +8,9 @@
  * one whose fd number a new connection takes while the first one drains;
  * with SO_LINGER, close waits until the reader took everything.
  * Then, with SDP_ORPHAN_TIMEOUT_MS short, a peer that reads too late sees
- * a reset, never a clean end of a stream that is not whole.
+ * a reset, never a clean end of a stream that is not whole; and a reader
+ * that forks (its end returns to TCP) while the writer's switch still
+ * holds bytes gets them all, then EOF.
  */
 #include <linux/sockios.h>
 #include <dirent.h>
@@ -237,12 +239,14 @@ static void read_one(int s, struct report *reps, bool *seen)
  * SDP_ORPHAN_TIMEOUT_MS short (this process's environment): the writer's
  * switch gives its closed connection up while the reader sleeps, and the
  * reader, back later, reads what had reached it, then ECONNRESET: never
- * the end of a stream that is not whole.
+ * the end of a stream that is not whole. With fork_reader, the reader
+ * forks before it reads instead (the connection returns to TCP with the
+ * writer's bytes still kept) and must get every byte, then EOF.
  */
 #define GIVEUP_TIMEOUT_MS 1000
 #define GIVEUP_READ_AFTER_MS 3000
 
-static void giveup(void)
+static void giveup(bool fork_reader)
 {
 	static uint8_t buf[1 << 20];
 	struct sockaddr_storage ss;
@@ -250,13 +254,13 @@ static void giveup(void)
 	const struct sw_conn_stats *st;
 	long end = tp_ms() + 5000;
 	size_t got = 0, total;
-	int l, s, c, done[2];
+	int l, s, c, done[2], rep[2];
 	char b;
 	ssize_t r;
-	pid_t kid;
+	pid_t kid, kid2;
 
 	l = tp_listener(family, 4, &ss, &len);
-	TP_CHECK(!pipe(done), "pipe");
+	TP_CHECK(!pipe(done) && !pipe(rep), "pipe");
 	kid = fork();
 	TP_CHECK(kid >= 0, "fork");
 	if (!kid) {
@@ -266,17 +270,42 @@ static void giveup(void)
 		tp_wait_carried(c);
 		total = fill(c, 1, FILL_MAX);
 		TP_CHECK(!close(c), "close");
+		TP_CHECK(write(rep[1], &total, sizeof(total)) ==
+			 sizeof(total), "report");
 		/* alive: the flusher gives the connection up */
 		TP_CHECK(read(done[0], &b, 1) == 0, "waiting for the reader");
 		exit(total ? 0 : 1);
 	}
 	close(done[0]);
+	close(rep[1]);
 	s = accept(l, NULL, NULL);
 	TP_CHECK(s >= 0, "accept");
 	while (!(st = tp_conn_stats(s)) || st->state != TP_STATE_SAN) {
 		TP_CHECK(tp_ms() < end, "not carried within 5 s");
 		send(s, "", 0, MSG_NOSIGNAL);
 		usleep(1000);
+	}
+	if (fork_reader) {
+		/* the fork returns the reader's end to TCP while the
+		 * writer's switch still holds bytes: they follow on TCP */
+		usleep(500 * 1000);
+		kid2 = fork();
+		TP_CHECK(kid2 >= 0, "fork");
+		if (!kid2)
+			_exit(0);
+		tp_reap(kid2, "the reader's child");
+		while ((r = recv(s, buf, sizeof(buf), 0)) > 0) {
+			tp_verify(1, got, buf, (size_t)r);
+			got += (size_t)r;
+		}
+		TP_CHECK(r == 0, "recv after %zu bytes", got);
+		TP_CHECK(read(rep[0], &total, sizeof(total)) ==
+			 sizeof(total), "the writer's count");
+		TP_CHECK(got == total, "%zu of %zu bytes arrived before EOF",
+			 got, total);
+		printf("  reader forked: %zu bytes and EOF\n", got);
+		close(rep[0]);
+		goto out;
 	}
 	usleep(GIVEUP_READ_AFTER_MS * 1000);
 	while ((r = recv(s, buf, sizeof(buf), 0)) > 0) {
@@ -287,14 +316,16 @@ static void giveup(void)
 		 "stream ended after %zu bytes with %s, not a reset",
 		 GIVEUP_TIMEOUT_MS, got, r ? strerror(errno) : "EOF");
 	printf("  given up: %zu bytes, then ECONNRESET\n", got);
+out:
 	close(s);
 	close(l);
 	close(done[1]);
 	tp_reap(kid, "the writer failed");
 }
 
-/* The give-up case in a process of its own: settings are read once. */
-static void giveup_run(char **argv)
+/* A case in a process of its own (settings are read once): the give-up
+ * case with a short SDP_ORPHAN_TIMEOUT_MS, or the reader that forks. */
+static void sub_run(char **argv, const char *which)
 {
 	char v[16];
 	pid_t p = fork();
@@ -302,12 +333,13 @@ static void giveup_run(char **argv)
 	TP_CHECK(p >= 0, "fork");
 	if (!p) {
 		snprintf(v, sizeof(v), "%d", GIVEUP_TIMEOUT_MS);
-		setenv("SDP_ORPHAN_TIMEOUT_MS", v, 1);
-		setenv("SDP_ITEST_GIVEUP", "1", 1);
+		if (!strcmp(which, "SDP_ITEST_GIVEUP"))
+			setenv("SDP_ORPHAN_TIMEOUT_MS", v, 1);
+		setenv(which, "1", 1);
 		execv("/proc/self/exe", argv);
 		tp_fail("exec of /proc/self/exe");
 	}
-	tp_reap(p, "the give-up case failed");
+	tp_reap(p, "the case of %s failed", which);
 }
 
 int main(int argc, char **argv)
@@ -322,7 +354,12 @@ int main(int argc, char **argv)
 	family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
 	if (getenv("SDP_ITEST_GIVEUP")) {
 		tp_start("orphan_close, given up", 20);
-		giveup();
+		giveup(false);
+		tp_pass();
+	}
+	if (getenv("SDP_ITEST_FORK_READER")) {
+		tp_start("orphan_close, reader forks", 20);
+		giveup(true);
 		tp_pass();
 	}
 	tp_start("orphan_close", 50);
@@ -389,6 +426,7 @@ int main(int argc, char **argv)
 	close(done[1]);
 	for (i = 0; i < NWRITERS; i++)
 		tp_reap(kids[i], "writer %d failed", i);
-	giveup_run(argv);
+	sub_run(argv, "SDP_ITEST_GIVEUP");
+	sub_run(argv, "SDP_ITEST_FORK_READER");
 	tp_pass();
 }
