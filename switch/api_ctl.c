@@ -146,7 +146,10 @@ int sw_close(struct sw_sock *s, int fd)
 		deadline = sw_now_ns() + s->linger_ns;
 		while (!sw_orphan_step(s, sw_now_ns()) &&
 		       sw_now_ns() < deadline)
-			sw_session_wait(s, POLLOUT, deadline);
+			/* a signal ends the wait, as in TCP's close; the
+			 * rest goes on without it */
+			if (sw_session_wait(s, POLLOUT, deadline) == -EINTR)
+				break;
 		if (sw_orphan_step(s, sw_now_ns()))
 			goto end;
 	}
