@@ -5,7 +5,8 @@
  * a peer that reads only 7 s later (as TCP sends an orphaned socket's
  * buffer): a writer that stays alive (and forks: the child holds no copy
  * of the connection), one that exits at once, one that execs at once, and
- * one whose fd number a new connection takes while the first one drains;
+ * one whose fd number a new connection takes while the first one drains
+ * (its epoll registration gone with the close);
  * with SO_LINGER, close waits until the reader took everything.
  * Then, with SDP_ORPHAN_TIMEOUT_MS short, a peer that reads too late sees
  * a reset, never a clean end of a stream that is not whole; and a reader
@@ -14,6 +15,7 @@
  */
 #include <linux/sockios.h>
 #include <dirent.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -129,6 +131,24 @@ static bool holds_socket(ino_t ino)
 	return found;
 }
 
+/* Whether epoll set ep has a registration of the file of inode ino (the
+ * kernel lists each target's inode in the set's fdinfo). */
+static bool ep_watches(int ep, ino_t ino)
+{
+	char path[64], line[256], want[48];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ep);
+	snprintf(want, sizeof(want), " ino:%lx ", (unsigned long)ino);
+	f = fopen(path, "r");
+	TP_CHECK(f != NULL, "open %s", path);
+	while (fgets(line, sizeof(line), f))
+		found |= strstr(line, want) != NULL;
+	fclose(f);
+	return found;
+}
+
 /* The switch holds its own copy of the closed connection (so the case
  * tests what it means to), and a child forked now closes its copy of
  * that copy at once: it would hold TCP's FIN back while it lives. */
@@ -149,14 +169,23 @@ static void fork_check(ino_t ino)
 static void writer(int which, const struct sockaddr_storage *ss,
 		   socklen_t len, int rep, int done)
 {
+	struct epoll_event ev = { .events = EPOLLIN };
 	struct stat sb;
 	char b;
-	int c, c2;
+	int c, c2, ep = -1;
 	size_t total;
 
 	c = tp_connect(ss, len);
 	send_id(c, which);
 	tp_wait_carried(c);
+	if (which == C_REUSE) {
+		/* the program's epoll registration ends with its close, as
+		 * the kernel ends it when the file closes, although the
+		 * switch keeps the file open */
+		ep = epoll_create1(0);
+		TP_CHECK(ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev),
+			 "epoll");
+	}
 	if (which == C_LINGER) {
 		struct linger lg = { 1, 30 };
 
@@ -165,6 +194,8 @@ static void writer(int which, const struct sockaddr_storage *ss,
 	}
 	total = fill(c, which, FILL_MAX);
 	TP_CHECK(!fstat(c, &sb), "fstat");
+	TP_CHECK(ep < 0 || ep_watches(ep, sb.st_ino), "the epoll set's "
+		 "registration is not in its fdinfo: the check tests nothing");
 	close_report(rep, c, which, total);
 	if (which == C_STAY)
 		fork_check(sb.st_ino);
@@ -175,6 +206,8 @@ static void writer(int which, const struct sockaddr_storage *ss,
 		tp_fail("exec of true");
 	}
 	if (which == C_REUSE) {
+		TP_CHECK(!ep_watches(ep, sb.st_ino), "the epoll set still "
+			 "watches the closed connection's socket");
 		/* the program's number is free at once: the next socket
 		 * takes it while the first connection drains */
 		c2 = tp_connect(ss, len);
