@@ -324,6 +324,20 @@ static void orphans_settle(void)
 	pthread_mutex_unlock(&reg_lock);
 	if (!v)
 		return;
+	/* one whose other end is this process's own waits for nothing:
+	 * that end reads no more either */
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+
+		if (!__atomic_load_n(&s->orphan, __ATOMIC_RELAXED) ||
+		    pthread_mutex_trylock(&s->lock))
+			continue;
+		if (!s->orphan_ended && sw_orphan_peer_here(s)) {
+			s->orphan_peer_here = true;
+			sw_orphan_close(s);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
 	for (;;) {
 		uint64_t now = sw_now_ns();
 		bool moved = false;

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -184,7 +185,10 @@ void sw_orphan_end(struct sw_sock *s)
 		sdp_sys.setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &l,
 				   sizeof(l));
 	}
-	if (s->ptx_len && gone)
+	if (s->ptx_len && s->orphan_peer_here)
+		SW_WARN("fd %d (closed): %zu byte(s) the program wrote lost: the other end is this process's own, and it ends",
+			s->orphan_prog_fd, s->ptx_len);
+	else if (s->ptx_len && gone)
 		SW_WARN("fd %d (closed): %zu byte(s) the program wrote not delivered: the peer is gone (%s)",
 			s->orphan_prog_fd, s->ptx_len,
 			ss->abort_rcvd ? "it reset the connection" :
@@ -247,6 +251,42 @@ int sw_orphan_adopt(struct sw_sock *s, int fd)
 	SW_DBG("fd %d: closed with %zu byte(s)%s still to go: the switch sends them (its copy of the connection is fd %d)",
 	       fd, s->ptx_len, s->ss.fin_pending ? " and the FIN" : "", own);
 	return 0;
+}
+
+static bool addr_same(const struct sockaddr_storage *a, socklen_t alen,
+		      const struct sockaddr_storage *b, socklen_t blen)
+{
+	return alen == blen && !memcmp(a, b, alen);
+}
+
+bool sw_orphan_peer_here(struct sw_sock *s)
+{
+	struct sockaddr_storage me, peer, a, b;
+	socklen_t mel = sizeof(me), peerl = sizeof(peer), al, bl;
+	struct sw_sock **v;
+	bool here = false;
+	int n, i;
+
+	if (getsockname(s->fd, (struct sockaddr *)&me, &mel) ||
+	    getpeername(s->fd, (struct sockaddr *)&peer, &peerl))
+		return false;
+	n = sw_sock_list(&v);
+	for (i = 0; i < n; i++) {
+		struct sw_sock *t = v[i];
+		int fd = __atomic_load_n(&t->fd, __ATOMIC_RELAXED);
+
+		al = sizeof(a);
+		bl = sizeof(b);
+		if (!here && t != s && fd >= 0 && !t->orphan_ended &&
+		    !getsockname(fd, (struct sockaddr *)&a, &al) &&
+		    !getpeername(fd, (struct sockaddr *)&b, &bl) &&
+		    addr_same(&a, al, &peer, peerl) &&
+		    addr_same(&b, bl, &me, mel))
+			here = true;
+		sw_sock_unref(t);
+	}
+	free(v);
+	return here;
 }
 
 void sw_orphan_close(struct sw_sock *s)

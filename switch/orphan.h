@@ -35,6 +35,10 @@ int sw_orphan_adopt(struct sw_sock *s, int fd);
  * ends it and closes the switch's copy. */
 void sw_orphan_close(struct sw_sock *s);
 
+/* The other end of s's connection is a socket of this process (both ends
+ * carried between two threads or two connections of one program). */
+bool sw_orphan_peer_here(struct sw_sock *s);
+
 /* The end of close: doorbells, then the session goes (api_ctl.c). */
 void sw_close_end(struct sw_sock *s);
 

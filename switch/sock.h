@@ -223,6 +223,8 @@ struct sw_sock {
 	size_t orphan_kept;	/* ptx_len then */
 	int32_t orphan_credits;	/* credits then */
 	uint32_t orphan_sends;	/* sends the provider held then */
+	bool orphan_peer_here;	/* at exit or exec: its peer's end is in
+				 * this process, which will read no more */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
 	uint64_t quiet_ns;	/* listener: when its provider listeners
 				 * closed for io_uring (blind.c); a client

@@ -356,13 +356,42 @@ out:
 	tp_reap(kid, "the writer failed");
 }
 
+/* A process that holds both ends writes, closes one with bytes kept and
+ * exits without reading the other: its exit waits for nobody (the other
+ * end goes with it), where waiting for a read would last the whole
+ * SDP_ORPHAN_TIMEOUT_MS. */
+static void self_peer_exit(void)
+{
+	long t0 = tp_ms(), took;
+	int c, s;
+	pid_t kid;
+
+	fflush(stdout);
+	kid = fork();
+	TP_CHECK(kid >= 0, "fork");
+	if (!kid) {
+		tp_pair(family, &c, &s);
+		tp_carry_both(c, s);
+		fill(c, 1, FILL_MAX);
+		TP_CHECK(!close(c), "close");
+		exit(0);
+	}
+	tp_reap(kid, "the process with both ends failed");
+	took = tp_ms() - t0;
+	TP_CHECK(took < 10000, "a process with both ends took %ld ms to "
+		 "exit", took);
+	printf("  both ends in one process: exit after %ld ms\n", took);
+}
+
 /* A case in a process of its own (settings are read once): the give-up
  * case with a short SDP_ORPHAN_TIMEOUT_MS, or the reader that forks. */
 static void sub_run(char **argv, const char *which)
 {
 	char v[16];
-	pid_t p = fork();
+	pid_t p;
 
+	fflush(stdout);
+	p = fork();
 	TP_CHECK(p >= 0, "fork");
 	if (!p) {
 		snprintf(v, sizeof(v), "%d", GIVEUP_TIMEOUT_MS);
@@ -459,6 +488,7 @@ int main(int argc, char **argv)
 	close(done[1]);
 	for (i = 0; i < NWRITERS; i++)
 		tp_reap(kids[i], "writer %d failed", i);
+	self_peer_exit();
 	sub_run(argv, "SDP_ITEST_GIVEUP");
 	sub_run(argv, "SDP_ITEST_FORK_READER");
 	tp_pass();
