@@ -91,13 +91,6 @@ static uint64_t retry_ns(struct sw_sock *s, uint64_t now)
 	return d > SW_FLUSH_RETRY_MAX_NS ? SW_FLUSH_RETRY_MAX_NS : d;
 }
 
-/*
- * Looks at one socket whose kept bytes are due. Sends them as far as the
- * credits allow (progress first: the credits the peer has returned since
- * the program's last call are in the completion queue). Returns true when
- * s leaves the registry: nothing is kept any more, or the socket closed or
- * left the SAN (close and DOWNGRADE send kept bytes themselves).
- */
 /* The next look at an orphan: soon while the peer takes its bytes, less
  * often the longer it takes none (a quarter of the time, at most 10 ms). */
 static uint64_t orphan_retry_ns(struct sw_sock *s, uint64_t now)
@@ -122,6 +115,14 @@ static bool orphan_one(struct sw_sock *s, uint64_t now)
 	return false;
 }
 
+/*
+ * Looks at one socket whose kept bytes are due. Sends them as far as the
+ * credits allow (progress first: the credits the peer has returned since
+ * the program's last call are in the completion queue). Returns true when
+ * s leaves the registry: nothing is kept any more, or the socket closed or
+ * left the SAN (DOWNGRADE sends kept bytes itself; close hands what is
+ * left over as an orphan, which stays until it ended).
+ */
 static bool flush_one(struct sw_sock *s, uint64_t now)
 {
 	bool done;

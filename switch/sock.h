@@ -213,7 +213,7 @@ struct sw_sock {
 	uint32_t reup_n;	/* upgrades again so far (back-off) */
 	uint64_t reup_at_ns;
 	bool linger0;		/* SO_LINGER with 0: abort on close */
-	uint64_t linger_ns;	/* SO_LINGER with more: close waits so long */
+	uint64_t linger_ns;	/* SO_LINGER with a time: close waits */
 	/* closed with bytes or its FIN still to go: the flusher sends them
 	 * (orphan.c); fd is then the switch's own copy of the TCP fd */
 	bool orphan;

@@ -37,7 +37,7 @@ static const char *const case_name[NCASES] = {
 /* What a writer tells the reader once it closed (one pipe write). */
 struct report {
 	uint32_t id;
-	uint32_t kept;		/* SIOCOUTQ just before close: bytes kept */
+	uint32_t kept;		/* SIOCOUTQ before close: bytes kept */
 	uint64_t total;		/* bytes written */
 	uint64_t close_us;	/* how long close() took */
 };
