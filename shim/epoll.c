@@ -208,7 +208,19 @@ static int rd_ep_reserve(struct rd_ep *ep, int fd)
 	return 0;
 }
 
+static void fds_closed(unsigned int first, unsigned int last, bool detach);
+
 void rd_fds_closed(unsigned int first, unsigned int last)
+{
+	fds_closed(first, last, false);
+}
+
+void rd_sock_closed(int fd)
+{
+	fds_closed((unsigned int)fd, (unsigned int)fd, true);
+}
+
+static void fds_closed(unsigned int first, unsigned int last, bool detach)
 {
 	struct rd_ep *stack[32], **sets = stack, *ep;
 	struct rd_reg *r;
@@ -250,8 +262,10 @@ void rd_fds_closed(unsigned int first, unsigned int last)
 		for (fd = (int)first; fd >= 0 && fd <= hi; fd++) {
 			/* the program's registrations end with the fd (or
 			 * with the last fd of its file, as in the kernel);
-			 * a ghost was the switch's, and goes now */
-			if (ep->ent[fd] && !ep->ent[fd]->live)
+			 * a ghost was the switch's, and goes now; so does
+			 * every one of a switch socket, whose file the
+			 * switch may hold open after the close */
+			if (ep->ent[fd] && (detach || !ep->ent[fd]->live))
 				sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, fd,
 						  NULL);
 			free(ep->ent[fd]);

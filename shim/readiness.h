@@ -39,6 +39,10 @@ int rd_epoll_wait(int epfd, struct epoll_event *events, int maxevents,
  * bookkeeping, and drop the sets whose epoll fd it was. Cheap when no
  * bookkeeping exists. */
 void rd_fds_closed(unsigned int first, unsigned int last);
+/* The same for the program's close of fd, a switch socket: its kernel
+ * registrations go too, as the switch may keep the file open (a closed
+ * connection that still sends what was left). */
+void rd_sock_closed(int fd);
 
 void rd_atfork_prepare(void);
 void rd_atfork_parent(void);

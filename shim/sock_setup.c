@@ -223,7 +223,10 @@ int shim_close_fd(int fd)
 	int ret, primary;
 	bool last;
 
-	rd_fds_closed(fd, fd);
+	if (fdt_next_managed(fd, fd) == fd)
+		rd_sock_closed(fd);
+	else
+		rd_fds_closed(fd, fd);
 	fdi_clear(fd, fd);
 	s = fdt_remove(fd, &last, &primary);
 	if (!s)
@@ -293,14 +296,16 @@ void shim_closed_range(unsigned int first, unsigned int last)
 	int fd, to;
 
 	to = last > (unsigned int)fdt_size() ? fdt_size() - 1 : (int)last;
-	rd_fds_closed(first, last);
-	fdi_clear(first, last);
+	/* the switch sockets first: their epoll registrations go with them
+	 * (shim_close_fd) */
 	for (fd = (int)first; fd >= 0 && fd <= to; fd++) {
 		fd = fdt_next_managed(fd, to);
 		if (fd < 0)
 			break;
 		shim_close_fd(fd);
 	}
+	rd_fds_closed(first, last);
+	fdi_clear(first, last);
 }
 
 SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)

@@ -22,6 +22,7 @@
 #include "fallback.h"
 #include "holders.h"
 #include "log.h"
+#include "orphan.h"
 #include "session.h"
 #include "session_msg.h"
 #include "sock.h"
@@ -75,24 +76,46 @@ int sw_shutdown(struct sw_sock *s, int how)
 	return r;
 }
 
-/* How long close waits for the peer to take any of the bytes kept for it
- * before they are given up (a TCP socket sends its buffer after close;
- * here the program's close waits while the peer reads). */
-#define SW_CLOSE_KEPT_NS 5000000000ull
+void sw_close_end(struct sw_sock *s)
+{
+	if (s->state == SW_SAN && s->ss.cq && !s->ss.peer_dead &&
+	    !s->ss.error && s->ss.peer_wants_wake)
+		sw_doorbell_ring(s);
+	sw_hello_drain(s);
+	/* a doorbell left unread would turn TCP's FIN into a reset, which
+	 * the peer's program would see if it still reads its end there */
+	if (s->ss.cq && s->state != SW_TCP) {
+		sw_progress(s);
+		if (!s->rx_san && s->tcp_rx_limit == s->tcp_rx)
+			s->rx_san = true;
+		sw_doorbell_drain(s);
+	}
+	sw_session_free(s);
+}
 
+/*
+ * close of a carried connection: the kept bytes and the FIN go as far as
+ * the credits let them now; what is left goes later, from the flusher
+ * thread (orphan.c), as a TCP socket's buffer goes after close. So close
+ * returns at once, unless SO_LINGER asked it to wait (up to its time, as
+ * TCP's). The program's fd number is free when it returns: the switch
+ * keeps its own copy of the TCP fd, which also keeps TCP's FIN back until
+ * the SAN's end of stream is delivered.
+ */
 int sw_close(struct sw_sock *s, int fd)
 {
 	uint64_t deadline;
+	int r;
 
 	pthread_mutex_lock(&s->lock);
 	s->closed = true;
+	s->orphan_prog_fd = fd;
 	/* a connection kept across fork: others hold it still */
 	sw_holders_leave(s);
 	if (sw_pending(s)) {
 		/* our hello is out: an older server's refusal may be here
 		 * (a server of this version writes none, 2.2) */
 		bool answer_due = s->is_client && s->state == SW_HELLO_SENT;
-		int r;
 
 		/* One that is here is taken before TCP closes, or the
 		 * kernel would answer it with a reset that drops what the
@@ -105,64 +128,45 @@ int sw_close(struct sw_sock *s, int fd)
 		pthread_mutex_unlock(&s->lock);
 		return r;
 	}
-	if (s->state == SW_SAN && !s->ss.peer_dead && !s->ss.error) {
-		if (s->linger0) {
-			if (sw_credit_can_send(&s->ss, SDP_MSG_ABORT))
-				sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0,
-					     0);
-		} else if (!s->ss.fin_sent) {
-			/* FIN carries EOF; TCP's FIN follows anyway, so
-			 * the wait for a credit is short and bounded (longer
-			 * while bytes written during the upgrade must go
-			 * first, as a TCP socket sends its buffer) */
-			size_t kept = s->ptx_len;
-			int32_t credits = s->ss.credits;
-
-			s->ss.fin_pending = true;
-			deadline = sw_now_ns() + (kept ? SW_CLOSE_KEPT_NS :
-						  200000000ull);
-			sw_credit_maybe_update(s);
-			while (s->ss.fin_pending && !s->ss.peer_dead &&
-			       !s->tcp_eof && sw_now_ns() < deadline) {
-				sw_session_wait(s, POLLOUT, deadline);
-				/* the peer reads what was kept, or what we
-				 * sent (it returns buffers): the wait goes on
-				 * while it does. A peer slow to read, not
-				 * gone, lost the stream's end, or saw ours
-				 * go before the FIN could (a reset) */
-				if (s->ptx_len < kept ||
-				    s->ss.credits > credits) {
-					kept = s->ptx_len;
-					deadline = sw_now_ns() +
-						   SW_CLOSE_KEPT_NS;
-				}
-				credits = s->ss.credits;
-			}
-			if (s->ptx_len && !s->ss.peer_dead && !s->tcp_eof)
-				SW_WARN("fd %d: closed with %zu bytes the program wrote still kept: the peer read none of them for %llu s; they are lost",
-					fd, s->ptx_len,
-					SW_CLOSE_KEPT_NS / 1000000000ull);
-		}
-		if (s->ss.peer_wants_wake)
-			sw_doorbell_ring(s);
-		/* messages the provider still holds (its ring was full) are
-		 * dropped with the endpoint: let them go first, as a TCP
-		 * socket sends its buffer after close (bounded) */
-		deadline = sw_now_ns() + 2000000000ull;
-		while (sw_sends_pending(&s->ss) && !s->ss.peer_dead &&
-		       !s->tcp_eof && sw_now_ns() < deadline)
-			sw_session_wait(s, POLLOUT, deadline);
+	if (s->state != SW_SAN || s->ss.peer_dead || s->ss.error)
+		goto end;
+	if (s->linger0) {
+		if (sw_credit_can_send(&s->ss, SDP_MSG_ABORT))
+			sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0, 0);
+		goto end;
 	}
-	sw_hello_drain(s);
-	/* a doorbell left unread would turn TCP's FIN into a reset, which
-	 * the peer's program would see if it still reads its end there */
-	if (s->ss.cq && s->state != SW_TCP) {
-		sw_progress(s);
-		if (!s->rx_san && s->tcp_rx_limit == s->tcp_rx)
-			s->rx_san = true;
-		sw_doorbell_drain(s);
+	/* FIN carries EOF, after the bytes kept (sw_orphan_step) */
+	if (!s->ss.fin_sent)
+		s->ss.fin_pending = true;
+	sw_orphan_begin(s);
+	if (sw_orphan_step(s, sw_now_ns()))
+		goto end;
+	if (s->linger_ns) {
+		/* SO_LINGER: close waits until all went, or its time */
+		deadline = sw_now_ns() + s->linger_ns;
+		while (!sw_orphan_step(s, sw_now_ns()) &&
+		       sw_now_ns() < deadline)
+			/* a signal ends the wait, as in TCP's close; the
+			 * rest goes on without it */
+			if (sw_session_wait(s, POLLOUT, deadline) == -EINTR)
+				break;
+		if (sw_orphan_step(s, sw_now_ns()))
+			goto end;
 	}
-	sw_session_free(s);
+	r = sw_orphan_adopt(s, fd);
+	if (!r) {
+		r = sdp_sys.close(fd);
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	/* no copy of the fd or no flusher thread to finish it: close
+	 * finishes it itself, within the same bounds */
+	SW_INFO("fd %d: closed with bytes still to go and the switch cannot keep the connection (%s): close waits until the peer took them",
+		fd, strerror(-r));
+	while (!sw_orphan_step(s, sw_now_ns()))
+		sw_session_wait(s, POLLOUT, sw_now_ns() + 10000000ull);
+end:
+	sw_orphan_end(s);
 	pthread_mutex_unlock(&s->lock);
 	return sdp_sys.close(fd);
 }
@@ -280,6 +284,9 @@ int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		const struct linger *l = val;
 
 		s->linger0 = l->l_onoff && l->l_linger == 0;
+		s->linger_ns = l->l_onoff && l->l_linger > 0 ?
+				       (uint64_t)l->l_linger * 1000000000ull :
+				       0;
 	}
 	if (level == IPPROTO_TCP && name == TCP_CORK && len >= sizeof(int) &&
 	    *(const int *)val) {

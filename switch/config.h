@@ -27,6 +27,8 @@ struct sw_config {
 	size_t wdata_piece;	/* WDATA piece; 0: chosen per connection */
 	size_t coalesce_max;	/* small sends kept while the peer is behind */
 	unsigned coalesce_us;	/* kept bytes leave within this (flusher) */
+	unsigned orphan_timeout_ms; /* a closed connection's bytes wait so
+				 * long for a peer that takes none */
 	unsigned xslot;		/* 1: transfer slots where the provider can */
 	unsigned xslot_nb_us;	/* non-blocking send: wait for a claim */
 	unsigned xslot_block_us; /* blocking send: wait for a claim */

@@ -2,9 +2,11 @@
 /*
  * flusher.c - the per-process thread that sends bytes kept back to coalesce
  * (session_tx.c) when the program does not call into the switch again
- * within the bound (SDP_COALESCE_US): the registry of sockets with kept
- * bytes, the thread's life (started lazily, again after fork), and the
- * exit hook that sends what is still kept before the process ends.
+ * within the bound (SDP_COALESCE_US), and finishes the connections the
+ * program closed with bytes still to go (orphan.c): the registry of such
+ * sockets, the thread's life (started lazily, again after fork), and the
+ * exit and exec hooks that send what is still kept before the process
+ * ends or becomes another program.
  */
 #include <errno.h>
 #include <poll.h>
@@ -19,6 +21,8 @@
 #include "credits.h"
 #include "flusher.h"
 #include "log.h"
+#include "orphan.h"
+#include "ownfd.h"
 #include "session_msg.h"
 #include "session_tx.h"
 #include "sock.h"
@@ -69,6 +73,8 @@ static uint64_t due_ns(struct sw_sock *s)
 	uint64_t retry = atomic_load_explicit(&s->flush_retry_ns,
 					      memory_order_relaxed);
 
+	if (__atomic_load_n(&s->orphan, __ATOMIC_RELAXED))
+		return retry;
 	return due > retry ? due : retry;
 }
 
@@ -85,12 +91,37 @@ static uint64_t retry_ns(struct sw_sock *s, uint64_t now)
 	return d > SW_FLUSH_RETRY_MAX_NS ? SW_FLUSH_RETRY_MAX_NS : d;
 }
 
+/* The next look at an orphan: soon while the peer takes its bytes, less
+ * often the longer it takes none (a quarter of the time, at most 10 ms). */
+static uint64_t orphan_retry_ns(struct sw_sock *s, uint64_t now)
+{
+	uint64_t d = now > s->orphan_moved_ns ?
+			     (now - s->orphan_moved_ns) / 4 : 0;
+
+	if (d < bound_ns())
+		d = bound_ns();
+	return d > SW_FLUSH_RETRY_MAX_NS ? SW_FLUSH_RETRY_MAX_NS : d;
+}
+
+/* One look at an orphan (s->lock held): true once it ended. */
+static bool orphan_one(struct sw_sock *s, uint64_t now)
+{
+	if (!s->orphan_ended && sw_orphan_step(s, now))
+		sw_orphan_close(s);
+	if (s->orphan_ended)
+		return true;
+	atomic_store_explicit(&s->flush_retry_ns, now + orphan_retry_ns(s, now),
+			      memory_order_relaxed);
+	return false;
+}
+
 /*
  * Looks at one socket whose kept bytes are due. Sends them as far as the
  * credits allow (progress first: the credits the peer has returned since
  * the program's last call are in the completion queue). Returns true when
  * s leaves the registry: nothing is kept any more, or the socket closed or
- * left the SAN (close and DOWNGRADE send kept bytes themselves).
+ * left the SAN (DOWNGRADE sends kept bytes itself; close hands what is
+ * left over as an orphan, which stays until it ended).
  */
 static bool flush_one(struct sw_sock *s, uint64_t now)
 {
@@ -101,6 +132,13 @@ static bool flush_one(struct sw_sock *s, uint64_t now)
 		atomic_store_explicit(&s->flush_retry_ns, now + bound_ns(),
 				      memory_order_relaxed);
 		return false;
+	}
+	if (s->orphan) {
+		done = orphan_one(s, now);
+		if (done)
+			s->flush_listed = false;
+		pthread_mutex_unlock(&s->lock);
+		return done;
 	}
 	if ((s->ptx_len || s->ss.fin_pending) && !s->closed &&
 	    s->state == SW_SAN && s->ss.cq && now >= due_ns(s)) {
@@ -236,10 +274,118 @@ static void flusher_parent(void)
 
 static void flusher_child(void)
 {
+	int i;
+
 	pthread_mutex_init(&work_lock, NULL);
 	pthread_mutex_init(&reg_lock, NULL);
 	cond_setup();
 	running = false;
+	/* The parent's orphans are the parent's alone: the child closes its
+	 * copies of their descriptors (its copy would hold TCP's FIN back
+	 * for as long as the child lives) and never acts on them. Their
+	 * sessions name the parent's endpoints and buffers, so they are not
+	 * freed here: the memory stays with the child, unused. */
+	for (i = 0; i < reg_n;) {
+		struct sw_sock *s = reg[i];
+
+		if (!s->orphan) {
+			i++;
+			continue;
+		}
+		if (!s->orphan_ended) {
+			sw_fd_forget(s->fd);
+			sdp_sys.close(s->fd);
+			s->orphan_ended = true;
+		}
+		memset(&s->ss, 0, sizeof(s->ss));
+		s->ptx_len = 0;
+		s->flush_listed = false;
+		reg[i] = reg[--reg_n];
+	}
+}
+
+/*
+ * Orphans before exit or exec (work_lock held): the address space and
+ * the endpoints go with them, so each is sent on while its peer takes its
+ * bytes and given up after SDP_ORPHAN_TIMEOUT_MS without progress, as in
+ * the flusher. Ended ones stay in the registry: the flusher thread, if it
+ * runs on (exec failed), lets them go.
+ */
+static void orphans_settle(void)
+{
+	struct sw_sock **v;
+	int n, i, busy;
+	unsigned int nap_ms = 1;
+
+	pthread_mutex_lock(&reg_lock);
+	n = reg_n;
+	v = n ? malloc(n * sizeof(*v)) : NULL;
+	if (v)
+		memcpy(v, reg, n * sizeof(*v));
+	pthread_mutex_unlock(&reg_lock);
+	if (!v)
+		return;
+	/* one whose other end is this process's own waits for nothing:
+	 * that end reads no more either */
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+
+		if (!__atomic_load_n(&s->orphan, __ATOMIC_RELAXED) ||
+		    pthread_mutex_trylock(&s->lock))
+			continue;
+		if (!s->orphan_ended && sw_orphan_peer_here(s)) {
+			s->orphan_peer_here = true;
+			sw_orphan_close(s);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	for (;;) {
+		uint64_t now = sw_now_ns();
+		bool moved = false;
+
+		busy = 0;
+		for (i = 0; i < n; i++) {
+			struct sw_sock *s = v[i];
+
+			if (!__atomic_load_n(&s->orphan, __ATOMIC_RELAXED))
+				continue;
+			if (pthread_mutex_trylock(&s->lock)) {
+				/* a thread still in a call on it: waited
+				 * for within the same bound */
+				if (now - __atomic_load_n(&s->orphan_moved_ns,
+							  __ATOMIC_RELAXED) <
+				    (uint64_t)sw_cfg.orphan_timeout_ms *
+					    1000000ull)
+					busy++;
+				continue;
+			}
+			if (!s->orphan_ended) {
+				uint64_t before = s->orphan_moved_ns;
+
+				if (sw_orphan_step(s, now))
+					sw_orphan_close(s);
+				else
+					busy++;
+				moved |= s->orphan_moved_ns != before;
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (!busy)
+			break;
+		/* soon while bytes move, up to 10 ms while none do */
+		nap_ms = moved ? 1 : nap_ms < 10 ? nap_ms + 1 : 10;
+		sw_wait_fd(-1, 0, (int)nap_ms);
+	}
+	free(v);
+}
+
+void sw_flusher_before_exec(void)
+{
+	if (!hooks_done)
+		return;
+	pthread_mutex_lock(&work_lock);
+	orphans_settle();
+	pthread_mutex_unlock(&work_lock);
 }
 
 /*
@@ -289,6 +435,10 @@ static void flusher_exit(void)
 next:;
 	}
 	free(v);
+	/* then the connections the program closed: a program that writes
+	 * and exits at once (a daemon, a CGI) is the common case, and a TCP
+	 * socket's buffer would outlive it */
+	orphans_settle();
 	/* work_lock stays held: the flusher thread must not touch a socket
 	 * while the process tears down */
 }
@@ -311,6 +461,22 @@ static int flusher_start(void)
 		return -r;
 	}
 	running = true;
+	return 0;
+}
+
+int sw_flusher_adopt(struct sw_sock *s)
+{
+	int r = 0;
+
+	atomic_store_explicit(&s->flush_retry_ns, 0, memory_order_relaxed);
+	if (!s->flush_listed)
+		r = sw_flusher_watch(s);
+	if (r)
+		return r;
+	/* the thread may sleep until a later socket's time: wake it */
+	pthread_mutex_lock(&reg_lock);
+	pthread_cond_signal(&reg_cond);
+	pthread_mutex_unlock(&reg_lock);
 	return 0;
 }
 

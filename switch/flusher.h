@@ -17,4 +17,12 @@
  * when no flusher can run: the bytes must not be kept. */
 int sw_flusher_watch(struct sw_sock *s);
 
+/* Has the flusher finish s, which the program closed with bytes or its
+ * FIN still to go (s->orphan set, s->lock held; orphan.c). 0, or < 0 when
+ * no flusher can run. */
+int sw_flusher_adopt(struct sw_sock *s);
+
+/* Before exec: the orphans are finished or given up (bounded). */
+void sw_flusher_before_exec(void);
+
 #endif /* SW_FLUSHER_H */

@@ -24,6 +24,7 @@
 #include "downgrade.h"
 #include "exec_reup.h"
 #include "fallback.h"
+#include "flusher.h"
 #include "fork_exec.h"
 #include "hello_token.h"
 #include "holders.h"
@@ -106,8 +107,12 @@ void sw_atfork_child(void)
 char *sw_before_exec(void)
 {
 	struct sw_sock **v;
-	int n = sw_sock_list(&v), i;
+	int n, i;
 
+	/* connections the program closed with bytes still to go: they end
+	 * with this program's address space (bounded wait) */
+	sw_flusher_before_exec();
+	n = sw_sock_list(&v);
 	/* an upgrade under way that the new program may take on; a kept
 	 * connection: the new program's (cut, below) or the old's */
 	for (i = 0; i < n; i++) {

@@ -79,7 +79,9 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset,
 
 int sw_shutdown(struct sw_sock *s, int how);
 /* The program closed the last fd naming s (the shim has already removed it
- * from the table). Does the real close of fd. */
+ * from the table, and dropped its epoll registrations: the switch may keep
+ * the connection open after this, to send what is left). Does the real
+ * close of fd; returns at once unless SO_LINGER asks it to wait. */
 int sw_close(struct sw_sock *s, int fd);
 
 /* ioctl(2) requests the switch answers itself (FIONREAD, SIOCATMARK);

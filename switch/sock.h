@@ -217,6 +217,18 @@ struct sw_sock {
 	uint32_t reup_n;	/* upgrades again so far (back-off) */
 	uint64_t reup_at_ns;
 	bool linger0;		/* SO_LINGER with 0: abort on close */
+	uint64_t linger_ns;	/* SO_LINGER with a time: close waits */
+	/* closed with bytes or its FIN still to go: the flusher sends them
+	 * (orphan.c); fd is then the switch's own copy of the TCP fd */
+	bool orphan;
+	bool orphan_ended;	/* its session and fd are gone */
+	int orphan_prog_fd;	/* the number the program closed (logs) */
+	uint64_t orphan_moved_ns; /* when it last made progress */
+	size_t orphan_kept;	/* ptx_len then */
+	int32_t orphan_credits;	/* credits then */
+	uint32_t orphan_sends;	/* sends the provider held then */
+	bool orphan_peer_here;	/* at exit or exec: its peer's end is in
+				 * this process, which will read no more */
 	bool rule_tcp;		/* listener a rule keeps on TCP */
 	uint64_t quiet_ns;	/* listener: when its provider listeners
 				 * closed for io_uring (blind.c); a client
