@@ -308,6 +308,8 @@ static int fence_one(struct sw_sock *s)
 		return 0;	/* nobody listens: not a switch's name */
 	if (r)
 		return 1;	/* cannot tell (a full backlog): wait */
+	if (cr.pid == getpid())
+		return 0;	/* ours, kept across an exec: no hello comes */
 	if (uid >= 0 && (uid_t)uid != cr.uid) {
 		SW_WARN("fd %d: the name for its client's hello is held by uid %u, not by the client's uid %ld: no hello is waited for",
 			s->fd, (unsigned int)cr.uid, uid);
@@ -422,13 +424,11 @@ void sw_hello_fence_exec(void)
 		if (s->tok_fd >= 0) {
 			/* the name goes on with the new program, out of its
 			 * way among the switch's own numbers, and is let go
-			 * at its end; with it, no hello comes any more, and
-			 * none is here: nothing is left to drop */
+			 * at its end; while it is open, no hello comes. A
+			 * program that closes every descriptor at start (sshd
+			 * re-exec'd) lets it go: the new program's switch is
+			 * still told to drop a hello (sw_exec_hello_skips) */
 			sdp_sys.fcntl(s->tok_fd, F_SETFD, 0);
-			if (s->skip_hello && !s->hello_got &&
-			    sw_hello_skip(s, false) == -EAGAIN &&
-			    !s->hello_got)
-				s->skip_hello = false;
 			SW_DBG("fd %d: its client's hello cannot come after the exec: the name for it goes on with the new program",
 			       s->fd);
 		}

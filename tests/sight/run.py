@@ -525,41 +525,55 @@ CLIENT_HELLO = (b'\xd5SDPSW\r\n' + bytes([1, 3, 0, 1]) + bytes(4) +
 		bytes(24))
 
 
+LATE_CLIENT = r"""
+import os, socket, sys, time
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+while not os.path.exists(sys.argv[2]):
+	time.sleep(0.02)
+s.sendall(b'SSH-2.0-sdp_late_hello\r\n')
+s.settimeout(5)
+got = b''
+try:
+	while b'\n' not in got or len(got) < 200:
+		b = s.recv(4096)
+		if not b:
+			break
+		got += b
+except (socket.timeout, ConnectionResetError):
+	pass
+sys.stdout.write(repr(got[:120]))
+"""
+
+
 def late_hello(c, port):
-	"""A client whose hello comes after sshd forked and re-exec'd itself
-	(sent from a plain socket, well after the new sshd's switch said it
-	has the hello still to drop): the switch must drop it, so that sshd
-	reads the client's version line first."""
-	import socket
-	s = socket.create_connection(('127.0.0.1', port))
-	try:
-		end = time.monotonic() + 20
-		while 'still to drop' not in c.logtext('sshd'):
-			check(time.monotonic() < end,
-			      'the re-exec\'d sshd\'s switch was not told of '
-			      'the hello to drop: %s' %
-			      c.logtext('sshd')[-600:])
-			time.sleep(0.02)
-		# later than a close's wait for a hello (sw_hello_drain): sshd
-		# closes fds of the socket once it runs, and it is reading
-		time.sleep(0.5)
-		s.sendall(CLIENT_HELLO + b'SSH-2.0-sdp_late_hello\r\n')
-		# sshd answers a bad version line with a message and closes,
-		# a good one with its key exchange
-		s.settimeout(5)
-		got = b''
-		try:
-			while b'\n' not in got or len(got) < 200:
-				b = s.recv(4096)
-				if not b:
-					break
-				got += b
-		except (socket.timeout, ConnectionResetError):
-			pass
-	finally:
-		s.close()
-	check(got.startswith(b'SSH-2.0-') and b'Invalid' not in got,
-	      'sshd read a hello that came after its exec: %r' % got[:120])
+	"""A preloaded client whose first bytes go only after sshd forked and
+	put the connection on its fds 0 and 1 to re-exec itself: the switch
+	there took the connection's hello name (docs/protocol.md 2.2b) and
+	keeps it across the exec; the new sshd closes every descriptor at
+	start, the name too, and its switch drops the client's hello that
+	then goes. sshd reads the client's version line first, and no
+	switch waits for a hello that cannot come."""
+	flag = os.path.join(c.dir, 'late-go')
+	p = c.spawn('late', [sys.executable, '-c', LATE_CLIENT, port, flag],
+		    True, SDP_LOG='debug')
+	end = time.monotonic() + 20
+	while 'on a standard stream' not in c.logtext('sshd'):
+		check(time.monotonic() < end,
+		      'sshd\'s switch did not take the connection off the '
+		      'SAN when sshd put it on its standard streams: %s' %
+		      c.logtext('sshd')[-600:])
+		time.sleep(0.02)
+	open(flag, 'w').close()
+	got = c.finish(p, 30)
+	check(got.startswith("b'SSH-2.0-") and 'Invalid' not in got,
+	      'sshd read a hello that came after its exec: %s' % got[:200])
+	check('did not come within' not in c.logtext('sshd'),
+	      'sshd\'s switch waited for a hello that could not come: %s' %
+	      c.logtext('sshd')[-600:])
+	check('name for its hello is taken' in c.logtext('late') or
+	      'still to drop' in c.logtext('sshd'),
+	      'the late client sent a hello that nobody drops: %s' %
+	      c.logtext('sshd')[-400:])
 
 
 SCP_BYTES = 200 << 20
