@@ -35,6 +35,8 @@ static struct sockaddr_in6 in6(const char *ip, int port)
 #define SA(a) ((const struct sockaddr *)&(a)), sizeof(a)
 #define T0 5000000000ull
 
+/* A sighting stands from when it was noted for SW_SEEN_TTL_NS, is renewed
+ * by the next, and ends at a drop. */
 START_TEST(seen_lifetime)
 {
 	struct sockaddr_in a = in4("192.0.2.7", 6379);
@@ -54,6 +56,8 @@ START_TEST(seen_lifetime)
 }
 END_TEST
 
+/* A sighting is of one provider, family, address and port; other bytes of
+ * the address do not matter, and a short or absent address is never seen. */
 START_TEST(seen_key)
 {
 	struct sockaddr_in a = in4("192.0.2.8", 80);
@@ -103,11 +107,10 @@ END_TEST
 Suite *seen_suite(void)
 {
 	Suite *s = suite_create("seen");
-	TCase *tc = tcase_create("seen");
+	TCase *tc = unit_tcase(s, "seen");
 
 	tcase_add_test(tc, seen_lifetime);
 	tcase_add_test(tc, seen_key);
 	tcase_add_test(tc, seen_many);
-	suite_add_tcase(s, tc);
 	return s;
 }
