@@ -141,7 +141,7 @@ static int lone_return(struct sw_sock *s)
 	return sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
 }
 
-int sw_credit_maybe_update(struct sw_sock *s)
+static int maybe_update(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 	uint32_t threshold = ss->nrecv / 2 > 2 ? ss->nrecv / 2 : 2;
@@ -214,6 +214,28 @@ int sw_credit_maybe_update(struct sw_sock *s)
 	if (r)
 		return r;
 	return lone_return(s);
+}
+
+/*
+ * A send of ours that finds every send buffer in flight moves the session
+ * on while it waits for one (send_buf_get), and that progress comes back
+ * here: it must not send again what the send under way already stands for
+ * (an XFER_DONE, a STAGING_FREE, a FIN, the next CREDIT_RELEASE with its
+ * count not yet taken down), which the peer takes as a protocol error and
+ * which, with the release count wrapping, recursed until the stack ran out.
+ * The outer call goes on with the rest once its send is out.
+ */
+int sw_credit_maybe_update(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	int r;
+
+	if (ss->updating)
+		return 0;
+	ss->updating = true;
+	r = maybe_update(s);
+	ss->updating = false;
+	return r;
 }
 
 /*
@@ -445,12 +467,17 @@ int sw_credit_send_releases(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 
 	while (ss->release_owed && sw_credit_can_send(ss, SDP_MSG_CREDIT)) {
-		struct sdp_msg_release rl = { .last = ss->release_owed == 1 };
+		uint32_t owed = ss->release_owed;
+		struct sdp_msg_release rl = { .last = owed == 1 };
 		int r = sw_send_ctrl(s, SDP_MSG_CREDIT_RELEASE, &rl,
 				     sizeof(rl), NULL, 0, 0);
 
 		if (r)
 			return r;
+		/* a count that moved under the send (sw_credit_maybe_update
+		 * keeps it from) must not wrap into endless releases */
+		if (ss->release_owed != owed)
+			return -EPROTO;
 		if (--ss->release_owed == 0) {
 			ss->peer_nrecv -= ss->release_drop;
 			ss->release_drop = 0;

@@ -18,6 +18,7 @@
 
 #include "discovery.h"
 #include "log.h"
+#include "peer_seen.h"
 #include "providers.h"
 #include "util.h"
 
@@ -193,6 +194,31 @@ static void genuine_remember(int prov, uint16_t port,
 }
 
 /*
+ * A probe of a provider that cannot name the listener's owner (across a
+ * wire). A probe that the server's program does not answer at once costs
+ * the provider's whole wait (verbs: probe_ms, a second) in connect(), so
+ * a switch seen at addr lately stands for another connection
+ * (peer_seen.c); a refusal is asked again every time.
+ */
+static bool probe_across(struct sw_provider *p, const struct sockaddr *addr,
+			 socklen_t len)
+{
+	bool wire = !(p->mod.info.caps & SDP_CAP_LOCAL_ONLY);
+	int r;
+
+	if (wire && sw_seen_fresh(p->index, addr, len, sw_now_ns()))
+		return true;
+	r = p->mod.ops.probe(p->mod.prov, addr, len);
+	if (!wire)
+		return !r;
+	if (r)
+		sw_seen_drop(p->index, addr, len);
+	else
+		sw_seen_note(p->index, addr, len, sw_now_ns());
+	return !r;
+}
+
+/*
  * Discovery through provider p: does a switch listen at addr? Same host: a
  * provider listener answers at addr; does it belong to the process that
  * owns the TCP listener the connection goes to? Another process that took
@@ -212,7 +238,7 @@ bool sw_switch_listens_at(struct sw_provider *p,
 	r = p->mod.ops.ioctl(p->mod.prov, SDP_IOCTL_LISTENER_OWNER, addr, len,
 			     &o, sizeof(o));
 	if (r == -EOPNOTSUPP)
-		return !p->mod.ops.probe(p->mod.prov, addr, len);
+		return probe_across(p, addr, len);
 	if (r)
 		return false;	/* nothing listens there */
 	sw_addr_port((const struct sockaddr_storage *)addr, &port);

@@ -85,6 +85,7 @@ struct sw_session {
 	bool lone_return;		/* data came since our last lone
 					 * buffer return (credits.c) */
 	uint32_t release_drop;		/* sender: credits they give up */
+	bool updating;			/* in sw_credit_maybe_update */
 
 	/* credits (credits.c) */
 	int32_t credits;	/* peer receive buffers we may fill */

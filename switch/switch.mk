@@ -11,7 +11,7 @@ SWITCH_SRCS := switch/sys.c switch/log.c switch/config.c switch/rules.c \
 	switch/rdma_read.c switch/rdma_write.c switch/xslot.c \
 	switch/downgrade.c switch/orphan.c switch/fork_exec.c \
 	switch/exec_reup.c switch/holders.c switch/blind.c \
-	switch/hello_token.c \
+	switch/hello_token.c switch/peer_seen.c \
 	switch/ownfd.c switch/api_data.c \
 	switch/api_ctl.c switch/api_ready.c switch/flusher.c switch/spin.c switch/status.c \
 	switch/config_check.c switch/bind.c

@@ -31,6 +31,7 @@
 #include "fd_budget.h"
 #include "holders.h"
 #include "log.h"
+#include "peer_seen.h"
 #include "providers.h"
 #include "session.h"
 #include "session_msg.h"
@@ -447,9 +448,16 @@ static void client_take_request(struct sw_sock *s)
 		if (sw_now_ns() > s->deadline_ns && s->key_refused)
 			sw_fallback(s, SDP_FB_AUTH,
 				    "only provider connections without the key came");
-		else if (client_wait_over(s, sw_now_ns()))
+		else if (client_wait_over(s, sw_now_ns())) {
+			/* ask again next time: that server may run no
+			 * switch any more */
+			for (i = 0; i < sw_nproviders; i++)
+				if (s->plisten[i])
+					sw_seen_drop(i, (struct sockaddr *)
+						     &s->peer, s->peerlen);
 			sw_fallback(s, SDP_FB_TIMEOUT,
 				    "no provider connection from the server");
+		}
 		return;
 	}
 	now = sw_now_ns();
@@ -487,6 +495,9 @@ static void client_take_request(struct sw_sock *s)
 		return;
 	}
 	sw_listeners_close(s);
+	/* the server's switch answered for this address and port: the
+	 * program's next connections there need no probe (peer_seen.c) */
+	sw_seen_note(p->index, (struct sockaddr *)&s->peer, s->peerlen, now);
 	SW_DBG("fd %d: took the server's %s connection (%s)", s->fd,
 	       p->mod.name, r == SDP_PENDING ? "pending" : "done");
 	/* a pending accept completes in sw_progress */

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # The lab subset CI runs: reuses or builds the cached image, then on
 # soft-RoCE one VM builds everything the lab needs into build-lab/ and runs
-# the conformance suite on verbs, and two VMs run one cross-VM switch test
-# (a 256 MiB hashed transfer over verbs); then on soft-iWARP one VM runs the
+# the conformance suite on verbs, and two VMs run two cross-VM switch tests
+# (a 256 MiB hashed transfer over verbs, and redis-benchmark's 16
+# connections opened at once against redis-server); then on soft-iWARP one VM runs the
 # conformance suite on verbs and the switch between two processes: iperf3,
 # a transfer and the epoll echo server.
 # Prints each part's wall time; exits non-zero when any part fails.
@@ -41,9 +42,9 @@ SDP_PROVIDER_DIR=\$PWD/$O/lib/sdp timeout 420 $O/bin/sdp-conformance --provider 
 part "soft-RoCE: conformance suite on verbs (one VM)" \
 	env LAB_TRANSPORT=rxe LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
 	"$here/run.sh" -c "$conformance"
-part "soft-RoCE: the switch across two VMs (xfer_up, 256 MiB)" \
+part "soft-RoCE: the switch across two VMs (xfer_up, 256 MiB; redis)" \
 	env LAB_TRANSPORT=rxe LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
-	"$here/two-vm-switch.sh" xfer_up
+	"$here/two-vm-switch.sh" xfer_up redis
 part "soft-iWARP: conformance suite on verbs and the switch (one VM)" \
 	env LAB_TRANSPORT=siw LAB_TIMEOUT=${LAB_TIMEOUT:-600} \
 	"$here/run.sh" -c "$conformance || exit 1

@@ -442,7 +442,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			step=$((step + 1))
 			p=$((port + step))
 			lim=$((SECS + 25))
-			case $t in xfer_*) lim=240 ;; esac
+			# redis-benchmark runs a fixed count of requests: 8000 at
+			# the switch's 300 to 400 requests/s under emulation take
+			# 23 to 37 s on a loaded host
+			case $t in xfer_*) lim=240 ;; redis) lim=90 ;; esac
 			if [ -f "$sync/skip.$t.$m" ]; then
 				[ $role = server ] && continue
 				for k in $(metrics $t); do

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Runs in a lab guest: the switch over verbs between two processes, on one
 # VM or across two. iperf3, a 256 MiB hashed transfer each way (sdp-xfer), an
-# epoll echo server (sdp-echo), and the fallbacks: a plain peer either way
+# epoll echo server (sdp-echo), redis-benchmark's 16 connections opened at
+# once against redis-server (the step not in the default list), and the
+# fallbacks: a plain peer either way
 # and a peer whose provider set is disjoint; then both ends unprivileged under
 # a 4 MiB locked-memory limit (the verbs staging ring must shrink to fit, not
 # vanish). Every step checks the bytes and the path the switch chose (its
@@ -37,7 +39,7 @@ STEP_TIMEOUT=${SWT_TIMEOUT:-300}
 
 if [ "$mode" != client ]; then
 	make -s O=$O $O/lib/libsdp_switch.so $O/lib/sdp/libsdp-verbs.so \
-		$O/lib/sdp/libsdp-shm.so \
+		$O/lib/sdp/libsdp-shm.so $O/bin/sdp-stat \
 		$O/tests/sdp-xfer $O/tests/sdp-echo || exit 1
 	[ -n "$sync" ] && mkdir -p "$sync" && touch "$sync/built"
 else
@@ -70,11 +72,50 @@ memlocked()
 		SDP_PROVIDERS=verbs SDP_LOG=info "$@")
 }
 
+# redis_server PORT DONE: redis-server on verbs until the file DONE exists
+# (the client's end; at most STEP_TIMEOUT). Its own sdp-stat, read then,
+# must show the benchmark's 16 connections carried by verbs (a client's
+# statistics go with its process).
+redis_server()
+{
+	local rp c st=$log/stat-redis
+
+	mkdir -p $st
+	SDP_STAT_DIR=$st run_with verbs redis-server --port $1 --bind $ip \
+		--save '' --appendonly no --protected-mode no \
+		--daemonize no --loglevel warning &
+	rp=$!
+	for _ in $(seq $STEP_TIMEOUT); do [ -f "$2" ] && break; sleep 1; done
+	c=$($PWD/$O/bin/sdp-stat -d $st --closed | grep -c ' SAN  *verbs ')
+	kill $rp
+	wait $rp
+	echo "redis-server: $c connection(s) carried by verbs"
+	[ "$c" -ge 16 ]
+}
+
+# redis_client PORT: redis-benchmark on verbs, 2000 SETs and GETs over 8
+# connections each (16 made within a second or two).
+redis_client()
+{
+	local c
+
+	run_with verbs redis-benchmark -h $ip -p $1 -t set,get -n 2000 -c 8 \
+		--csv > $log/redis.out 2>&1
+	c=$?
+	cat $log/redis.out
+	[ $c = 0 ] || return 1
+	[ "$(grep -c '^"\(SET\|GET\)"' $log/redis.out)" = 2 ] || {
+		echo "redis: no SET and GET figures"
+		return 1
+	}
+}
+
 # Server end of step N (runs in the background; result in $log/srv.N).
 server_step()
 {
 	local n=$1 name=$2 p=$((port + $1))
 	case $name in
+	redis) redis_server $p "${sync:-$log}/done.$n" ;;
 	iperf3) SDP_LOG=debug SDP_LOG_FILE=$log/iperf3-s.log \
 		run_with verbs iperf3 -s -1 -p $p ;;
 	xfer_up) run_with verbs $O/tests/sdp-xfer listen $p recv $BYTES verbs ;;
@@ -100,6 +141,11 @@ client_step()
 		[ "$c" -ge 2 ] ;;
 	xfer_up) run_with verbs $O/tests/sdp-xfer connect $ip $p send $BYTES verbs ;;
 	xfer_down) run_with verbs $O/tests/sdp-xfer connect $ip $p recv $BYTES verbs ;;
+	redis)
+		redis_client $p
+		c=$?
+		[ -n "$sync" ] || touch "$log/done.$n"
+		return $c ;;
 	echo) run_with verbs $O/tests/sdp-echo client $ip $p 4 2000000 verbs ;;
 	plain_client) run_with plain $O/tests/sdp-xfer connect $ip $p send $SMALL tcp ;;
 	plain_server) run_with verbs $O/tests/sdp-xfer connect $ip $p recv $SMALL tcp ;;

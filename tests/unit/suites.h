@@ -6,3 +6,4 @@
  */
 SUITE(loader)
 SUITE(rules)
+SUITE(seen)

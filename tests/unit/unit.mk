@@ -34,8 +34,9 @@ $(UNIT_MODULES): $(O)/tests/modules/tp-%.so: \
 	@mkdir -p $(dir $@)
 	$(CC) $(PROVIDER_LDFLAGS) $(LDFLAGS) -o $@ $<
 
-# Switch objects the suites test directly (check_rules.c: rules.c).
-UNIT_SWITCH_OBJS := $(O)/obj/switch/rules.o
+# Switch objects the suites test directly (check_rules.c: rules.c;
+# check_seen.c: peer_seen.c).
+UNIT_SWITCH_OBJS := $(O)/obj/switch/rules.o $(O)/obj/switch/peer_seen.o
 
 $(UNIT_BIN): $(UNIT_OBJS) $(UNIT_SWITCH_OBJS) $(LOADER_LIB) $(UNIT_MODULES)
 	@mkdir -p $(dir $@)
