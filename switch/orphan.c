@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -301,8 +302,15 @@ void sw_orphan_close(struct sw_sock *s)
 		 * doorbells, data) is taken: unread, it would turn our FIN
 		 * into a reset that drops what the kernel still sends */
 		uint8_t buf[4096];
+		uint64_t end = sw_now_ns() + 1000000000ull;
 		int i;
 
+		/* the peer's marker, sent after its DOWNGRADE, may still be
+		 * on its way: arriving after the close, it would be answered
+		 * with a reset (a second at most, for a peer that sends it) */
+		while (s->dg_marker && sw_now_ns() < end &&
+		       sw_dg_marker_skip(s, false) == -EAGAIN)
+			sw_wait_fd(fd, POLLIN, 10);
 		for (i = 0; i < 64; i++)
 			if (sdp_sys.recv(fd, buf, sizeof(buf),
 					 MSG_DONTWAIT) <= 0)

@@ -541,7 +541,8 @@ try:
 		got += b
 except (socket.timeout, ConnectionResetError):
 	pass
-sys.stdout.write(repr(got[:120]))
+ok = got.startswith(b'SSH-2.0-') and b'Invalid' not in got
+sys.stdout.write(('OK ' if ok else 'BAD ') + repr(got[:120]))
 """
 
 
@@ -565,7 +566,7 @@ def late_hello(c, port):
 		time.sleep(0.02)
 	open(flag, 'w').close()
 	got = c.finish(p, 30)
-	check(got.startswith("b'SSH-2.0-") and 'Invalid' not in got,
+	check(got.startswith('OK '),
 	      'sshd read a hello that came after its exec: %s' % got[:200])
 	check('did not come within' not in c.logtext('sshd'),
 	      'sshd\'s switch waited for a hello that could not come: %s' %
