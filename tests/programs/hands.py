@@ -152,8 +152,12 @@ def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
 	check(srv.pid not in kids, parent_msg)
 	st = ctx.stats()
 	heads = switch_points(srv.err(), cli.err())
+	# the share of all bytes depends on how long the upgrade took while
+	# the echo flowed on TCP (a loaded machine, ASan: 74.58% once); the
+	# share after the switch points (after_switch, 99%) does not, and
+	# the head stays bounded (on_san)
 	for c in by_pid(st, cli.pid):
-		on_san(c, 'client', nbytes, nbytes)
+		on_san(c, 'client', nbytes, nbytes, share=0)
 		after_switch(c, heads, 'client')
 	held = held_by(st, kids)
 	check(len(held) == conns, '%s: %d connections held, expected %d: %s' %
@@ -161,7 +165,7 @@ def handed_echo(ctx, cmd, conns, nbytes, what, parent_msg):
 		      fmt_conn(c) for c in conns_of(st, kids))))
 	san = after = 0
 	for c in held:
-		on_san(c, what, nbytes, nbytes)
+		on_san(c, what, nbytes, nbytes, share=0)
 		a, b = after_switch(c, heads, what)
 		san += a
 		after += b
