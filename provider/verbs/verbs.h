@@ -104,7 +104,11 @@ struct verbs_provider {
 /* Internal work of the iWARP start (verbs_cm.c): never reported. */
 #define VERBS_OP_HELLO 0x100
 
-/* One posted work request; its address is the wr_id. */
+/*
+ * One posted work request; its address is the wr_id. Every op is on its
+ * endpoint's list (ep->ops) from before it is posted until its last piece
+ * completes or the endpoint is closed.
+ */
 struct verbs_op {
 	struct sdp_ep *ep;
 	uint64_t context;
@@ -112,6 +116,8 @@ struct verbs_op {
 	uint32_t op;		/* enum sdp_op */
 	int pieces;		/* work requests not yet completed */
 	int status;		/* first error among the pieces */
+	bool reported;		/* completed as flushed by verbs_flush_ep */
+	struct verbs_op *prev, *next;	/* ep->ops, under ep->ops_lock */
 };
 /* RDMA transfers longer than the port's max_msg_sz are split into up to
  * this many work requests; one completion reports the whole transfer. */
@@ -166,7 +172,11 @@ struct sdp_ep {
 	void *ep_context;
 	enum verbs_ep_state state;
 	bool closed;			/* ep_close ran; drop completions */
-	int outstanding;		/* posted WRs not completed (atomic) */
+	/* the work posted and not yet completed (struct verbs_op); once
+	 * ops_flushed, nothing more is taken */
+	pthread_mutex_t ops_lock;
+	struct verbs_op *ops;
+	bool ops_flushed;
 	uint8_t peer_priv[SDP_MAX_PRIVATE_DATA];
 	uint32_t peer_priv_len;
 	uint32_t max_send, max_recv;
@@ -194,6 +204,18 @@ struct sdp_ep {
 	uint8_t accept_priv[sizeof(struct verbs_priv_hdr) +
 			    SDP_MAX_PRIVATE_DATA];
 };
+
+/* Takes op off ep->ops; called with ep->ops_lock held. */
+static inline void verbs_op_unlink(struct sdp_ep *ep, struct verbs_op *op)
+{
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		ep->ops = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	op->prev = op->next = NULL;
+}
 
 struct sdp_listener {
 	struct verbs_provider *vp;
@@ -250,7 +272,8 @@ int verbs_cq_notify_fd(struct sdp_cq *cq);
 int verbs_cq_arm(struct sdp_cq *cq);
 int verbs_cq_ack(struct sdp_cq *cq);
 void verbs_cq_push(struct sdp_cq *cq, const struct sdp_completion *c);
-int verbs_cq_drain_ep(struct sdp_cq *cq, struct sdp_ep *ep, int ms);
+void verbs_flush_ep(struct sdp_cq *cq, struct sdp_ep *ep);
+void verbs_cq_forget_ep(struct sdp_cq *cq, struct sdp_ep *ep);
 void verbs_fail_wr(struct sdp_cq *cq, struct ibv_send_wr *wr,
 		   enum ibv_wc_status status);
 

@@ -13,8 +13,6 @@
 #include <sys/eventfd.h>
 #include "verbs.h"
 
-#define VERBS_CLOSE_DRAIN_MS 2000
-
 static int cm_event_errno(enum rdma_cm_event_type t)
 {
 	switch (t) {
@@ -243,12 +241,14 @@ static struct sdp_ep *ep_new(struct verbs_provider *vp, struct sdp_cq *cq,
 	ep->ep_context = ep_context;
 	ep->state = VERBS_EP_CONNECTING;
 	pthread_mutex_init(&ep->gate_lock, NULL);
+	pthread_mutex_init(&ep->ops_lock, NULL);
 	return ep;
 }
 
 void verbs_ep_free(struct sdp_ep *ep)
 {
 	pthread_mutex_destroy(&ep->gate_lock);
+	pthread_mutex_destroy(&ep->ops_lock);
 	free(ep);
 }
 
@@ -715,17 +715,13 @@ int verbs_accept(struct sdp_conn_req *req, struct sdp_cq *cq,
 	return SDP_PENDING;
 
 destroy_qp:
-	if (ep->hello) {
-		/* the posted hello flushes: take its completion first */
-		pthread_mutex_lock(&cq->lock);
-		ibv_modify_qp(ep->id->qp, &(struct ibv_qp_attr){
-			.qp_state = IBV_QPS_ERR }, IBV_QP_STATE);
-		ep->closed = true;
-		if (verbs_cq_drain_ep(cq, ep, VERBS_CLOSE_DRAIN_MS))
-			ep = NULL;	/* still named by a completion */
-		pthread_mutex_unlock(&cq->lock);
-	}
+	/* the posted hello may be in the CQ: taken (and dropped) once the
+	 * QP is gone */
+	pthread_mutex_lock(&cq->lock);
+	ep->closed = true;
 	rdma_destroy_qp(req->id);
+	verbs_cq_forget_ep(cq, ep);
+	pthread_mutex_unlock(&cq->lock);
 reject:
 	rdma_reject(req->id, NULL, 0);
 	rdma_destroy_id(req->id);
@@ -918,6 +914,7 @@ void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 		/* our side of the disconnect moves the QP to the error
 		 * state: pending work flushes as -ECONNRESET */
 		rdma_disconnect(ev->id);
+		verbs_flush_ep(cq, ep);
 		break;
 	default:
 		break;
@@ -928,7 +925,6 @@ void verbs_cm_event(struct sdp_cq *cq, struct rdma_cm_event *ev)
 int verbs_ep_close(struct sdp_ep *ep)
 {
 	struct sdp_cq *cq;
-	int ret;
 
 	if (!ep)
 		return -EINVAL;
@@ -962,19 +958,12 @@ int verbs_ep_close(struct sdp_ep *ep)
 		ibv_modify_qp(ep->id->qp, &(struct ibv_qp_attr){
 			.qp_state = IBV_QPS_ERR }, IBV_QP_STATE);
 	verbs_gate_open(ep, false);	/* held work completes as flushed */
-	ret = verbs_cq_drain_ep(cq, ep, VERBS_CLOSE_DRAIN_MS);
 	rdma_destroy_qp(ep->id);
+	verbs_cq_forget_ep(cq, ep);
 	rdma_destroy_id(ep->id);
 	ep->id = NULL;
 	cq->neps--;
-	if (ret) {
-		/* completions may still name ep: keep it; the last one
-		 * frees it (verbs_cq.c) */
-		vlog(ep->vp, 4, "ep_close: %d work requests did not flush",
-		     ep->outstanding);
-	} else {
-		verbs_ep_free(ep);
-	}
+	verbs_ep_free(ep);
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }

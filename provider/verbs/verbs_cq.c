@@ -175,12 +175,19 @@ void verbs_cq_push(struct sdp_cq *cq, const struct sdp_completion *c)
  * Work completion status to SPI error. Bounds and rights are checked
  * against the descriptor before posting (verbs_rdma.c), so a remote access
  * error that still happens means the key is unknown, stale or forged.
+ *
+ * iWARP: a target refuses a key by ending the stream (TERMINATE, then
+ * close). A write still being sent when that happens fails on the local
+ * side (siw: IBV_WC_LOC_QP_OP_ERR): the connection ended, and that is what
+ * the caller is told, as for a flushed request.
  */
-static int wc_status_errno(enum ibv_wc_status s)
+static int wc_status_errno(enum ibv_wc_status s, bool iwarp)
 {
 	switch (s) {
 	case IBV_WC_SUCCESS:
 		return 0;
+	case IBV_WC_LOC_QP_OP_ERR:
+		return iwarp ? -ECONNRESET : -EIO;
 	case IBV_WC_WR_FLUSH_ERR:
 	case IBV_WC_RETRY_EXC_ERR:
 	case IBV_WC_RNR_RETRY_EXC_ERR:
@@ -205,13 +212,22 @@ static bool convert_wc(struct sdp_cq *cq, const struct ibv_wc *wc,
 {
 	struct verbs_op *op = (struct verbs_op *)(uintptr_t)wc->wr_id;
 	struct sdp_ep *ep = op->ep;
-	bool keep;
+	bool keep, reported;
 
-	__atomic_sub_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
 	if (!op->status)
-		op->status = wc_status_errno(wc->status);
+		op->status = wc_status_errno(wc->status,
+					     cq->vp->dev[ep->devi].iwarp);
 	if (--op->pieces > 0)
 		return false;	/* the last piece reports the transfer */
+	pthread_mutex_lock(&ep->ops_lock);
+	verbs_op_unlink(ep, op);
+	reported = op->reported;
+	pthread_mutex_unlock(&ep->ops_lock);
+	if (reported) {
+		/* verbs_flush_ep told the caller already */
+		free(op);
+		return false;
+	}
 	if (op->op == VERBS_OP_HELLO) {
 		/* the iWARP start: the passive side may send now (or the
 		 * connection failed before it could) */
@@ -220,9 +236,6 @@ static bool convert_wc(struct sdp_cq *cq, const struct ibv_wc *wc,
 			verbs_gate_open(ep, !op->status);
 		}
 		free(op);
-		if (ep->closed && !ep->outstanding &&
-		    ep->state == VERBS_EP_DEAD && !ep->id)
-			verbs_ep_free(ep);
 		return false;
 	}
 	c->context = op->context;
@@ -243,9 +256,6 @@ static bool convert_wc(struct sdp_cq *cq, const struct ibv_wc *wc,
 	}
 	keep = !ep->closed;
 	free(op);
-	if (ep->closed && !ep->outstanding && ep->state == VERBS_EP_DEAD &&
-	    !ep->id)
-		verbs_ep_free(ep);
 	return keep;
 }
 
@@ -366,6 +376,20 @@ int verbs_cq_notify_fd(struct sdp_cq *cq)
 	return cq ? cq->epfd : -EINVAL;
 }
 
+/* Moves every completion the device CQs hold into the backlog. Called with
+ * the cq lock held, outside any poll. */
+static void poll_all(struct sdp_cq *cq)
+{
+	struct sdp_completion c[16];
+	int i, n;
+
+	do {
+		n = poll_hw(cq, c, 16);
+		for (i = 0; i < n; i++)
+			verbs_cq_push(cq, &c[i]);
+	} while (n > 0);
+}
+
 /*
  * Arms every device CQ. A completion that came before the arm raises no
  * event, so what already waits is moved to the backlog, whose eventfd
@@ -375,8 +399,7 @@ int verbs_cq_notify_fd(struct sdp_cq *cq)
  */
 int verbs_cq_arm(struct sdp_cq *cq)
 {
-	struct sdp_completion c[16];
-	int i, n, ret;
+	int i, ret;
 
 	if (!cq)
 		return -EINVAL;
@@ -386,11 +409,7 @@ int verbs_cq_arm(struct sdp_cq *cq)
 			return ret < 0 ? ret : -ret;
 	}
 	pthread_mutex_lock(&cq->lock);
-	do {
-		n = poll_hw(cq, c, 16);
-		for (i = 0; i < n; i++)
-			verbs_cq_push(cq, &c[i]);
-	} while (n == 16);
+	poll_all(cq);
 	if (cq->bl_head && eventfd_write(cq->evfd, 1))
 		vlog(cq->vp, 3, "eventfd_write: %s", strerror(errno));
 	pthread_mutex_unlock(&cq->lock);
@@ -419,29 +438,71 @@ int verbs_cq_ack(struct sdp_cq *cq)
 }
 
 /*
- * Waits until every work request of ep has come back (its QP is in the
- * error state, so they flush), keeping other endpoints' completions in the
- * backlog. Returns -ETIMEDOUT if they do not within ms. Called with the
- * cq lock held.
+ * ep's connection ended and its QP is in the error state. A device need
+ * not complete work posted after its QP failed (libsiw and librxe put a
+ * receive into a ring that the kernel flushed already; nothing flushes it
+ * again), so a caller waiting for it would wait for ever. What the device
+ * completed is taken first, in order; ep's work still out is then
+ * completed here as flushed, and a device completion that still comes for
+ * it is dropped; work posted from now on is refused. Called with the cq
+ * lock held, outside any poll.
  */
-int verbs_cq_drain_ep(struct sdp_cq *cq, struct sdp_ep *ep, int ms)
+void verbs_flush_ep(struct sdp_cq *cq, struct sdp_ep *ep)
 {
-	struct timespec t0, t;
-	struct sdp_completion c[16];
-	int i, n;
+	struct sdp_completion c;
+	struct verbs_op *op;
+	bool hello = false;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (__atomic_load_n(&ep->outstanding, __ATOMIC_SEQ_CST) > 0) {
-		n = poll_hw(cq, c, 16);
-		for (i = 0; i < n; i++)
-			verbs_cq_push(cq, &c[i]);
-		if (n > 0)
+	poll_all(cq);
+	pthread_mutex_lock(&ep->ops_lock);
+	ep->ops_flushed = true;
+	for (op = ep->ops; op; op = op->next) {
+		if (op->reported)
 			continue;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 +
-		    (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
-			return -ETIMEDOUT;
-		usleep(1000);
+		op->reported = true;
+		if (op->op == VERBS_OP_HELLO) {
+			hello = hello || op == ep->hello;
+			continue;
+		}
+		if (ep->closed)
+			continue;
+		c = (struct sdp_completion){
+			.context = op->context,
+			.ep = ep,
+			.ep_context = ep->ep_context,
+			.status = op->status ? op->status : -ECONNRESET,
+			.op = op->op,
+		};
+		verbs_cq_push(cq, &c);
 	}
-	return 0;
+	pthread_mutex_unlock(&ep->ops_lock);
+	if (hello) {
+		ep->hello = NULL;
+		verbs_gate_open(ep, false);
+	}
+}
+
+/*
+ * ep's QP is destroyed: no completion of it can come any more but those
+ * the CQs hold, which are taken now (others' into the backlog, ep's
+ * dropped). The work that never completed is freed with it. Called with
+ * the cq lock held.
+ */
+void verbs_cq_forget_ep(struct sdp_cq *cq, struct sdp_ep *ep)
+{
+	struct verbs_op *op;
+	int n = 0;
+
+	poll_all(cq);
+	pthread_mutex_lock(&ep->ops_lock);
+	ep->ops_flushed = true;
+	while ((op = ep->ops)) {
+		verbs_op_unlink(ep, op);
+		free(op);
+		n++;
+	}
+	pthread_mutex_unlock(&ep->ops_lock);
+	if (n)
+		vlog(cq->vp, 6, "endpoint %p closed with %d work requests the "
+		     "device never completed", (void *)ep, n);
 }

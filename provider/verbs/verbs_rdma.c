@@ -37,20 +37,55 @@ static int build_sgl(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 	return 0;
 }
 
+/*
+ * A new op, on ep's list: NULL with *err set when there is no memory or
+ * the connection's end was already reported (verbs_flush_ep: work posted
+ * now might never complete).
+ */
 static struct verbs_op *op_new(struct sdp_ep *ep, uint32_t kind,
-			       uint64_t context, uint64_t bytes)
+			       uint64_t context, uint64_t bytes, int *err)
 {
-	struct verbs_op *op = malloc(sizeof(*op));
+	struct verbs_op *op = calloc(1, sizeof(*op));
 
-	if (!op)
+	if (!op) {
+		*err = -ENOMEM;
 		return NULL;
+	}
 	op->ep = ep;
 	op->context = context;
 	op->bytes = bytes;
 	op->op = kind;
 	op->pieces = 1;
-	op->status = 0;
+	pthread_mutex_lock(&ep->ops_lock);
+	if (ep->ops_flushed) {
+		pthread_mutex_unlock(&ep->ops_lock);
+		free(op);
+		*err = -ECONNRESET;
+		return NULL;
+	}
+	op->next = ep->ops;
+	if (ep->ops)
+		ep->ops->prev = op;
+	ep->ops = op;
+	pthread_mutex_unlock(&ep->ops_lock);
 	return op;
+}
+
+/*
+ * An op that never reached the QP (or took none of its pieces there): off
+ * the list and freed. If verbs_flush_ep completed it meanwhile, that
+ * completion is the caller's answer (SDP_PENDING); else err.
+ */
+static int op_unposted(struct sdp_ep *ep, struct verbs_op *op, int err)
+{
+	bool reported;
+
+	pthread_mutex_lock(&ep->ops_lock);
+	verbs_op_unlink(ep, op);
+	reported = op->reported;
+	pthread_mutex_unlock(&ep->ops_lock);
+	free(op);
+	return reported ? SDP_PENDING : err;
 }
 
 /*
@@ -124,9 +159,6 @@ void verbs_gate_open(struct sdp_ep *ep, bool post)
 	pthread_mutex_unlock(&ep->gate_lock);
 }
 
-static struct verbs_op *op_new(struct sdp_ep *ep, uint32_t kind,
-			       uint64_t context, uint64_t bytes);
-
 /*
  * ibv_post_* answer a positive errno (libsiw: negative); ENOMEM means the
  * queue is full.
@@ -145,12 +177,12 @@ static int post_errno(int ret)
  */
 int verbs_hello_post(struct sdp_ep *ep)
 {
-	struct verbs_op *op = op_new(ep, VERBS_OP_HELLO, 0, 0);
+	struct verbs_op *op;
 	int ret;
 
+	op = op_new(ep, VERBS_OP_HELLO, 0, 0, &ret);
 	if (!op)
-		return -ENOMEM;
-	__atomic_add_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
+		return ret;
 	if (ep->active) {
 		struct ibv_send_wr wr = {
 			.wr_id = (uintptr_t)op,
@@ -177,9 +209,8 @@ int verbs_hello_post(struct sdp_ep *ep)
 			ep->hello = op;
 	}
 	if (ret) {
-		__atomic_sub_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
-		free(op);
-		return post_errno(ret);
+		ret = op_unposted(ep, op, post_errno(ret));
+		return ret == SDP_PENDING ? -ECONNRESET : ret;
 	}
 	return 0;
 }
@@ -192,12 +223,9 @@ static int post_send_wr(struct sdp_ep *ep, struct ibv_send_wr *wr,
 
 	wr->wr_id = (uintptr_t)op;
 	wr->send_flags = IBV_SEND_SIGNALED;
-	__atomic_add_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
 	ret = verbs_qp_post(ep, wr, &bad);
 	if (ret) {
-		__atomic_sub_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
-		free(op);
-		return post_errno(ret);
+		return op_unposted(ep, op, post_errno(ret));
 	}
 	return SDP_PENDING;
 }
@@ -232,9 +260,9 @@ int verbs_post_send(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 		return ret;
 	if (total > VERBS_MAX_MSG)
 		return -EMSGSIZE;
-	op = op_new(ep, SDP_OP_SEND, context, total);
+	op = op_new(ep, SDP_OP_SEND, context, total, &ret);
 	if (!op)
-		return -ENOMEM;
+		return ret;
 	memset(&wr, 0, sizeof(wr));
 	wr.sg_list = sge;
 	wr.num_sge = nsge;
@@ -261,19 +289,16 @@ int verbs_post_recv(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 	ret = build_sgl(ep, sgl, nsge, true, sge, &total);
 	if (ret)
 		return ret;
-	op = op_new(ep, SDP_OP_RECV, context, total);
+	op = op_new(ep, SDP_OP_RECV, context, total, &ret);
 	if (!op)
-		return -ENOMEM;
+		return ret;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uintptr_t)op;
 	wr.sg_list = sge;
 	wr.num_sge = nsge;
-	__atomic_add_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
 	ret = ibv_post_recv(ep->id->qp, &wr, &bad);
 	if (ret) {
-		__atomic_sub_fetch(&ep->outstanding, 1, __ATOMIC_SEQ_CST);
-		free(op);
-		return post_errno(ret);
+		return op_unposted(ep, op, post_errno(ret));
 	}
 	return SDP_PENDING;
 }
@@ -330,22 +355,15 @@ static int post_pieces(struct sdp_ep *ep, const struct ibv_sge *sge, int nsge,
 			wr[n - 1].next = w;
 		n++;
 	} while (done < total && n < VERBS_MAX_PIECES);
-	if (done < total) {
-		free(op);
-		return -EMSGSIZE;
-	}
+	if (done < total)
+		return op_unposted(ep, op, -EMSGSIZE);
 	op->pieces = n;
-	__atomic_add_fetch(&ep->outstanding, n, __ATOMIC_SEQ_CST);
 	ret = verbs_qp_post(ep, wr, &bad);
 	if (ret) {
 		int posted = bad - wr;
 
-		__atomic_sub_fetch(&ep->outstanding, n - posted,
-				   __ATOMIC_SEQ_CST);
-		if (!posted) {
-			free(op);
-			return post_errno(ret);
-		}
+		if (!posted)
+			return op_unposted(ep, op, post_errno(ret));
 		/* some pieces went out: their completions report the
 		 * transfer as failed */
 		op->pieces = posted;
@@ -387,9 +405,9 @@ static int rdma_post(struct sdp_ep *ep, const struct sdp_sge *sgl, int nsge,
 	if (total > ep->max_rdma)
 		return -EMSGSIZE;
 	op = op_new(ep, is_read ? SDP_OP_RDMA_READ : SDP_OP_RDMA_WRITE,
-		    context, total);
+		    context, total, &ret);
 	if (!op)
-		return -ENOMEM;
+		return ret;
 	return post_pieces(ep, sge, nsge, total, remote->addr + offset,
 			   remote->key, is_read, op);
 }

@@ -197,7 +197,7 @@ int case_peer_death(void)
 	struct pollfd pfd;
 	struct side *s;
 	uint16_t port = conf_port();
-	int pipefd[2], rc, status;
+	int pipefd[2], rc, late, status;
 	uint64_t t0;
 	pid_t pid;
 	char up[3];
@@ -243,6 +243,12 @@ int case_peer_death(void)
 		     "peer's death");
 		goto close;
 	}
+	/* A receive posted now, when the connection has failed but nothing
+	 * was polled (the provider may not know why yet), completes with an
+	 * error or is refused: a device need not flush it (libsiw). */
+	late = m.ops.post_recv(s->ep, &(struct sdp_sge){
+		s->ctl + CONF_CTL_SLOTS * s->slot, 64, s->ctl_mr }, 1,
+		CTX_TAG(TAG_USER) | 88);
 	/* The receives still posted complete with an error. */
 	if (side_wait(s, &any, &c, 5000) < 0)
 		goto close;
@@ -254,6 +260,14 @@ int case_peer_death(void)
 	}
 	if (conf_now_us() - t0 > 5000000) {
 		FAIL("peer death took more than 5 s to report");
+		goto close;
+	}
+	rc = side_finish(s, late, SDP_OP_RECV, CTX_TAG(TAG_USER) | 88, 5000);
+	if (conf_aborted())
+		goto close;
+	if (rc >= 0) {
+		FAIL("a receive posted after the peer died completed with %s",
+		     conf_err(rc));
 		goto close;
 	}
 	rc = m.ops.post_send(s->ep, &(struct sdp_sge){ s->ctl, 8, s->ctl_mr },

@@ -84,11 +84,14 @@ int case_mr_zero_length(void)
 }
 
 /*
- * After a write through a stale descriptor completed: on a provider whose
- * writes complete when sent (SDP_CAP_RDMA_WRITE_UNACKED, iWARP) the target
- * refuses it by ending the connection, which its side must see.
+ * rc, the answer to an access the target must refuse, as -SDP_EBADKEY
+ * where the target refused it (else rc); -1 after a failed check.
+ * iWARP (SDP_CAP_RDMA_WRITE_UNACKED) refuses by ending the connection: a
+ * write completes when sent, and the target's side must then see its
+ * end; or, still being sent when the end comes, the write fails with
+ * -ECONNRESET.
  */
-static int unacked_refused(struct lp *p, int rc, const char *what)
+static int target_refused(struct lp *p, int rc, const char *what)
 {
 	struct match mt = { .mask = ~0ull, .value = CTX_TAG(TAG_USER) | 77 };
 	struct sdp_completion c;
@@ -96,8 +99,12 @@ static int unacked_refused(struct lp *p, int rc, const char *what)
 	uint8_t *b;
 	int r;
 
-	if (rc != 0 || !(p->m.info.caps & SDP_CAP_RDMA_WRITE_UNACKED))
-		return 1;
+	if (!(p->m.info.caps & SDP_CAP_RDMA_WRITE_UNACKED))
+		return rc;
+	if (rc == -ECONNRESET)
+		return -SDP_EBADKEY;
+	if (rc != 0)
+		return rc;
 	/* a receive on the target's side flushes once its end is gone */
 	b = malloc(64);
 	CHECK(b, "out of memory");
@@ -118,7 +125,7 @@ static int unacked_refused(struct lp *p, int rc, const char *what)
 	CHECK(p->m.ext.deregister_memory(p->m.prov, mr) == 0,
 	      "DeregisterMemory failed");
 	TRY(conf_reg_free(&p->m, b, 64));
-	return 0;
+	return -SDP_EBADKEY;
 }
 
 /* Writes len bytes (pattern seed) from src into the peer's region d at off
@@ -329,13 +336,10 @@ int case_mr_overlap(void)
 			    20000, 35, 36));
 	rc = side_rdma(p.cli, 1, &(struct sdp_sge){ w + 1000, 16, m2 }, 1,
 		       &d1, 0, 5000);
-	if (rc == 0) {
-		rc = unacked_refused(&p, rc, "RdmaWrite through the "
-				     "deregistered outer descriptor");
-		if (rc < 0)
-			return -1;
-		rc = rc ? 0 : -SDP_EBADKEY;
-	}
+	rc = target_refused(&p, rc, "RdmaWrite through the deregistered "
+			    "outer descriptor");
+	if (conf_aborted())
+		return -1;
 	CHECK(rc == -SDP_EBADKEY, "RdmaWrite through the deregistered outer "
 	      "descriptor answered %s, expected -SDP_EBADKEY", conf_err(rc));
 	CHECK(p.m.ext.deregister_rdma_memory(p.srv->ep, r2) == 0 &&
@@ -378,7 +382,7 @@ static int make_stale(struct lp *p, uint8_t *t, uint8_t *w, struct sdp_mr *wm,
 }
 
 /* A write through the stale descriptor d: -SDP_EBADKEY (or refused by the
- * target, unacked_refused), target unchanged. */
+ * target, target_refused), target unchanged. */
 static int stale_write(struct lp *p, uint8_t *t, uint8_t *w, struct sdp_mr *wm,
 		       const struct sdp_rdma_desc *d, const char *when)
 {
@@ -389,13 +393,10 @@ static int stale_write(struct lp *p, uint8_t *t, uint8_t *w, struct sdp_mr *wm,
 	pat_fill(w, 8192, 44, 0);
 	rc = side_rdma(p->cli, 1, &(struct sdp_sge){ w, 8192, wm }, 1, d, 0,
 		       5000);
-	if (rc == 0) {
-		rc = unacked_refused(p, rc, "RdmaWrite with a deregistered "
-				     "descriptor");
-		if (rc < 0)
-			return -1;
-		rc = rc ? 0 : -SDP_EBADKEY;
-	}
+	rc = target_refused(p, rc, "RdmaWrite with a deregistered "
+			    "descriptor");
+	if (conf_aborted())
+		return -1;
 	CHECK(rc == -SDP_EBADKEY, "RdmaWrite with a deregistered descriptor "
 	      "%sanswered %s, expected -SDP_EBADKEY", when, conf_err(rc));
 	bad = pat_check(t, 8192, 43, 0);

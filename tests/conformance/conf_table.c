@@ -72,7 +72,9 @@ const struct conf_case conf_cases[] = {
 	     "makes the fd quiet again."),
 	CASE(peer_death, 30, "When the peer process is killed, a pending "
 	     "receive completes with an error and wakes the armed notification "
-	     "fd within 5 s, and a later post_send fails: nothing hangs."),
+	     "fd within 5 s; a receive posted as soon as the fd wakes, before "
+	     "any poll, completes with an error too (or is refused); and a "
+	     "later post_send fails: nothing hangs."),
 	CASE(many_connections, 180, "1,000 connections between two processes "
 	     "are open at once and each carries one message in each direction "
 	     "with the right bytes."),
