@@ -273,6 +273,12 @@ int fdt_install(int fd, struct sw_sock *s)
 
 struct sw_sock *fdt_remove(int fd, bool *last, int *primary)
 {
+	return fdt_remove_if(fd, NULL, last, primary);
+}
+
+struct sw_sock *fdt_remove_if(int fd, struct sw_sock *expect, bool *last,
+			      int *primary)
+{
 	struct fdt_table *t;
 	struct sw_sock *s;
 	pthread_mutex_t *m;
@@ -286,7 +292,11 @@ struct sw_sock *fdt_remove(int fd, bool *last, int *primary)
 	m = &fdt_stripe[fd % FDT_STRIPES];
 	pthread_mutex_lock(m);
 	t = atomic_load(&fdt_cur);
-	s = atomic_exchange(&t->slot[fd], NULL);
+	s = atomic_load(&t->slot[fd]);
+	if (expect && s != expect)
+		s = NULL;
+	else
+		s = atomic_exchange(&t->slot[fd], NULL);
 	pthread_mutex_unlock(m);
 	if (s)
 		*last = cnt_update(s, fd, false, primary) == 0;

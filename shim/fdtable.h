@@ -24,6 +24,9 @@ int fdt_install(int fd, struct sw_sock *s);
  * switch makes its calls on and others remain, *primary is one of them
  * (else -1): the caller tells the switch before closing fd. */
 struct sw_sock *fdt_remove(int fd, bool *last, int *primary);
+/* fdt_remove, only while fd still names expect. */
+struct sw_sock *fdt_remove_if(int fd, struct sw_sock *expect, bool *last,
+			      int *primary);
 /* First managed fd in [from, to], or -1. */
 int fdt_next_managed(int from, int to);
 /* Table size (one past the highest fd it can hold now). */

@@ -371,9 +371,6 @@ SHIM_EXPORT int dup(int fd)
 	return nfd;
 }
 
-/* dup2/dup3: a managed newfd is closed the switch's way first (this gives
- * up dup2's atomicity for that one case: the switch may need the fd to
- * finish the connection, so it must still name the old socket then). */
 /*
  * A connection put where stdio reads and writes it (a stream made with
  * fdopen, or fd 0, 1 or 2) is out of the switch's sight: stdio calls the
@@ -392,6 +389,9 @@ static void shim_stdio_sock(int fd, const char *why)
 	shim_unref(s);
 }
 
+/* dup2/dup3: a managed newfd is closed the switch's way first (this gives
+ * up dup2's atomicity for that one case: the switch may need the fd to
+ * finish the connection, so it must still name the old socket then). */
 static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 {
 	struct sw_sock *s = NULL;
@@ -450,6 +450,45 @@ SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 	if (!sdp_inside())
 		shim_stdio_sock(fd, "fdopen");
 	return REAL(fdopen)(fd, mode);
+}
+
+/*
+ * fclose of a stream made on a switch socket: the C library closes the fd
+ * itself, past the close wrapper. The switch lets go of the socket after
+ * it, as close would have (else the table would still name the socket
+ * when the number is reused, by a file or a pipe, and the switch would
+ * answer for it). Nothing is done when the number names another socket
+ * already (another thread's).
+ */
+SHIM_EXPORT int fclose(FILE *f)
+{
+	struct sw_sock *s = NULL, *gone;
+	int fd = -1, ret, saved, primary;
+	bool last;
+
+	if (f && !sdp_inside() && shim_on()) {
+		fd = fileno(f);
+		s = fd >= 0 ? fdt_get(fd) : NULL;
+	}
+	ret = REAL(fclose)(f);
+	if (!s)
+		return ret;
+	saved = errno;
+	gone = fdt_remove_if(fd, s, &last, &primary);
+	if (gone) {
+		rd_fds_closed(fd, fd);
+		fdi_clear(fd, fd);
+		shim_enter();
+		if (primary >= 0 && sw_sock_set_fd)
+			sw_sock_set_fd(gone, primary);
+		if (last)
+			sw_close_gone(gone);
+		sw_sock_unref(gone);
+		shim_leave();
+	}
+	shim_unref(s);
+	errno = saved;
+	return ret;
 }
 
 SHIM_EXPORT int dup2(int oldfd, int newfd)

@@ -171,6 +171,22 @@ end:
 	return sdp_sys.close(fd);
 }
 
+void sw_close_gone(struct sw_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->closed = true;
+	sw_holders_leave(s);
+	if (s->state != SW_TCP)
+		SW_WARN("fd %d: closed by the C library while the provider still carried it: the peer sees its end when the provider's connection ends",
+			s->fd);
+	/* the number is not the socket's any more: no call may use it */
+	__atomic_store_n(&s->fd, -1, __ATOMIC_RELEASE);
+	if (s->st)
+		s->st->fd = -1;
+	sw_session_free(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
 int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 {
 	int handled = 0;

@@ -83,6 +83,10 @@ int sw_shutdown(struct sw_sock *s, int how);
  * the connection open after this, to send what is left). Does the real
  * close of fd; returns at once unless SO_LINGER asks it to wait. */
 int sw_close(struct sw_sock *s, int fd);
+/* The program's last fd of s was closed where no wrapper saw it (fclose of
+ * a stdio stream): the switch lets go of s without touching the number,
+ * which may name something else already. */
+void sw_close_gone(struct sw_sock *s);
 
 /* ioctl(2) requests the switch answers itself (FIONREAD, SIOCATMARK);
  * returns 1 when handled (result in *ret), 0 to pass to the kernel. */

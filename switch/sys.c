@@ -48,6 +48,7 @@ void sdp_sys_init(void)
 	RESOLVE(dup2);
 	RESOLVE(dup3);
 	RESOLVE(fdopen);
+	RESOLVE(fclose);
 	RESOLVE(fcntl);
 	RESOLVE(fcntl64);
 	RESOLVE(ioctl);

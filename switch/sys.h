@@ -54,6 +54,7 @@ struct sdp_sys {
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
 	FILE *(*fdopen)(int, const char *);
+	int (*fclose)(FILE *);
 	int (*fcntl)(int, int, ...);
 	int (*fcntl64)(int, int, ...);
 	int (*ioctl)(int, unsigned long, ...);

@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <fcntl.h>
 
 #include "tprog.h"
 #include "tp_stats.h"
@@ -100,6 +101,59 @@ static void run(int family, bool carried_first)
 	close(cl.fd);
 }
 
+/* The peer's side while the server makes its stream: it waits in the
+ * switch, which answers the return to TCP, for the server's go. */
+static void *wait_go(void *arg)
+{
+	char go = 0;
+
+	TP_CHECK(recv(*(int *)arg, &go, 1, MSG_WAITALL) == 1 && go == 'g',
+		 "the server's go: %d", go);
+	return NULL;
+}
+
+/*
+ * A stream closed with bytes that came on the SAN still unread: fclose
+ * closes the fd inside the C library, and the number, taken next by a
+ * pipe, must read the pipe's bytes, not the old connection's.
+ */
+static void closed_by_fclose(int family)
+{
+	static const char want[] = "the pipe's own bytes";
+	char got[sizeof(want)] = "";
+	int c, s, p[2];
+	pthread_t th;
+	FILE *f;
+
+	tp_pair(family, &c, &s);
+	tp_carry_both(c, s);
+	tp_send(c, 3, 0, 4096);
+	/* the bytes are here, on the SAN, and none is read */
+	TP_CHECK(recv(s, got, 1, MSG_PEEK) == 1, "peek");
+	TP_CHECK(pipe(p) == 0, "pipe");
+	TP_CHECK(pthread_create(&th, NULL, wait_go, &c) == 0,
+		 "pthread_create");
+	f = fdopen(s, "r+");
+	TP_CHECK(f != NULL, "fdopen");
+	TP_CHECK(fputc('g', f) == 'g' && !fflush(f), "fputc");
+	pthread_join(th, NULL);
+	not_carried(s, "server");
+	TP_CHECK(fclose(f) == 0, "fclose: %s", strerror(errno));
+	TP_CHECK(fcntl(p[0], F_DUPFD, s) == s, "F_DUPFD: %s",
+		 strerror(errno));
+	TP_CHECK(write(p[1], want, sizeof(want)) == (ssize_t)sizeof(want),
+		 "write to the pipe");
+	TP_CHECK(read(s, got, sizeof(got)) == (ssize_t)sizeof(want) &&
+		 !memcmp(got, want, sizeof(want)),
+		 "fd %d, a pipe now, did not read the pipe's bytes (first "
+		 "byte %#x): the connection fclose closed still answers for "
+		 "it", s, (unsigned char)got[0]);
+	close(s);
+	close(p[0]);
+	close(p[1]);
+	close(c);
+}
+
 int main(int argc, char **argv)
 {
 	int family = argc > 1 ? AF_INET6 : AF_INET;
@@ -107,5 +161,6 @@ int main(int argc, char **argv)
 	tp_start("stdio_sock", 30);
 	run(family, false);
 	run(family, true);
+	closed_by_fclose(family);
 	tp_pass();
 }
