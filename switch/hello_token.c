@@ -269,6 +269,29 @@ out:
 	return uid;
 }
 
+/* True when a client connection of this process holds the name sun: its
+ * hello goes to a server socket of this same process. */
+static bool own_client_holds(const struct sockaddr_un *sun, socklen_t len)
+{
+	struct sockaddr_un c;
+	struct sw_sock **v;
+	socklen_t cl;
+	bool held = false;
+	int n = sw_sock_list(&v), i;
+
+	for (i = 0; i < n; i++) {
+		struct sw_sock *o = v[i];
+
+		if (!held && o->is_client && o->tok_fd >= 0 &&
+		    !token_name(o->fd, true, &c, &cl) && cl == len &&
+		    !memcmp(&c, sun, len))
+			held = true;
+		sw_sock_unref(o);
+	}
+	free(v);
+	return held;
+}
+
 /*
  * Server: the name of s's connection. 1 when the client's switch holds it
  * (its hello is on its way or here: wait for it), 0 when it need not be
@@ -309,7 +332,9 @@ static int fence_one(struct sw_sock *s)
 	if (r)
 		return 1;	/* cannot tell (a full backlog): wait */
 	if (cr.pid == getpid())
-		return 0;	/* ours, kept across an exec: no hello comes */
+		/* the client is this process's own (its hello comes), or
+		 * the name is one kept across an exec (none comes) */
+		return own_client_holds(&sun, len);
 	if (uid >= 0 && (uid_t)uid != cr.uid) {
 		SW_WARN("fd %d: the name for its client's hello is held by uid %u, not by the client's uid %ld: no hello is waited for",
 			s->fd, (unsigned int)cr.uid, uid);
@@ -370,7 +395,7 @@ static void fence_list(struct sw_sock **v, int n)
 			if (!wait[i])
 				continue;
 			if (now >= end) {
-				SW_WARN("fd %d: its client's hello did not come within %u ms: it may reach the program's io_uring reads",
+				SW_WARN("fd %d: its client's hello did not come within %u ms: it may reach reads the switch cannot see (io_uring, stdio, or the program after exec)",
 					s->fd, sw_cfg.upgrade_timeout_ms);
 				wait[i] = 0;
 				continue;
