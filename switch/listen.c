@@ -22,6 +22,7 @@
 #include "fd_budget.h"
 #include "hello_token.h"
 #include "log.h"
+#include "probe_answer.h"
 #include "providers.h"
 #include "rules.h"
 #include "sdp_switch.h"
@@ -92,44 +93,11 @@ int sw_listen(int fd, int family, int backlog, struct sw_sock **out)
 			s->st->local_port = s->local_port;
 		SW_DBG("listener fd %d port %u: %d provider listener(s)", fd,
 		       s->local_port, n);
+		/* probes across a wire are answered as they come */
+		sw_probe_answer_watch(s);
 	}
 	*out = s;
 	return 0;
-}
-
-/* Discovery probes land on the server's provider listeners: discard them
- * (the provider keeps the watches among them). Looked for at most once a
- * millisecond while none come: clients that keep a watch on the listener
- * probe once, not per connection, and an empty look is a system call per
- * accept. A listener's backlog holds what comes in between. */
-#define DRAIN_EVERY_NS 1000000ull
-
-static void drain_probes(struct sw_sock *ls)
-{
-	uint64_t now = sw_now_ns();
-	int i;
-
-	if (!ls->drain_found && now - ls->drained_ns < DRAIN_EVERY_NS)
-		return;
-	ls->drained_ns = now;
-	ls->drain_found = false;
-	for (i = 0; i < sw_nproviders; i++) {
-		struct sdp_conn_req *req;
-		uint8_t priv[SDP_MAX_PRIVATE_DATA];
-		size_t plen;
-
-		if (!ls->plisten[i])
-			continue;
-		for (;;) {
-			plen = sizeof(priv);
-			if (sw_providers[i].mod.ops.get_request(ls->plisten[i],
-								&req, priv,
-								&plen))
-				break;
-			sw_providers[i].mod.ops.reject(req);
-			ls->drain_found = true;
-		}
-	}
 }
 
 /* The accepted connection s: whether a switch is at the other end is told
@@ -180,11 +148,12 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 		/* the program sees accept's own errno (EINTR, EAGAIN, ...),
 		 * not one left by the probes' calls */
 		saved = errno;
-		drain_probes(ls);
+		sw_probes_drain(ls, false);
 		errno = saved;
 		return fd;
 	}
-	drain_probes(ls);
+	sw_probes_drain(ls, false);
+	sw_probe_answer_ensure(ls);
 	if (ls->quiet_ns && sw_now_ns() - ls->quiet_ns <
 			    (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull &&
 	    (s = sw_sock_new(fd, SW_HELLO_WAIT)) != NULL) {

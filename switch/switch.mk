@@ -3,7 +3,7 @@
 
 SWITCH_SRCS := switch/sys.c switch/log.c switch/config.c switch/rules.c \
 	switch/providers.c switch/sock.c switch/util.c switch/stats.c switch/fallback.c switch/fallback_names.c \
-	switch/listen.c switch/connect.c switch/discovery.c switch/upgrade.c \
+	switch/listen.c switch/probe_answer.c switch/connect.c switch/discovery.c switch/upgrade.c \
 	switch/upgrade_turns.c switch/reupgrade.c switch/fd_budget.c \
 	switch/tcp_inband.c switch/tcp_head.c switch/msg_decode.c \
 	switch/buffers.c switch/session.c switch/session_msg.c switch/wakeup.c \

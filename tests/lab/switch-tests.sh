@@ -94,7 +94,8 @@ redis_server()
 }
 
 # redis_client PORT: redis-benchmark on verbs, 2000 SETs and GETs over 8
-# connections each (16 made within a second or two).
+# connections each (16 made within a second or two); then five redis-cli
+# PINGs, each its own process (their times are printed, not judged).
 redis_client()
 {
 	local c
@@ -108,6 +109,16 @@ redis_client()
 		echo "redis: no SET and GET figures"
 		return 1
 	}
+	# short-lived clients, each a new process with nothing remembered of
+	# the server: the wall time of each (connect, probe, PING, PONG)
+	local i t0 out ms=""
+	for i in 1 2 3 4 5; do
+		t0=$(date +%s%N)
+		out=$(run_with verbs redis-cli -h $ip -p $1 ping)
+		[ "$out" = PONG ] || { echo "redis-cli: '$out', not PONG"; return 1; }
+		ms="$ms $(( ($(date +%s%N) - t0) / 1000000 ))"
+	done
+	echo "redis-cli ping, 5 new processes, ms each:$ms"
 }
 
 # Server end of step N (runs in the background; result in $log/srv.N).
