@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -224,7 +225,10 @@ void sw_probe_answer_watch(struct sw_sock *ls)
 		return;
 	pthread_mutex_lock(&pa_lock);
 	if (pa_wake < 0) {
-		int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		/* the system call itself: the shim's eventfd would make it
+		 * the switch's already, with no place to follow a move */
+		int fd = (int)syscall(SYS_eventfd2, 0,
+				      EFD_CLOEXEC | EFD_NONBLOCK);
 
 		/* the switch's own, out of the program's reach (moved when
 		 * the program dup2s onto it) */
