@@ -206,16 +206,18 @@ static bool flush_due(uint64_t now)
 	for (i = 0; i < k; i++)
 		if (!flush_one(v[i], now))
 			v[i] = NULL;
-	pthread_mutex_unlock(&work_lock);
 	pthread_mutex_lock(&reg_lock);
 	for (i = 0; i < k; i++)
 		if (v[i])
 			reg_remove(v[i]);
-	/* references are dropped without reg_lock: the last one frees */
+	/* references are dropped without reg_lock (the last one frees),
+	 * but under work_lock: a registry snapshot taken under it
+	 * (reg_snapshot) holds no references of its own */
 	pthread_mutex_unlock(&reg_lock);
 	for (i = 0; i < k; i++)
 		if (v[i])
 			sw_sock_unref(v[i]);
+	pthread_mutex_unlock(&work_lock);
 	pthread_mutex_lock(&reg_lock);
 	free(v);
 	return true;
@@ -304,6 +306,22 @@ static void flusher_child(void)
 	}
 }
 
+/* The registry as it is now, a copy the caller frees (NULL when empty or
+ * out of memory). No reference is taken: the registry's own keep them
+ * while the caller holds work_lock (the flusher drops them under it). */
+static struct sw_sock **reg_snapshot(int *n)
+{
+	struct sw_sock **v;
+
+	pthread_mutex_lock(&reg_lock);
+	*n = reg_n;
+	v = reg_n ? malloc(reg_n * sizeof(*v)) : NULL;
+	if (v)
+		memcpy(v, reg, reg_n * sizeof(*v));
+	pthread_mutex_unlock(&reg_lock);
+	return v;
+}
+
 /*
  * Orphans before exit or exec (work_lock held): the address space and
  * the endpoints go with them, so each is sent on while its peer takes its
@@ -317,12 +335,7 @@ static void orphans_settle(void)
 	int n, i, busy;
 	unsigned int nap_ms = 1;
 
-	pthread_mutex_lock(&reg_lock);
-	n = reg_n;
-	v = n ? malloc(n * sizeof(*v)) : NULL;
-	if (v)
-		memcpy(v, reg, n * sizeof(*v));
-	pthread_mutex_unlock(&reg_lock);
+	v = reg_snapshot(&n);
 	if (!v)
 		return;
 	/* one whose other end is this process's own waits for nothing:
@@ -403,12 +416,7 @@ static void flusher_exit(void)
 	int n, i;
 
 	pthread_mutex_lock(&work_lock);
-	pthread_mutex_lock(&reg_lock);
-	n = reg_n;
-	v = n ? malloc(n * sizeof(*v)) : NULL;
-	if (v)
-		memcpy(v, reg, n * sizeof(*v));
-	pthread_mutex_unlock(&reg_lock);
+	v = reg_snapshot(&n);
 	for (i = 0; v && i < n; i++) {
 		struct sw_sock *s = v[i];
 
