@@ -213,9 +213,17 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	/* credits returned (in any message's header) to a peer short of
 	 * them are news; a WAKE_ME or CREDIT otherwise tells a sleeping
 	 * peer nothing to wake for (two idle readers rang each other awake
-	 * with them, 1,800 times a second each way) */
-	news = (peer_short && credits) ||
+	 * with them, 1,800 times a second each way). Nor does the return
+	 * of the one buffer the peer's own WAKE_ME took: the peer had that
+	 * credit when it went to sleep. Two idle ends at the idle pool's
+	 * two buffers each were short again after every WAKE_ME, and the
+	 * return of its buffer woke the sleeper, which asked again: 5,000
+	 * messages and doorbells a second per idle connection. A writer
+	 * that waits for credits is woken by a return beyond that one. */
+	news = (peer_short && credits > (ss->wake_refund ? 1 : 0)) ||
 	       (type != SDP_MSG_WAKE_ME && type != SDP_MSG_CREDIT);
+	if (credits)
+		ss->wake_refund = false;
 	if (news)
 		ss->tx_news_seq = ss->tx_seq;
 	sw_credit_consume(ss);
@@ -354,6 +362,7 @@ static int on_control(struct sw_sock *s, uint32_t idx,
 		if (h->len || w.reserved)
 			return sw_proto_error(s, "malformed WAKE_ME");
 		ss->peer_waiting = true;
+		ss->wake_refund = true;
 		/* news sent before the peer asked: it may sleep on it unseen
 		 * (seen_seq counts the messages it has taken) */
 		if ((int32_t)(ss->tx_news_seq - w.seen_seq) > 0)

@@ -149,6 +149,8 @@ struct sw_session {
 				 * (credits.c, sw_credit_on_bell) */
 	bool quiet_return;	/* the CREDIT being sent answers such a
 				 * doorbell: it rings none of its own */
+	bool wake_refund;	/* the peer's last WAKE_ME took one of our
+				 * buffers: returning that one is no news */
 	uint32_t ask_rx_seq;	/* rx_seq at our last such doorbell */
 	uint64_t ask_ns;	/* and when it went */
 

@@ -244,9 +244,13 @@ def main():
                 res[name]["reg_slots"] = len(regs)
                 if max(regs) > a.max_reg_per_conn:
                     ok = False
-                    print("FAIL: %s: a connection holds %d registered "
-                          "bytes (limit %d)" % (name, max(regs),
-                                                a.max_reg_per_conn))
+                    big = [r for r in slots if r["provider"] == "shm" and
+                           r["reg_bytes"] > a.max_reg_per_conn]
+                    print("FAIL: %s: %d connection(s) hold more than %d "
+                          "registered bytes (at most %d); the first, as "
+                          "sdp-stat gives it: %s"
+                          % (name, len(big), a.max_reg_per_conn, max(regs),
+                             json.dumps(big[0], sort_keys=True)))
             res[name]["fds_per_conn"] = round(fds / a.n, 3)
             res[name]["maps_per_conn"] = round(maps / a.n, 3)
             if ps["conns_san"] is not None and ps["conns_san"] != a.n:
