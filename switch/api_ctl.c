@@ -102,6 +102,12 @@ void sw_close_end(struct sw_sock *s)
  * keeps its own copy of the TCP fd, which also keeps TCP's FIN back until
  * the SAN's end of stream is delivered.
  */
+/* close of a carried connection with bytes kept waits while the peer
+ * takes them: at most this long in all, and no longer than this without
+ * progress */
+#define SW_CLOSE_WAIT_NS 2000000000ull
+#define SW_CLOSE_STALL_NS 20000000ull
+
 int sw_close(struct sw_sock *s, int fd)
 {
 	uint64_t deadline;
@@ -141,6 +147,24 @@ int sw_close(struct sw_sock *s, int fd)
 	sw_orphan_begin(s);
 	if (sw_orphan_step(s, sw_now_ns()))
 		goto end;
+	/* While the peer takes them, the kept bytes go before close
+	 * returns: a program that calls _exit right after close (a forked
+	 * child, an event loop's worker) runs no exit handler, and what the
+	 * switch keeps dies with it, where TCP's kernel would have sent
+	 * it. A peer that takes nothing for SW_CLOSE_STALL_NS leaves them
+	 * to the flusher thread, and close returns. */
+	if (!s->linger_ns) {
+		uint64_t until = sw_now_ns() + SW_CLOSE_WAIT_NS, now;
+
+		while ((now = sw_now_ns()) < until &&
+		       now - s->orphan_moved_ns < SW_CLOSE_STALL_NS) {
+			if (sw_session_wait(s, POLLOUT,
+					    now + SW_CLOSE_STALL_NS) == -EINTR)
+				break;
+			if (sw_orphan_step(s, sw_now_ns()))
+				goto end;
+		}
+	}
 	if (s->linger_ns) {
 		/* SO_LINGER: close waits until all went, or its time */
 		deadline = sw_now_ns() + s->linger_ns;
