@@ -96,12 +96,15 @@ static void pool_add(struct shm_provider *p, struct shm_pooled *pool,
 	pool[(*n)++] = *e;
 }
 
-/* The region as new: cursors, flags and verdicts zero. The geometry is
- * the owner's and never changed; the table was cleared at release. */
-static void region_reset(struct shm_hdr *h)
+/* The region as new: the owner's geometry written again (the peer maps
+ * the header writable, and one that wrote over it would read its own
+ * scribbles as the next connection's geometry), cursors, flags and
+ * verdicts zero; the table was cleared at release. */
+static void region_reset(struct shm_hdr *h, const struct shm_geom *g)
 {
 	uint32_t i;
 
+	memcpy(&h->g, g, sizeof(*g));
 	atomic_store(&h->ring_prod, 0);
 	atomic_store(&h->ring_cons, 0);
 	atomic_store(&h->armed, 0);
@@ -152,7 +155,7 @@ int shm_region_get(struct shm_provider *p, struct shm_ep *ep,
 		found = false;
 	}
 	if (found) {
-		region_reset(e.h);
+		region_reset(e.h, &e.g);
 		ep->own = e.h;
 		ep->og = e.g;
 		ep->memfd = e.memfd;

@@ -89,6 +89,8 @@ mallory_result() {	# NAME OUT
 	if [ -z "$line" ]; then
 		result FAIL "$1: mallory reported nothing: $(tail -2 "$2" |
 			tr '\n' ' ')"
+		# the whole of what it wrote (a sanitizer's report, say)
+		sed 's/^/    mallory: /' "$2" | tail -60
 	else
 		result "${line%% *}" "$1: ${line#* }"
 	fi
