@@ -93,24 +93,47 @@ void sw_close_end(struct sw_sock *s)
 	sw_session_free(s);
 }
 
-/*
- * close of a carried connection: the kept bytes and the FIN go as far as
- * the credits let them now; what is left goes later, from the flusher
- * thread (orphan.c), as a TCP socket's buffer goes after close. So close
- * returns at once, unless SO_LINGER asked it to wait (up to its time, as
- * TCP's). The program's fd number is free when it returns: the switch
- * keeps its own copy of the TCP fd, which also keeps TCP's FIN back until
- * the SAN's end of stream is delivered.
- */
 /* close of a carried connection with bytes kept waits while the peer
  * takes them: at most this long in all, and no longer than this without
  * progress */
 #define SW_CLOSE_WAIT_NS 2000000000ull
 #define SW_CLOSE_STALL_NS 20000000ull
 
+/*
+ * close waits while the peer takes the kept bytes and the FIN: until the
+ * time until, or stall_ns without progress; a signal ends the wait, as in
+ * TCP's close. True when everything went (or the peer is gone).
+ */
+static bool close_wait(struct sw_sock *s, uint64_t until, uint64_t stall_ns)
+{
+	uint64_t now;
+
+	while ((now = sw_now_ns()) < until &&
+	       now - s->orphan_moved_ns < stall_ns) {
+		uint64_t wake = until - now > stall_ns ? now + stall_ns : until;
+
+		if (sw_session_wait(s, POLLOUT, wake) == -EINTR)
+			break;
+		if (sw_orphan_step(s, sw_now_ns()))
+			return true;
+	}
+	return sw_orphan_step(s, sw_now_ns());
+}
+
+/*
+ * close of a carried connection: the kept bytes and the FIN go as far as
+ * the credits let them now, and on while the peer takes them (a program
+ * that calls _exit right after close, a forked child or a worker, runs no
+ * exit handler, and what the switch keeps would die with it, where TCP's
+ * kernel sends it); what is left when the peer takes nothing for
+ * SW_CLOSE_STALL_NS goes later, from the flusher thread (orphan.c), as a
+ * TCP socket's buffer goes after close. SO_LINGER waits up to its time,
+ * as TCP's. The program's fd number is free when it returns: the switch
+ * keeps its own copy of the TCP fd, which also keeps TCP's FIN back until
+ * the SAN's end of stream is delivered.
+ */
 int sw_close(struct sw_sock *s, int fd)
 {
-	uint64_t deadline;
 	int r;
 
 	pthread_mutex_lock(&s->lock);
@@ -147,36 +170,11 @@ int sw_close(struct sw_sock *s, int fd)
 	sw_orphan_begin(s);
 	if (sw_orphan_step(s, sw_now_ns()))
 		goto end;
-	/* While the peer takes them, the kept bytes go before close
-	 * returns: a program that calls _exit right after close (a forked
-	 * child, an event loop's worker) runs no exit handler, and what the
-	 * switch keeps dies with it, where TCP's kernel would have sent
-	 * it. A peer that takes nothing for SW_CLOSE_STALL_NS leaves them
-	 * to the flusher thread, and close returns. */
-	if (!s->linger_ns) {
-		uint64_t until = sw_now_ns() + SW_CLOSE_WAIT_NS, now;
-
-		while ((now = sw_now_ns()) < until &&
-		       now - s->orphan_moved_ns < SW_CLOSE_STALL_NS) {
-			if (sw_session_wait(s, POLLOUT,
-					    now + SW_CLOSE_STALL_NS) == -EINTR)
-				break;
-			if (sw_orphan_step(s, sw_now_ns()))
-				goto end;
-		}
-	}
-	if (s->linger_ns) {
-		/* SO_LINGER: close waits until all went, or its time */
-		deadline = sw_now_ns() + s->linger_ns;
-		while (!sw_orphan_step(s, sw_now_ns()) &&
-		       sw_now_ns() < deadline)
-			/* a signal ends the wait, as in TCP's close; the
-			 * rest goes on without it */
-			if (sw_session_wait(s, POLLOUT, deadline) == -EINTR)
-				break;
-		if (sw_orphan_step(s, sw_now_ns()))
-			goto end;
-	}
+	/* SO_LINGER: until all went, or its time, progress or not */
+	if (s->linger_ns ?
+	    close_wait(s, sw_now_ns() + s->linger_ns, UINT64_MAX) :
+	    close_wait(s, sw_now_ns() + SW_CLOSE_WAIT_NS, SW_CLOSE_STALL_NS))
+		goto end;
 	r = sw_orphan_adopt(s, fd);
 	if (!r) {
 		r = sdp_sys.close(fd);

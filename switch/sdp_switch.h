@@ -81,7 +81,8 @@ int sw_shutdown(struct sw_sock *s, int how);
 /* The program closed the last fd naming s (the shim has already removed it
  * from the table, and dropped its epoll registrations: the switch may keep
  * the connection open after this, to send what is left). Does the real
- * close of fd; returns at once unless SO_LINGER asks it to wait. */
+ * close of fd; waits only while the peer takes the bytes kept (briefly),
+ * or as long as SO_LINGER asks. */
 int sw_close(struct sw_sock *s, int fd);
 /* The program's last fd of s was closed where no wrapper saw it (fclose of
  * a stdio stream): the switch lets go of s without touching the number,
