@@ -78,34 +78,42 @@ static bool wire_provider(int i)
 	       sw_providers[i].mod.ops.listener_fd;
 }
 
-/* What s holds that takes probes across a wire: its descriptors appended
- * to pf (at most max), or, with pf NULL, its probes answered now. Called
- * with s->lock held. */
-static int wire_listeners(struct sw_sock *s, struct pollfd *pf, int max)
+/* s is a listener with a provider listener that takes probes across a
+ * wire. Called with s->lock held, or from its own listen and accept. */
+static bool takes_wire_probes(const struct sw_sock *s)
+{
+	int k;
+
+	if (s->state != SW_LISTENER || s->closed)
+		return false;
+	for (k = 0; k < sw_nproviders; k++)
+		if (s->plisten[k] && wire_provider(k))
+			return true;
+	return false;
+}
+
+/* The descriptors of s's provider listeners that take probes across a
+ * wire, appended to pf (at most max); how many. Called with s->lock
+ * held. */
+static int wire_fds(struct sw_sock *s, struct pollfd *pf, int max)
 {
 	int k, n = 0;
 
-	if (s->state != SW_LISTENER || s->closed)
+	if (!takes_wire_probes(s))
 		return 0;
-	for (k = 0; k < sw_nproviders; k++) {
+	for (k = 0; k < sw_nproviders && n < max; k++) {
 		int fd;
 
 		if (!s->plisten[k] || !wire_provider(k))
 			continue;
-		if (!pf) {
-			n++;
-			continue;
-		}
 		fd = sw_providers[k].mod.ops.listener_fd(s->plisten[k]);
-		if (fd >= 0 && n < max) {
+		if (fd >= 0) {
 			pf[n].fd = fd;
 			pf[n].events = POLLIN;
 			pf[n].revents = 0;
 			n++;
 		}
 	}
-	if (!pf && n)
-		sw_probes_drain(s, true);
 	return n;
 }
 
@@ -144,7 +152,7 @@ static void *pa_main(void *arg)
 		for (i = 0; i < n; i++) {
 			if (pf) {
 				pthread_mutex_lock(&v[i]->lock);
-				np += wire_listeners(v[i], pf + np, cap - np);
+				np += wire_fds(v[i], pf + np, cap - np);
 				pthread_mutex_unlock(&v[i]->lock);
 			}
 			sw_sock_unref(v[i]);
@@ -174,7 +182,8 @@ static void *pa_main(void *arg)
 		n = sw_sock_list(&v);
 		for (i = 0; i < n; i++) {
 			pthread_mutex_lock(&v[i]->lock);
-			wire_listeners(v[i], NULL, 0);
+			if (takes_wire_probes(v[i]))
+				sw_probes_drain(v[i], true);
 			pthread_mutex_unlock(&v[i]->lock);
 			sw_sock_unref(v[i]);
 		}
@@ -215,13 +224,9 @@ void sw_probe_answer_ensure(struct sw_sock *ls)
 void sw_probe_answer_watch(struct sw_sock *ls)
 {
 	uint64_t one = 1;
-	int k, r;
-	bool wire = false;
+	int r;
 
-	for (k = 0; k < sw_nproviders; k++)
-		if (ls->plisten[k] && wire_provider(k))
-			wire = true;
-	if (!wire)
+	if (!takes_wire_probes(ls))
 		return;
 	pthread_mutex_lock(&pa_lock);
 	if (pa_wake < 0) {
