@@ -35,8 +35,9 @@
  * then reg_lock (order: socket, then registry). The flusher takes a socket
  * lock only with trylock: a socket whose lock is held is inside a call of
  * the program, which sends the kept bytes itself, so the flusher tries
- * again one bound later. work_lock is held while the flusher handles
- * sockets, so fork and exit can keep it away from them.
+ * again one bound later. work_lock is held while the flusher works (its
+ * allocations included), so fork and exit can keep it away from the
+ * sockets and from the allocator.
  */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -193,16 +194,24 @@ static void reg_remove(struct sw_sock *s)
 static bool flush_due(uint64_t now)
 {
 	struct sw_sock **v;
-	int n = reg_n, i, k = 0;
+	int n, i, k = 0;
 
-	v = malloc(n * sizeof(*v));
-	if (!v)
+	/* all of it under work_lock, allocations too: a child forked while
+	 * this thread allocated would inherit an allocator lock nobody lets
+	 * go there (AddressSanitizer's has no fork handler) */
+	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_lock(&work_lock);
+	pthread_mutex_lock(&reg_lock);
+	n = reg_n;
+	v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v) {
+		pthread_mutex_unlock(&work_lock);
 		return false;
+	}
 	for (i = 0; i < n; i++)
 		if (due_ns(reg[i]) <= now)
 			v[k++] = reg[i];
 	pthread_mutex_unlock(&reg_lock);
-	pthread_mutex_lock(&work_lock);
 	for (i = 0; i < k; i++)
 		if (!flush_one(v[i], now))
 			v[i] = NULL;
@@ -217,9 +226,9 @@ static bool flush_due(uint64_t now)
 	for (i = 0; i < k; i++)
 		if (v[i])
 			sw_sock_unref(v[i]);
+	free(v);
 	pthread_mutex_unlock(&work_lock);
 	pthread_mutex_lock(&reg_lock);
-	free(v);
 	return true;
 }
 

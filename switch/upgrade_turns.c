@@ -29,7 +29,11 @@
  * held, then turn_lock (order: socket, then turns). The thread takes a
  * socket's lock only with trylock: a socket whose lock is held is inside a
  * call of the program, which moves its upgrade on itself. work_lock is held
- * while the thread handles sockets, so that fork and exit keep it away.
+ * while the thread works (all but its sleeps), so that fork and exit keep
+ * it away from the sockets and from the allocator: a child forked while
+ * it allocated would inherit an allocator lock that no thread of the child
+ * lets go (AddressSanitizer's has no fork handler). The thread takes
+ * work_lock before turn_lock, never while it holds turn_lock.
  *
  * The thread reads no byte of any TCP stream: it takes only the steps
  * after the client's hello (SW_UPGRADING, and a client's SW_HELLO_SENT:
@@ -421,6 +425,7 @@ static void *thread_main(void *arg)
 	/* provider code runs here: its calls go to libc, not the shim */
 	sdp_guard_enter();
 	in_thread = true;
+	pthread_mutex_lock(&work_lock);
 	pthread_mutex_lock(&turn_lock);
 	for (;;) {
 		int n = 0, ndrop = 0, np = 0, nc = 0, i, k;
@@ -430,8 +435,13 @@ static void *thread_main(void *arg)
 
 		turns_settle(&drop, &ndrop, &dcap, &cand, &nc, &ccap, &next);
 		if (!held_n && !ndrop && !nc && !wq_live) {
-			/* a turn taken, or given while others wait, signals */
+			/* a turn taken, or given while others wait, signals;
+			 * meanwhile a fork or an exit need not wait for us */
+			pthread_mutex_unlock(&work_lock);
 			pthread_cond_wait(&turn_cond, &turn_lock);
+			pthread_mutex_unlock(&turn_lock);
+			pthread_mutex_lock(&work_lock);
+			pthread_mutex_lock(&turn_lock);
 			continue;
 		}
 		for (i = 0; i < held_n; i++) {
@@ -470,11 +480,12 @@ static void *thread_main(void *arg)
 				sw_sock_unref(v[i]);
 			for (i = 0; i < nc; i++)
 				sw_sock_unref(cand[i]);
+			pthread_mutex_unlock(&work_lock);
 			sdp_sys.poll(NULL, 0, SLEEP_MAX_MS);
+			pthread_mutex_lock(&work_lock);
 			pthread_mutex_lock(&turn_lock);
 			continue;
 		}
-		pthread_mutex_lock(&work_lock);
 		for (i = 0; i < nc; i++)
 			look_waiting(cand[i], &next);
 		for (i = 0; i < n; i++) {
@@ -493,6 +504,7 @@ static void *thread_main(void *arg)
 					if (pf[k].revents)
 						v[i]->turn_woken = true;
 		}
+		pthread_mutex_lock(&work_lock);
 		for (i = 0; i < n; i++)
 			sw_sock_unref(v[i]);
 		for (i = 0; i < nc; i++)

@@ -8,8 +8,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,8 +182,24 @@ void sw_addr_port(const struct sockaddr_storage *ss, uint16_t *port)
 		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
+struct thread_start {
+	void *(*fn)(void *);
+	atomic_int running;
+};
+
+static void *thread_begin(void *arg)
+{
+	struct thread_start *ts = arg;
+	void *(*fn)(void *) = ts->fn;
+
+	/* ts lives on the starter's stack: not touched after this */
+	atomic_store(&ts->running, 1);
+	return fn(NULL);
+}
+
 int sw_thread_start(void *(*fn)(void *))
 {
+	struct thread_start ts = { .fn = fn };
 	sigset_t all, old;
 	pthread_attr_t attr;
 	pthread_t t;
@@ -191,8 +209,14 @@ int sw_thread_start(void *(*fn)(void *))
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	r = pthread_create(&t, &attr, fn, NULL);
+	r = pthread_create(&t, &attr, thread_begin, &ts);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* the new thread's start (the C library's and a sanitizer's set-up,
+	 * which allocate) is over before the caller goes on: a fork right
+	 * after must not find an allocator lock held by a thread the child
+	 * will not have */
+	while (!r && !atomic_load(&ts.running))
+		sched_yield();
 	return r;
 }
