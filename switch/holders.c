@@ -130,6 +130,19 @@ static int others(struct sw_holders *h)
 	return n;
 }
 
+/* Holders other than this process in the list, alive or not. */
+static int listed(struct sw_holders *h)
+{
+	int32_t me = getpid(), p;
+	int i, n = 0;
+
+	for (i = 0; i < HOLDERS_MAX; i++) {
+		p = atomic_load(&h->pid[i]);
+		n += p && p != me;
+	}
+	return n;
+}
+
 static void drop_pid(struct sw_holders *h, int32_t pid)
 {
 	int i;
@@ -382,18 +395,20 @@ int sw_holders_reup(struct sw_sock *s)
 		sw_holders_unmap(s);
 		return -1;
 	}
-	if (st == H_TAKEN && atomic_load(&h->driver) == getpid() &&
-	    !others(h)) {
-		drop_pid(h, getpid());
-		sw_holders_unmap(s);
-		SW_DBG("fd %d: the last holder of a connection back on TCP",
-		       s->fd);
-		return 1;
+	if (st != H_TAKEN || atomic_load(&h->driver) != getpid())
+		return 0;
+	/* a holder that closed its copy has left the list: seen at once;
+	 * one that may have exited is looked for in /proc, not at every
+	 * call */
+	if (listed(h) && (sw_now_ns() < s->holders_look_ns || others(h))) {
+		if (sw_now_ns() >= s->holders_look_ns)
+			s->holders_look_ns = sw_now_ns() + 10000000ull;
+		return 0;
 	}
-	/* others hold it still: looked at again in a while, not at every
-	 * call (a look reads /proc) */
-	s->reup_at_ns = sw_now_ns() + 10000000ull;
-	return 0;
+	drop_pid(h, getpid());
+	sw_holders_unmap(s);
+	SW_DBG("fd %d: the last holder of a connection back on TCP", s->fd);
+	return 1;
 }
 
 void sw_holders_leave(struct sw_sock *s)

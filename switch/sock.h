@@ -219,6 +219,7 @@ struct sw_sock {
 	bool sight_lost;	/* its I/O may go through stdio (blind.c) */
 	uint32_t reup_n;	/* upgrades again so far (back-off) */
 	uint64_t reup_at_ns;
+	uint64_t holders_look_ns;	/* the next look for live holders */
 	bool linger0;		/* SO_LINGER with 0: abort on close */
 	uint64_t linger_ns;	/* SO_LINGER with a time: close waits */
 	/* closed with bytes or its FIN still to go: the flusher sends them
