@@ -400,10 +400,15 @@ int sw_holders_reup(struct sw_sock *s)
 	/* a holder that closed its copy has left the list: seen at once;
 	 * one that may have exited is looked for in /proc, not at every
 	 * call */
-	if (listed(h) && (sw_now_ns() < s->holders_look_ns || others(h))) {
-		if (sw_now_ns() >= s->holders_look_ns)
-			s->holders_look_ns = sw_now_ns() + 10000000ull;
-		return 0;
+	if (listed(h)) {
+		uint64_t now = sw_now_ns();
+
+		if (now < s->holders_look_ns)
+			return 0;
+		if (others(h)) {
+			s->holders_look_ns = now + 10000000ull;
+			return 0;
+		}
 	}
 	drop_pid(h, getpid());
 	sw_holders_unmap(s);
