@@ -3,10 +3,13 @@
  * around.c - paths around the libc socket calls: libc's syscall() and the
  * ring set-up of liburing, caught so that a process about to use io_uring
  * stops carrying connections before its ring exists (switch/blind.c), and
- * raw close/close_range/dup2/dup3 sent through the wrappers; eventfd,
- * memfd_create and pidfd_open only to see those the providers make.
+ * raw close/close_range/dup2/dup3 sent through the wrappers, and a raw
+ * fork (clone, clone3 or fork through syscall()) given the switch's fork
+ * handlers; eventfd, memfd_create and pidfd_open only to see those the
+ * providers make.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
@@ -16,6 +19,7 @@
 
 #include "blind.h"
 #include "shim.h"
+#include "util.h"
 
 /* The switch stops carrying connections: the process is about to make
  * (or use) an io_uring instance. Before the call that makes the ring. */
@@ -85,6 +89,65 @@ static long raw_syscall(long nr, const long a[6])
 }
 
 /*
+ * Is this clone a fork, a new process with its own copy of memory that
+ * goes on from here on the same stack? The C library's fork() runs the
+ * pthread_atfork handlers around it, a raw one runs none: a lock that a
+ * switch thread held at the clone would stay locked in the child for
+ * good, and a carried connection would be carried by two processes. A
+ * new stack (with CLONE_VM or not) is a thread or a posix_spawn-like
+ * child, which runs no switch code before it execs.
+ */
+static bool raw_fork(long nr, const long a[6])
+{
+	unsigned long long flags, stack;
+
+	switch (nr) {
+#ifdef __NR_fork
+	case __NR_fork:
+		return true;
+#endif
+	case __NR_clone:
+		flags = (unsigned long)a[0];
+		stack = (unsigned long)a[1];
+		break;
+#ifdef __NR_clone3
+	case __NR_clone3: {
+		/* struct clone_args: flags is its first field, stack its
+		 * sixth; every version of it has both */
+		const unsigned long long *ca = (const void *)a[0];
+
+		if (!ca || (size_t)a[1] < 8 * sizeof(*ca))
+			return false;
+		flags = ca[0];
+		stack = ca[5];
+		break;
+	}
+#endif
+	default:
+		return false;
+	}
+	return !(flags & (CLONE_VM | CLONE_THREAD)) && !stack;
+}
+
+/* The handlers run as fork() runs them: outside the switch (those that
+ * call into it enter it themselves). */
+static long raw_fork_call(long nr, const long a[6])
+{
+	long ret;
+	int err;
+
+	sw_fork_prepare();
+	ret = raw_syscall(nr, a);
+	err = errno;
+	if (ret == 0)
+		sw_fork_child();
+	else
+		sw_fork_parent();
+	errno = err;
+	return ret;
+}
+
+/*
  * syscall(2) is variadic: six register-sized arguments are read whatever
  * the call takes (the registers hold something either way, as in the C
  * library's own implementation).
@@ -119,6 +182,9 @@ SHIM_EXPORT long syscall(long nr, ...)
 		return dup2((int)a[0], (int)a[1]);
 	case __NR_dup3:
 		return dup3((int)a[0], (int)a[1], (int)a[2]);
+	default:
+		if (raw_fork(nr, a))
+			return raw_fork_call(nr, a);
 	}
 raw:
 	if (nr == __NR_pidfd_open && sdp_inside())

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "readiness.h"
 #include "sys.h"
+#include "util.h"
 
 bool shim_active;
 
@@ -104,11 +105,11 @@ static void shim_init(void)
 	 * list's are outermost: its prepare runs last, its child handler
 	 * first (a socket lock held by another thread at the fork is free
 	 * again before anything in the child takes it). */
-	pthread_atfork(sw_sock_atfork_prepare, sw_sock_atfork_parent,
+	sw_atfork(sw_sock_atfork_prepare, sw_sock_atfork_parent,
 		       sw_sock_atfork_child);
-	pthread_atfork(shim_atfork_prepare, shim_atfork_parent,
+	sw_atfork(shim_atfork_prepare, shim_atfork_parent,
 		       shim_atfork_child);
-	pthread_atfork(sw_prepare_guarded, sw_parent_guarded,
+	sw_atfork(sw_prepare_guarded, sw_parent_guarded,
 		       sw_child_guarded);
 	shim_inherit();
 	/* a ring inherited from the parent: nothing is carried here */

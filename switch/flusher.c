@@ -466,7 +466,7 @@ static int flusher_start(void)
 
 	if (!hooks_done) {
 		cond_setup();
-		pthread_atfork(flusher_prepare, flusher_parent, flusher_child);
+		sw_atfork(flusher_prepare, flusher_parent, flusher_child);
 		atexit(flusher_exit);
 		hooks_done = true;
 	}

@@ -318,6 +318,15 @@ void sw_holders_child(struct sw_sock *s)
 		if (s->peerlen)
 			sw_peer_text(s, s->st->peer, sizeof(s->st->peer));
 	}
+	/* a child in a pid namespace of its own (a raw clone with
+	 * CLONE_NEWPID, shim/around.c): its pid names another process to
+	 * the others and theirs nothing to it, so no one could tell when
+	 * one holder is left; the connection stays TCP in every process */
+	if (getppid() == 0) {
+		atomic_store(&h->state, H_CUT);
+		quiet(s, SDP_FB_CUT);
+		return;
+	}
 	for (i = 0; i < HOLDERS_MAX; i++) {
 		int32_t p = -(int32_t)getppid();
 

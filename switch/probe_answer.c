@@ -250,7 +250,7 @@ void sw_probe_answer_watch(struct sw_sock *ls)
 		}
 	}
 	if (!pa_hooks) {
-		pthread_atfork(pa_prepare, pa_parent, pa_child);
+		sw_atfork(pa_prepare, pa_parent, pa_child);
 		atexit(pa_prepare);	/* away from the sockets at exit */
 		pa_hooks = true;
 	}

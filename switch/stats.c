@@ -305,7 +305,10 @@ void sw_stats_after_fork_child(void)
 	if (!proc || proc == &proc_private)
 		return;
 	stat_pid = getpid();
-	if (sandboxed)
+	/* in a pid namespace of its own (getppid() is 0 there), a file
+	 * named by its pid would name another process to readers outside,
+	 * and the others' files would all look stale from inside */
+	if (sandboxed || getppid() == 0)
 		goto keep;
 	size = file_size(proc->nslots);
 	fd = stats_file_create(proc->nslots);

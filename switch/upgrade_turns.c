@@ -560,7 +560,7 @@ static int thread_start(void)
 
 	if (!hooks_done) {
 		cond_setup();
-		pthread_atfork(turns_prepare, turns_parent, turns_child);
+		sw_atfork(turns_prepare, turns_parent, turns_child);
 		atexit(turns_exit);
 		hooks_done = true;
 	}

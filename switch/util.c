@@ -220,3 +220,73 @@ int sw_thread_start(void *(*fn)(void *))
 		sched_yield();
 	return r;
 }
+
+/*
+ * The switch's fork handlers, as registered. A few files register them,
+ * some only when their thread first starts; the list only grows. A fork
+ * made past the C library runs the handlers counted at its prepare, one
+ * such fork at a time (raw_fork_lock, held from prepare to parent; the
+ * child starts with it free), so two threads' raw clones do not interleave
+ * their handlers. Registration takes only hooks_lock, never held around a
+ * handler: a thread registering under a lock a prepare handler waits for
+ * does not wait for the fork.
+ */
+#define FORK_HOOKS_MAX 8
+
+static struct {
+	void (*prepare)(void), (*parent)(void), (*child)(void);
+} hooks[FORK_HOOKS_MAX];
+static atomic_int nhooks;
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t raw_fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static int raw_fork_hooks;	/* counted at the prepare (raw_fork_lock) */
+
+int sw_atfork(void (*prepare)(void), void (*parent)(void),
+	      void (*child)(void))
+{
+	int r, n;
+
+	pthread_mutex_lock(&hooks_lock);
+	r = pthread_atfork(prepare, parent, child);
+	n = atomic_load(&nhooks);
+	/* six callers, each registering once: the list has room for all */
+	if (!r && n < FORK_HOOKS_MAX) {
+		hooks[n].prepare = prepare;
+		hooks[n].parent = parent;
+		hooks[n].child = child;
+		atomic_store_explicit(&nhooks, n + 1, memory_order_release);
+	}
+	pthread_mutex_unlock(&hooks_lock);
+	return r;
+}
+
+void sw_fork_prepare(void)
+{
+	int i;
+
+	pthread_mutex_lock(&raw_fork_lock);
+	raw_fork_hooks = atomic_load_explicit(&nhooks, memory_order_acquire);
+	for (i = raw_fork_hooks - 1; i >= 0; i--)
+		if (hooks[i].prepare)
+			hooks[i].prepare();
+}
+
+void sw_fork_parent(void)
+{
+	int i;
+
+	for (i = 0; i < raw_fork_hooks; i++)
+		if (hooks[i].parent)
+			hooks[i].parent();
+	pthread_mutex_unlock(&raw_fork_lock);
+}
+
+void sw_fork_child(void)
+{
+	int i;
+
+	pthread_mutex_init(&raw_fork_lock, NULL);
+	for (i = 0; i < raw_fork_hooks; i++)
+		if (hooks[i].child)
+			hooks[i].child();
+}

@@ -24,6 +24,16 @@ int sw_wait_fd(int fd, short events, int timeout_ms);
  * are the program's). 0 or pthread_create's error number. */
 int sw_thread_start(void *(*fn)(void *));
 
+/* pthread_atfork, with the handlers also recorded: a fork the C library
+ * does not make (a raw clone through syscall(), shim/around.c) runs them
+ * with sw_fork_prepare/parent/child, in the order fork() would. 0 or
+ * pthread_atfork's error number. */
+int sw_atfork(void (*prepare)(void), void (*parent)(void),
+	      void (*child)(void));
+void sw_fork_prepare(void);
+void sw_fork_parent(void);
+void sw_fork_child(void);
+
 /* Writes all of buf on a TCP fd (blocking as needed). */
 int sw_tcp_write_all(int fd, const void *buf, size_t len);
 

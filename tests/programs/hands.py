@@ -585,14 +585,18 @@ def again(c, what, first, rest, heads, parent=None):
 	return 100.0 * (san_tx(c) + san_rx(c)) / max(1, moved(c)), least
 
 
-def carried_fork(ctx, reup):
+def carried_fork(ctx, reup, how='fork'):
 	"""A client echoes 16 MiB on a connection the SAN carries, forks,
 	and its parent closes its copy; the child echoes 100 MiB more. The
 	bytes are exact across the return to TCP at the fork (what had
 	arrived on the SAN unread is read from the buffer both processes
 	share). With reup (SDP_REUPGRADE=1 on both ends) the child, left
 	alone with the connection, upgrades it again: both ends carried, 95%
-	of the bytes on shm; with SDP_REUPGRADE=0 the rest goes on TCP."""
+	of the bytes on shm; with SDP_REUPGRADE=0 the rest goes on TCP.
+	how: os.fork, or a clone or clone3 through syscall() ('raw',
+	'raw-clone3'), which runs no pthread_atfork handler; 'raw-newpid'
+	puts the child in a pid namespace of its own, where no holder can
+	be told apart: the rest goes on TCP whatever SDP_REUPGRADE says."""
 	env = dict(DEBUG, SDP_REUPGRADE=1 if reup else 0)
 	first, rest = 16 * MIB, 100 * MIB
 	port = free_port()
@@ -600,7 +604,7 @@ def carried_fork(ctx, reup):
 					str(port), '--mode', 'threads'], env=env)
 	ctx.wait_listen(port, srv)
 	cli = ctx.run('carried-fork-client', [PY, HANDS, 'carried-fork-client',
-		str(port), str(first), str(rest)], 240, ok=None, env=env)
+		str(port), str(first), str(rest), how], 240, ok=None, env=env)
 	res = cli.json_lines()
 	check(cli.p.returncode == 0 and len(res) == 1 and res[0]['ok'] and
 	      res[0]['sent'] == first + rest,
@@ -608,6 +612,25 @@ def carried_fork(ctx, reup):
 	      (cli.p.returncode, res, cli.err()[-600:]))
 	ctx.stop(srv)
 	st = ctx.stats()
+	if how == 'raw-newpid':
+		# the child publishes no statistics (its pid would name
+		# another process outside its namespace): the server's end
+		# shows the path
+		srv_conns = by_pid(st, srv.pid)
+		check(len(srv_conns) == 1, 'server: %d connections: %s' % (
+			len(srv_conns), '; '.join(fmt_conn(c)
+						 for c in run.conns(st))))
+		# the server, alone with its end, offers the upgrade again
+		# and gives it up at its deadline (cut): no answer comes
+		c = srv_conns[0]
+		check(c['state'] == run.TCP_STATE and c['provider'] == 'shm'
+		      and c['fallback'] in ('none', 'cut') and
+		      san_tx(c) + san_rx(c) >= first and
+		      c['tx_tcp'] >= rest and c['rx_tcp'] >= rest,
+		      'server: not carried first, then on TCP: %s' %
+		      fmt_conn(c))
+		return ('%d MiB carried, then %d MiB by a child in its own pid '
+			'namespace on TCP, exact' % (first >> 20, rest >> 20))
 	kid = res[0]['pid']
 	check(kid != cli.pid, 'the client did not fork')
 	held = held_by(st, [kid])
@@ -637,6 +660,23 @@ def t_carried_fork(ctx):
 @run.test('carried-fork-again')
 def t_carried_fork_again(ctx):
 	return carried_fork(ctx, True)
+
+
+@run.test('carried-raw-clone')
+def t_carried_raw_clone(ctx):
+	return carried_fork(ctx, True, 'raw')
+
+
+@run.test('carried-raw-clone3')
+def t_carried_raw_clone3(ctx):
+	return carried_fork(ctx, True, 'raw-clone3')
+
+
+@run.test('carried-raw-clone-newpid')
+def t_carried_raw_clone_newpid(ctx):
+	if os.geteuid() != 0:
+		raise Skip('a new pid namespace needs root')
+	return carried_fork(ctx, True, 'raw-newpid')
 
 
 def stream_shas(seed, first, total):
@@ -1212,7 +1252,9 @@ if __name__ == '__main__':
 	run.TESTS[:] = [t for t in run.TESTS if t[0] in
 			('forking-tcp-server', 'connect-then-fork', 'socat-fork',
 			 'scm-rights', 'postgresql', 'carried-fork',
-			 'carried-fork-again', 'scm-carried', 'scm-carried-again',
+			 'carried-fork-again', 'carried-raw-clone',
+			 'carried-raw-clone3', 'carried-raw-clone-newpid',
+			 'scm-carried', 'scm-carried-again',
 			 'sandbox-fork', 'sandbox-self', 'fork-shutdown',
 			 'exec-unread', 'exec-again', 'exec-self-again',
 			 'exec-pending', 'exec-stale-env', 'socat-nofork',

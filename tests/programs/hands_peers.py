@@ -11,7 +11,8 @@
 #   hands_peers.py fork-server PORT
 #   hands_peers.py scm-server PORT
 #   hands_peers.py fork-client PORT BYTES
-#   hands_peers.py carried-fork-client PORT FIRST REST
+#   hands_peers.py carried-fork-client PORT FIRST REST [fork|raw|raw-newpid|
+#							   raw-clone3]
 #   hands_peers.py scm-carried-server PORT FIRST
 #   hands_peers.py sandbox-server PORT FIRST
 #   hands_peers.py sandbox-self-server PORT FIRST
@@ -118,11 +119,41 @@ def read_exact(s, n, each=None):
 	return b''.join(got)
 
 
-def cmd_carried_fork_client(port, first, rest):
+def raw_fork(how):
+	"""fork as vsftpd makes its session processes: clone ('raw', and
+	'raw-newpid': the child is pid 1 of a pid namespace of its own) or
+	clone3 ('raw-clone3') through the C library's syscall(), which runs
+	no pthread_atfork handler."""
+	import ctypes
+	import platform
+	import signal
+	libc = ctypes.CDLL(None, use_errno=True)
+	libc.syscall.restype = ctypes.c_long
+	if how == 'raw-clone3':
+		# struct clone_args: flags, pidfd, child_tid, parent_tid,
+		# exit_signal, stack, stack_size, tls, set_tid,
+		# set_tid_size, cgroup
+		args = (ctypes.c_uint64 * 11)(0, 0, 0, 0, signal.SIGCHLD)
+		pid = libc.syscall(ctypes.c_long(435), ctypes.byref(args),
+				   ctypes.c_size_t(ctypes.sizeof(args)))
+	else:
+		nr = {'x86_64': 56, 'aarch64': 220}[platform.machine()]
+		flags = signal.SIGCHLD | (0x20000000 if how == 'raw-newpid'
+					  else 0)  # CLONE_NEWPID
+		pid = libc.syscall(ctypes.c_long(nr), ctypes.c_long(flags),
+				   ctypes.c_long(0), ctypes.c_long(0),
+				   ctypes.c_long(0), ctypes.c_long(0))
+	if pid < 0:
+		raise OSError(ctypes.get_errno(), 'raw clone')
+	return pid
+
+
+def cmd_carried_fork_client(port, first, rest, how='fork'):
 	"""Echoes first bytes through the connection (long enough for it to
-	be carried), then forks: the parent closes its copy at once, the
-	child echoes rest bytes more. The child prints the hashes of
-	everything sent and received."""
+	be carried), then forks (os.fork, or a raw clone: raw_fork): the
+	parent closes its copy at once, the child echoes rest bytes more.
+	The child prints the hashes of everything sent and received, and its
+	pid as its parent knows it."""
 	s = socket.create_connection((HOST, port), timeout=60)
 	sh, rh = hashlib.sha256(), hashlib.sha256()
 	sent = [0]
@@ -136,11 +167,12 @@ def cmd_carried_fork_client(port, first, rest):
 	th.start()
 	got = len(read_exact(s, first, rh.update))
 	th.join()
-	pid = os.fork()
+	pid = os.fork() if how == 'fork' else raw_fork(how)
 	if pid:
 		s.close()
 		_, st = os.waitpid(pid, 0)
 		sys.exit(os.waitstatus_to_exitcode(st))
+	kid = os.getpid() if how != 'raw-newpid' else None
 
 	def sender():
 		send(rest, 2)
@@ -151,7 +183,7 @@ def cmd_carried_fork_client(port, first, rest):
 	th.join()
 	s.close()
 	got += n
-	out({'pid': os.getpid(), 'sent': sent[0], 'sha_sent': sh.hexdigest(),
+	out({'pid': kid, 'sent': sent[0], 'sha_sent': sh.hexdigest(),
 	     'got': got, 'sha_got': rh.hexdigest(),
 	     'ok': got == sent[0] and rh.hexdigest() == sh.hexdigest()})
 	sys.stdout.flush()
@@ -567,7 +599,7 @@ def main():
 		cmd_fork_client(port, int(sys.argv[3]))
 	elif cmd == 'carried-fork-client':
 		cmd_carried_fork_client(port, int(sys.argv[3]),
-					int(sys.argv[4]))
+					int(sys.argv[4]), *sys.argv[5:6])
 	elif cmd == 'sandbox-server':
 		cmd_sandbox_server(port, int(sys.argv[3]))
 	elif cmd == 'sandbox-self-server':
