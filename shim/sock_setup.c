@@ -438,10 +438,13 @@ static int shim_dup3(int oldfd, int newfd, int flags, bool is_dup2)
 	}
 	if (ret >= 0 && s)
 		ret = shim_dup_made(ret, s);
+	if (ret >= 0 && ret <= 2 && s) {
+		shim_enter();
+		sw_sock_to_std(s);
+		shim_leave();
+	}
 	if (s)
 		shim_unref(s);
-	if (ret >= 0 && ret <= 2)
-		shim_stdio_sock(ret, "on a standard stream");
 	return ret;
 }
 

@@ -5,20 +5,26 @@
  * (DESIGN.md section 4, "sight"; docs/semantics.md "I/O around libc").
  */
 #include <dirent.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "blind.h"
+#include "config.h"
 #include "fallback.h"
 #include "fork_exec.h"
 #include "hello_token.h"
 #include "upgrade.h"
 #include "log.h"
+#include "reupgrade.h"
 #include "sock.h"
+#include "upgrade_turns.h"
 #include "util.h"
+#include "wire.h"
 
 static atomic_bool blind;
 static atomic_bool blind_done;
@@ -84,6 +90,142 @@ void sw_blind_set(const char *why)
 	sw_hello_fence();
 	atomic_store(&blind_done, true);
 	pthread_mutex_unlock(&blind_lock);
+}
+
+/* fd, or another of the process's fds 0, 1 and 2, names the socket fd
+ * names (true when it cannot be told). */
+static bool on_std(int fd)
+{
+	struct stat sb, ob;
+	int i;
+
+	if (fstat(fd, &sb))
+		return true;
+	for (i = 0; i <= 2; i++)
+		if (i != fd && !fstat(i, &ob) && ob.st_ino == sb.st_ino &&
+		    ob.st_dev == sb.st_dev)
+			return true;
+	return fd <= 2;
+}
+
+/*
+ * The bytes each program sent on TCP since the hellos, as the kernel
+ * counts them: a client's count also holds its SYN and its hello, a
+ * server's reads the client's hello. 0, -EAGAIN (not now), or why not.
+ */
+static int counts_from_kernel(struct sw_sock *s)
+{
+	uint64_t w, r;
+	int e;
+
+	/* a call of another thread in the kernel could move bytes the
+	 * count does not see; bytes taken while looking for a hello and
+	 * not delivered are counted read */
+	if (sw_turn_in_thread() || atomic_load(&s->users) != 1 ||
+	    s->prefix_off < s->prefix_len)
+		return -EAGAIN;
+	e = sw_tcp_counts(s->fd, &w, &r);
+	if (e)
+		return e;
+	if (s->is_client) {
+		if (w < 1 + sizeof(struct sdp_hello))
+			return -EPROTO;
+		w -= 1 + sizeof(struct sdp_hello);
+	} else {
+		/* past HELLO_WAIT, the client's hello was read whole */
+		if (s->state == SW_HELLO_WAIT)
+			return -EAGAIN;
+		if (r < sizeof(struct sdp_hello))
+			return -EPROTO;
+		r -= sizeof(struct sdp_hello);
+	}
+	if (w != s->tcp_tx || r != s->tcp_rx)
+		SW_DBG("fd %d: %llu and %llu bytes on TCP since the hellos, by the kernel's count (%llu and %llu seen by the switch)",
+		       s->fd, (unsigned long long)w, (unsigned long long)r,
+		       (unsigned long long)s->tcp_tx,
+		       (unsigned long long)s->tcp_rx);
+	/* the statistics count them as this connection's too: the other
+	 * process that moved them no longer counts anything of it */
+	if (s->st && w > s->tcp_tx)
+		s->st->tx_tcp += w - s->tcp_tx;
+	if (s->st && r > s->tcp_rx)
+		s->st->rx_tcp += r - s->tcp_rx;
+	s->tcp_tx = w;
+	s->tcp_rx = r;
+	return 0;
+}
+
+bool sw_upgrade_held(struct sw_sock *s)
+{
+	uint64_t now;
+	int e;
+
+	if (s->std_seen && !s->std_off) {
+		now = sw_now_ns();
+		if (now < s->std_look_ns)
+			return true;
+		if (on_std(s->fd)) {
+			s->std_look_ns = now + 10000000ull;
+			return true;
+		}
+		s->std_off = true;
+		SW_DBG("fd %d: no standard stream names it any more", s->fd);
+	}
+	if (!s->io_unseen || !sw_pending(s))
+		return false;
+	e = counts_from_kernel(s);
+	if (e == -EAGAIN)
+		return true;
+	if (e) {
+		sw_fallback(s, SDP_FB_CUT, e == -ENOTCONN ?
+			    "the connection is closing" :
+			    "the bytes on TCP since the hellos cannot be counted");
+		return true;
+	}
+	return false;
+}
+
+void sw_sock_to_std(struct sw_sock *s)
+{
+	bool keep = sw_cfg.reupgrade && !sw_blind() && !sw_stepped_aside();
+	bool await;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SW_LISTENER || s->closed || s->sight_lost) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	await = keep && !s->is_client && s->state == SW_HELLO_WAIT &&
+		!s->hello_got;
+	pthread_mutex_unlock(&s->lock);
+	/* a server's client hello is taken first, stdio must not read it:
+	 * waited for while the client's switch has it under way */
+	if (await)
+		sw_hello_await(s);
+	pthread_mutex_lock(&s->lock);
+	/* one partly here, or one that may still come, would reach stdio's
+	 * reads; a carried connection's bytes would not. A client holds on
+	 * once its hello is out and the server's first bytes were looked at
+	 * (UPGRADING): stdio's writes must not come before its hello, nor
+	 * its reads take an older server's answer to it */
+	if (s->closed || s->sight_lost || s->state == SW_SAN ||
+	    s->state == SW_HELLO_WAIT ||
+	    (s->is_client && sw_pending(s) && s->state != SW_UPGRADING) ||
+	    (s->state == SW_TCP && (s->skip_hello || !s->reup)) ||
+	    s->prefix_off < s->prefix_len)
+		keep = false;
+	if (keep && (!s->std_seen || s->std_off))
+		SW_INFO("fd %d: on a standard stream: not carried while fd 0, 1 or 2 names it",
+			s->fd);
+	if (keep) {
+		s->std_seen = true;
+		s->io_unseen = true;
+		s->std_off = false;
+		s->std_look_ns = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!keep)
+		sw_blind_sock(s, "on a standard stream");
 }
 
 void sw_blind_sock(struct sw_sock *s, const char *why)

@@ -30,13 +30,33 @@ struct sw_sock;
 /*
  * One connection whose I/O is about to go where no wrapper sees it: the
  * program made a stdio stream of it (fdopen), or put it on fd 0, 1 or 2
- * (dup2, dup3), where stdio reads and writes through the C library's
- * internal calls. It returns to TCP for good, as in a blind process:
- * a pending upgrade given up, a carried connection downgraded, the
- * peer's hello dropped or fenced off; why names the call. Bytes that came
- * on the SAN and were not read stay for read and recv, which stdio does
- * not call (a warning says so). Callers hold the guard and no lock of s.
+ * (dup2, dup3) where sw_sock_to_std cannot hold it; stdio reads and writes
+ * through the C library's internal calls. It returns to TCP for good, as
+ * in a blind process: a pending upgrade given up, a carried connection
+ * downgraded, the peer's hello dropped or fenced off; why names the call.
+ * Bytes that came on the SAN and were not read stay for read and recv,
+ * which stdio does not call (a warning says so). Callers hold the guard
+ * and no lock of s.
  */
 void sw_blind_sock(struct sw_sock *s, const char *why);
+
+/*
+ * One connection put on fd 0, 1 or 2 (dup2, dup3): held rather than given
+ * up when its upgrade may wait, pending and uncommitted (a server's client
+ * hello taken first: sw_hello_await) or back on TCP to be upgraded again.
+ * Anything else goes the way of sw_blind_sock. Callers hold the guard and
+ * no lock of s.
+ */
+void sw_sock_to_std(struct sw_sock *s);
+
+/*
+ * s (locked) may not be committed to the SAN now: a standard stream names
+ * it (looked at every 10 ms at most), or some of its bytes on TCP went
+ * past the switch and the kernel's count of them cannot be taken yet
+ * (another thread inside a call; the upgrade thread). A pending upgrade
+ * whose count is taken goes on with it (docs/protocol.md 2.7, "Byte by
+ * byte"); one whose count cannot be had at all is given up (cut).
+ */
+bool sw_upgrade_held(struct sw_sock *s);
 
 #endif /* SW_BLIND_H */

@@ -60,13 +60,10 @@ static bool exec_keeps(struct sw_sock *s)
 
 /*
  * The socket stays on a standard stream of the new program (fd 0, 1 or 2
- * kept across the exec): inetd's shape. The program may read and write it
- * through stdio, whose calls reach the kernel by the C library's internal
- * read and write, which no preloaded library sees; a byte written so while
- * the SAN carries the connection would land on TCP after the switch
- * point (a protocol error that closes the connection). So such a
- * connection is not carried in the new program. When it cannot be told,
- * it counts as on one.
+ * kept across the exec): inetd's and sshd's shape. The new program may
+ * read and write it through stdio, whose calls reach the kernel by the C
+ * library's internal read and write, which no preloaded library sees.
+ * When it cannot be told, it counts as on one.
  */
 static bool on_std_stream(struct sw_sock *s)
 {
@@ -272,12 +269,13 @@ void sw_exec_keep_pending(struct sw_sock *s)
 	s->exec_item[0] = 0;
 	if (!sw_cfg.reupgrade || s->closed)
 		return;
-	if (on_std_stream(s)) {
-		/* neither upgraded again nor its upgrade finished there:
-		 * given up as at any exec (its record CUT: holders.c) */
-		if (!s->reup_never)
-			SW_DBG("fd %d: on a standard stream of the program exec'd, whose stdio the switch cannot see: it stays on TCP there",
-			       s->fd);
+	/* on a standard stream, the new program holds it until it moves it
+	 * off them (blind.c); but stdio there must neither read a client's
+	 * hello still to come nor write before a client's hello: only an
+	 * upgrade past its hellos (UPGRADING) goes on there */
+	if (sw_pending(s) && s->state != SW_UPGRADING && on_std_stream(s)) {
+		SW_DBG("fd %d: on a standard stream of the program exec'd before its hellos were through: it stays on TCP there",
+		       s->fd);
 		s->reup_never = true;
 		return;
 	}
@@ -419,6 +417,10 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 		munmap(fb, map_len);
 		goto err_rec;
 	}
+	/* it may be on 0, 1 or 2, and the old program's I/O on it may have
+	 * gone past its switch */
+	s->std_seen = true;
+	s->io_unseen = true;
 	/* the buffer moved into this file for this process alone (a forked
 	 * sibling's is another): its lock is made anew, whatever the file
 	 * says it is */
@@ -471,7 +473,6 @@ struct sw_sock *sw_sock_inherit_reup(int fd, unsigned long long ino,
 		s->upgrade_at_ns = r->upgrade_at_ns;
 		s->deadline_ns = r->deadline_ns;
 		s->spoke_first_ns = r->spoke_first_ns;
-		s->reup_never = true;
 	}
 	if (s->st) {
 		s->st->state = s->state;

@@ -68,6 +68,11 @@ void sw_atfork_prepare(void)
 		bool kept;
 
 		pthread_mutex_lock(&s->lock);
+		/* an upgrade a few steps from done is finished first, to be
+		 * downgraded and kept as a carried connection, rather than
+		 * given up for good */
+		if (sw_pending(s) && s->ss.ep)
+			sw_upgrade_finish_near(s, true);
 		kept = parked && !s->closed && sw_holders_park(s);
 		pthread_mutex_unlock(&s->lock);
 		if (kept)
@@ -602,11 +607,11 @@ void sw_before_sandbox(void)
 	 * RLIMIT_FSIZE to 0, and a write to the log file would kill it with
 	 * SIGXFSZ), and the filter may forbid what the log does */
 	sw_cfg.log_level = -1;
-	/* a kept upgrade is nobody's: another holder must not commit it
-	 * while this process does its I/O on TCP */
+	/* a kept upgrade is another holder's, once this process is gone:
+	 * it does its I/O on TCP meanwhile, past the switch */
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
-		sw_holders_cut(v[i]);
+		sw_holders_stand_by(v[i]);
 		pthread_mutex_unlock(&v[i]->lock);
 		sw_sock_unref(v[i]);
 	}

@@ -12,7 +12,9 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@
 #include "sock.h"
 #include "sys.h"
 #include "tcp_inband.h"
+#include "upgrade.h"
 #include "util.h"
 #include "wire.h"
 
@@ -341,6 +344,84 @@ static int fence_one(struct sw_sock *s)
 		return 0;
 	}
 	return 1;
+}
+
+/* A client's switch takes the name of its connection right after
+ * connect() returns, and its hello follows: a connection this young whose
+ * name nobody holds yet may still have a client's switch at its other end. */
+#define HELLO_GRACE_MS 20
+
+/* The name of s's connection is held by someone (its client's switch, or
+ * another process that squats it: fence_one tells them apart). */
+static bool name_held(struct sw_sock *s)
+{
+	struct sockaddr_un sun;
+	socklen_t len;
+	int fd, r;
+
+	if (token_name(s->fd, false, &sun, &len))
+		return false;
+	fd = sdp_sys.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+					 SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return false;
+	r = sdp_sys.connect(fd, (struct sockaddr *)&sun, len) ? -errno : 0;
+	sdp_sys.close(fd);
+	return r != -ECONNREFUSED && r != -ENOENT;
+}
+
+/* s's connection is younger than HELLO_GRACE_MS and nothing came on it:
+ * the kernel counts the time since the last byte (or the handshake). */
+static bool young(struct sw_sock *s)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+
+	if (sdp_sys.getsockopt(s->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
+	    tl < offsetof(struct tcp_info, tcpi_last_data_recv) +
+			 sizeof(ti.tcpi_last_data_recv))
+		return false;
+	return ti.tcpi_last_data_recv < HELLO_GRACE_MS;
+}
+
+bool sw_hello_await(struct sw_sock *s)
+{
+	uint64_t end = sw_now_ns() +
+		       (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
+	bool coming = false, decided = false, took;
+	/* a client on another host takes its name where we cannot look:
+	 * no grace is waited for there */
+	bool local = peer_uid(s->fd) != -ENOENT;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		if (s->state != SW_HELLO_WAIT || s->closed)
+			break;
+		sw_upgrade_server_hello_in(s, false);
+		/* after the decision, looked at once more: the client lets its
+		 * name go once its whole hello was acknowledged, so a hello
+		 * may have come just before the name was found free */
+		if (s->state != SW_HELLO_WAIT || (decided && !coming) ||
+		    sw_now_ns() >= end)
+			break;
+		/* while the name is free and the connection young, its
+		 * client's switch may be about to take it: not taken from
+		 * under it yet */
+		if (!decided && (!local || name_held(s) || !young(s))) {
+			coming = fence_one(s);
+			decided = true;
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+		sw_wait_fd(s->fd, POLLIN, decided ? 5 : 1);
+		pthread_mutex_lock(&s->lock);
+	}
+	took = sw_pending(s) && s->state != SW_HELLO_WAIT && !s->closed;
+	if (coming)
+		SW_DBG("fd %d: its client's hello was on its way: %s", s->fd,
+		       took ? "taken" : "did not come");
+	pthread_mutex_unlock(&s->lock);
+	return took;
 }
 
 /* The fence for the n sockets of v, a reference each, dropped. */

@@ -47,4 +47,15 @@ void sw_hello_fence_exec(void);
  * carrying (s: SW_TCP with skip_hello). */
 void sw_hello_fence_sock(struct sw_sock *s);
 
+/*
+ * Server, s pending in HELLO_WAIT with nothing of the client's here, about
+ * to be put where stdio reads it (s not locked): when the client's switch
+ * holds the name for its hello, waits for it (at most
+ * SDP_UPGRADE_TIMEOUT_MS) and takes it; when nobody does, after a grace
+ * of 20 ms from the handshake for a local client's switch to take it,
+ * takes the name, so that none comes. True when the hello was taken and
+ * the upgrade goes on.
+ */
+bool sw_hello_await(struct sw_sock *s);
+
 #endif /* SW_HELLO_TOKEN_H */

@@ -85,6 +85,9 @@ struct sw_holders {
 		uint8_t dg_rx_based, reup;
 		uint32_t reup_n;
 	} pass;
+	/* a holder stepped aside (a seccomp sandbox) and may do its I/O
+	 * past its switch: the bytes on TCP are the kernel's count */
+	_Atomic uint32_t unseen;
 };
 
 /* kill(pid, 0) says a zombie lives: its fds are closed all the same. */
@@ -231,11 +234,13 @@ static void pass_path(char *buf, size_t len, unsigned long long ino)
  * connection (and the peer's hello, the bytes looked at) is another
  * process's. reason: SDP_FB_HANDED when this process does not use it
  * (counted nowhere: the connection is the other's), SDP_FB_CUT when it
- * does, beside another (its bytes are counted here). */
-static void quiet(struct sw_sock *s, int reason)
+ * does, beside another (its bytes are counted here). holds: this process
+ * stays among the holders (it keeps its copy: sw_holders_stand_by). */
+static void quiet_as(struct sw_sock *s, int reason, bool holds)
 {
 	s->reup_never = true;
-	drop_pid(s->holders, getpid());
+	if (!holds)
+		drop_pid(s->holders, getpid());
 	sw_holders_unmap(s);
 	if (!sw_pending(s) || s->ss.ep)
 		return;	/* fell back already, for its own reason; or
@@ -249,6 +254,11 @@ static void quiet(struct sw_sock *s, int reason)
 		s->st->fb_reason = reason;
 	}
 	sw_event(s);
+}
+
+static void quiet(struct sw_sock *s, int reason)
+{
+	quiet_as(s, reason, false);
 }
 
 /* What a fork keeps a record for: a pending upgrade with nothing of the
@@ -371,6 +381,8 @@ bool sw_holders_alone(struct sw_sock *s)
 		return true;
 	st = atomic_load(&h->state);
 	if (st == H_TAKEN && !others(h)) {
+		if (atomic_load(&h->unseen))
+			s->io_unseen = true;
 		drop_pid(h, getpid());
 		sw_holders_unmap(s);
 		SW_DBG("fd %d: the last holder: the upgrade goes on", s->fd);
@@ -555,6 +567,31 @@ void sw_holders_exec_drop(int hfd, unsigned long long hino, bool cut)
 	drop_pid(h, getpid());
 	munmap(h, sizeof(*h));
 	sdp_sys.close(hfd);
+}
+
+void sw_holders_stand_by(struct sw_sock *s)
+{
+	struct sw_holders *h = s->holders;
+	int32_t me = getpid();
+	uint32_t st = H_TAKEN;
+
+	if (!h)
+		return;
+	/* a client hello still to come would reach this process's reads,
+	 * which go to the kernel from here on: taken now if it is here
+	 * whole, else the upgrade is given up everywhere, as before a
+	 * sandbox the switch cannot follow */
+	if (!s->is_client && s->state == SW_HELLO_WAIT && !s->hello_got)
+		sw_upgrade_server_hello_in(s, false);
+	if (!s->is_client && (s->state == SW_HELLO_WAIT ||
+			      (s->state == SW_TCP && s->skip_hello))) {
+		sw_holders_cut(s);
+		return;
+	}
+	atomic_store(&h->unseen, 1);
+	if (atomic_load(&h->driver) == me)
+		atomic_compare_exchange_strong(&h->state, &st, H_OPEN);
+	quiet_as(s, SDP_FB_HANDED, true);
 }
 
 void sw_holders_cut(struct sw_sock *s)

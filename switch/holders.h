@@ -59,9 +59,15 @@ int sw_holders_adopt(struct sw_sock *s, int hfd, unsigned long long hino,
  * is closed (only when it is that record: else it is the program's). */
 void sw_holders_exec_drop(int hfd, unsigned long long hino, bool cut);
 
-/* A process about to lose the system calls the switch needs (a seccomp
- * sandbox), s locked: the connection stays TCP in every process of the
- * record, and this one leaves it. */
+/* This process enters a seccomp sandbox (s locked) and may use the
+ * connection by the kernel's calls alone: it stays a holder (the others
+ * wait for it to close its copy or exit) without ever driving the
+ * upgrade, which is then committed with the kernel's count of the bytes
+ * on TCP (blind.c). */
+void sw_holders_stand_by(struct sw_sock *s);
+
+/* The connection stays TCP in every process of the record (s locked),
+ * and this one leaves it. */
 void sw_holders_cut(struct sw_sock *s);
 
 /* sendmsg with SCM_RIGHTS (s locked): the pending upgrade of s is kept

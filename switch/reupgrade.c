@@ -158,6 +158,8 @@ static void begin(struct sw_sock *s, uint64_t tx, uint64_t rx)
 
 	s->tcp_tx = tx;
 	s->tcp_rx = rx;
+	/* the kernel's counts from the downgrade on: nothing unseen */
+	s->io_unseen = false;
 	s->tcp_rx_limit = SW_NO_LIMIT;
 	s->tx_san = s->rx_san = false;
 	s->connect_tries = 0;
@@ -204,6 +206,8 @@ void sw_reup_maybe(struct sw_sock *s)
 	if (s->dg_marker || !s->dg_rx_based || s->skip_hello ||
 	    s->prefix_len || s->ptx_len || s->tcp_eof ||
 	    (s->fork_buf && s->fork_buf->off < s->fork_buf->len))
+		return;
+	if (sw_upgrade_held(s))
 		return;
 	alone = sw_holders_reup(s);
 	if (alone < 0)

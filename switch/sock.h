@@ -217,6 +217,12 @@ struct sw_sock {
 	bool reup;		/* a downgrade completed: may upgrade again */
 	bool reup_never;	/* something of it cannot be known */
 	bool sight_lost;	/* its I/O may go through stdio (blind.c) */
+	bool std_seen;		/* was on fd 0, 1 or 2 (sw_sock_to_std) */
+	bool std_off;		/* and is no longer */
+	bool io_unseen;		/* some of its TCP bytes went past the
+				 * switch: counted by the kernel before a
+				 * pending upgrade commits (blind.c) */
+	uint64_t std_look_ns;	/* when to look at 0, 1 and 2 again */
 	uint32_t reup_n;	/* upgrades again so far (back-off) */
 	uint64_t reup_at_ns;
 	uint64_t holders_look_ns;	/* the next look for live holders */

@@ -26,6 +26,7 @@
 #include "connect.h"
 #include "hello_token.h"
 #include "credits.h"
+#include "downgrade.h"
 #include "discovery.h"
 #include "fallback.h"
 #include "fd_budget.h"
@@ -39,6 +40,7 @@
 #include "stats.h"
 #include "sys.h"
 #include "tcp_inband.h"
+#include "blind.h"
 #include "upgrade.h"
 #include "upgrade_turns.h"
 #include "util.h"
@@ -403,7 +405,8 @@ static void client_take_request(struct sw_sock *s)
 	/* no listener yet: its turn has not come (sw_client_listen_due), and
 	 * its wait for the server begins with it; or another process holds
 	 * the connection too (holders.c) */
-	if (!sw_client_listening(s) || !sw_holders_alone(s))
+	if (!sw_client_listening(s) || !sw_holders_alone(s) ||
+	    sw_upgrade_held(s))
 		return;
 	/* the server connects no sooner than this (sw_upgrade_server_hello_take),
 	 * or once 64 KiB went its way, which may be before this side read
@@ -696,9 +699,10 @@ int sw_upgrade_progress(struct sw_sock *s)
 	    (s->state == SW_HELLO_SENT && !s->hello_got)) {
 		if (s->ss.ep) {
 			upgrading(s);
-		} else if (!sw_holders_alone(s)) {
-			/* another process holds the connection too: nothing
-			 * is committed until it is gone (holders.c) */
+		} else if (!sw_holders_alone(s) || sw_upgrade_held(s)) {
+			/* another process holds the connection too, or a
+			 * standard stream names it: nothing is committed
+			 * until it is gone (holders.c, blind.c) */
 		} else if (!costly_step_may() && !sw_turn_in_thread()) {
 			/* its turn comes (sw_upgrade_nap_ms); the upgrade
 			 * thread's steps take none of the program's time */
@@ -835,12 +839,20 @@ bool sw_upgrade_cut(struct sw_sock *s)
  * before it gives it up. */
 #define SETTLE_FINISH_NS 20000000ull
 
-void sw_upgrade_settle(struct sw_sock *s)
+void sw_upgrade_finish_near(struct sw_sock *s, bool connecting)
 {
 	uint64_t end = sw_now_ns() + SETTLE_FINISH_NS;
 
+	/* the provider connection being made: until the peer's answer,
+	 * or the upgrade's own deadline (bounded as a fork's downgrade) */
+	if (connecting) {
+		end = sw_now_ns() + DG_TIMEOUT_NS;
+		if (s->deadline_ns && s->deadline_ns < end)
+			end = s->deadline_ns;
+	}
+
 	/* a few steps from done: worth a short wait */
-	while (sw_pending(s) && s->ss.ep && s->ss.connected &&
+	while (sw_pending(s) && s->ss.ep && (connecting || s->ss.connected) &&
 	       sw_now_ns() < end) {
 		sw_upgrade_progress(s);
 		if (!sw_pending(s))
@@ -849,6 +861,13 @@ void sw_upgrade_settle(struct sw_sock *s)
 		sw_wait_fd(s->fd, 0, 1);
 		pthread_mutex_lock(&s->lock);
 	}
+}
+
+void sw_upgrade_settle(struct sw_sock *s)
+{
+	uint64_t end;
+
+	sw_upgrade_finish_near(s, false);
 	end = sw_now_ns() + (uint64_t)sw_cfg.upgrade_timeout_ms * 1000000ull;
 	for (;;) {
 		if (!sw_upgrade_cut(s))

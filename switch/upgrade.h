@@ -18,6 +18,11 @@ int sw_upgrade_progress(struct sw_sock *s);
  * returns true when it is still pending (a committed server). */
 bool sw_upgrade_cut(struct sw_sock *s);
 
+/* s (locked) is pending with a provider connection made (connecting: or
+ * being made): its steps are driven for up to 20 ms, for it to be
+ * carried; it may still be pending after. */
+void sw_upgrade_finish_near(struct sw_sock *s, bool connecting);
+
 /* Settles a pending upgrade for good before something it cannot follow
  * (shutdown, urgent data, fork, exec): gives it up while our SETUP is not
  * out, else waits (bounded, lock released while sleeping) for the switch.
