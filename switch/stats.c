@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fallback.h"
 #include "fork_exec.h"
 #include "log.h"
 #include "stats.h"
@@ -56,10 +57,32 @@ const char *sw_stats_off_reason(void)
 	return off_reason;
 }
 
-static void stats_unlink(void)
+/*
+ * At exit. A connection whose upgrade was still under way ends with the
+ * process (the kernel closes its descriptor; an exec keeps it going in
+ * the new program, and runs no exit handler): its slot says so, as a
+ * close would have, for whoever reads the file last. Then the file goes.
+ */
+static void stats_at_exit(void)
 {
-	if (stat_path[0] && getpid() == stat_pid && !sandboxed)
-		unlink(stat_path);
+	uint32_t i;
+
+	if (!stat_path[0] || getpid() != stat_pid || sandboxed)
+		return;
+	for (i = 0; i < proc->nslots; i++) {
+		struct sw_conn_stats *c = &proc->conn[i];
+		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+
+		if (!__atomic_load_n(&c->in_use, __ATOMIC_RELAXED) ||
+		    st == SW_LISTENER || st == SW_TCP || st == SW_SAN ||
+		    st >= SW_NSTATES)
+			continue;
+		c->fb_reason = SDP_FB_ENDED;
+		__atomic_store_n(&c->state, SW_TCP, __ATOMIC_RELAXED);
+		proc->conns_tcp++;
+		proc->fallbacks[SDP_FB_ENDED]++;
+	}
+	unlink(stat_path);
 }
 
 static size_t file_size(uint32_t nslots)
@@ -287,7 +310,7 @@ void sw_stats_init(void)
 		 program_invocation_short_name);
 	if (!registered) {
 		registered = true;
-		atexit(stats_unlink);
+		atexit(stats_at_exit);
 	}
 }
 

@@ -1114,7 +1114,8 @@ def t_rsync_daemon(ctx):
 	process, upgrades again (docs/protocol.md 2.8), which its peer never
 	answers: it waits (state UPGRADING, reason none) and gives that up
 	after SDP_UPGRADE_TIMEOUT_MS (state TCP, reason timeout or
-	provider-connect), all its bytes on TCP meanwhile."""
+	provider-connect), or when its process exits (reason ended), all
+	its bytes on TCP meanwhile."""
 	need('rsync')
 	src, back, mod = ctx.path('src'), ctx.path('back'), ctx.path('mod')
 	os.mkdir(src)
@@ -1159,7 +1160,8 @@ def t_rsync_daemon(ctx):
 	for c in big:
 		carried = c['provider'] == 'shm' and san_tx(c) + san_rx(c) > 0
 		dg = carried and c['state'] == run.TCP_STATE and \
-			c['fallback'] in ('none', 'timeout', 'provider-connect')
+			c['fallback'] in ('none', 'timeout', 'provider-connect',
+					  'ended')
 		again = carried and c['state'] == 'UPGRADING' and \
 			c['fallback'] == 'none'
 		never = (c['state'] == run.TCP_STATE and

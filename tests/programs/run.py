@@ -383,8 +383,9 @@ def carried(c):
 def short_lived(c):
 	"""Ended before its upgrade finished (the provider connection is
 	made once a connection is 1 ms old or moved 64 KiB): every byte on
-	TCP, none on the SAN, fallback reason 'ended' (or still pending,
-	when the process exited without closing it)."""
+	TCP, none on the SAN, fallback reason 'ended' (the process may
+	have exited without closing it); or still pending, read while the
+	process lives."""
 	return ((c['state'] == TCP_STATE and
 		 c['fallback'] == 'ended' or
 		 c['state'] in PENDING_STATES and c['fallback'] == 'none') and
@@ -839,8 +840,9 @@ def t_nginx(ctx):
 		cs = by_pid(st, p.pid)
 		# the address probe (above) closes while its upgrade is still
 		# pending (states 2..4), without a byte either way
-		probe = [c for c in cs if c['state'] in ('CONNECTING',) +
-			 PENDING_STATES and
+		probe = [c for c in cs if (c['state'] in ('CONNECTING',) +
+					   PENDING_STATES or
+					   short_lived(c)) and
 			 not (san_tx(c) or san_rx(c) or c['tx_tcp'] or
 			      c['rx_tcp'])]
 		check(len(probe) <= 1, 'wrk: %d unused connections: %s' %
