@@ -90,8 +90,8 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	s->fb_reason = reason;
 	if (ps) {
 		if (reason > 0 && reason < SW_STATS_FB_MAX)
-			ps->fallbacks[reason]++;
-		ps->conns_tcp++;
+			SW_STAT_COUNT(ps->fallbacks[reason]);
+		SW_STAT_COUNT(ps->conns_tcp);
 	}
 	if (s->st) {
 		s->st->fb_reason = reason;

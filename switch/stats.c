@@ -4,7 +4,8 @@
  * directory no other user controls, created new (never adopted), readable
  * by its owner only, its backing store allocated before it is touched and
  * grown as slots are handed out; removed at exit. Slots are handed out
- * under a lock; counters are written by the connection's owner only.
+ * under a lock; a slot's counters are written by the connection's owner
+ * only, the process's counters by every thread, atomically.
  * Connections left on TCP before the switch managed them get a slot too.
  */
 #include <arpa/inet.h>
@@ -79,8 +80,8 @@ static void stats_at_exit(void)
 			continue;
 		c->fb_reason = SDP_FB_ENDED;
 		__atomic_store_n(&c->state, SW_TCP, __ATOMIC_RELAXED);
-		proc->conns_tcp++;
-		proc->fallbacks[SDP_FB_ENDED]++;
+		SW_STAT_COUNT(proc->conns_tcp);
+		SW_STAT_COUNT(proc->fallbacks[SDP_FB_ENDED]);
 	}
 	unlink(stat_path);
 }
@@ -526,9 +527,9 @@ void sw_stats_tcp_only(int fd, int reason, bool client,
 
 	if (!proc)
 		return;
-	proc->conns_tcp++;
+	SW_STAT_COUNT(proc->conns_tcp);
 	if (reason > 0 && reason < SW_STATS_FB_MAX)
-		proc->fallbacks[reason]++;
+		SW_STAT_COUNT(proc->fallbacks[reason]);
 	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode))
 		return;
 	tcp_only_sweep();

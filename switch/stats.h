@@ -169,5 +169,10 @@ void sw_stats_tcp_only(int fd, int reason, bool client,
 /* Adds to a counter; cheap, not atomic across threads of one connection
  * (each connection is locked by its owner). */
 #define SW_STAT_ADD(c, field, n) do { if (c) (c)->field += (n); } while (0)
+/* Counts one in a process counter (conns_san, conns_tcp, fallbacks[]):
+ * atomic, since connections of different threads fall back or are carried
+ * at the same moment (two threads' connects to a plain server: a plain
+ * ++ lost one of them now and then). */
+#define SW_STAT_COUNT(ctr) __atomic_add_fetch(&(ctr), 1, __ATOMIC_RELAXED)
 
 #endif /* SDP_STATS_H */

@@ -929,7 +929,7 @@ int sw_upgrade_step(struct sw_sock *s)
 	sdp_sys.setsockopt(s->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
 	sdp_sys.setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (ps)
-		ps->conns_san++;
+		SW_STAT_COUNT(ps->conns_san);
 	if (s->st) {
 		s->st->state = SW_SAN;
 		snprintf(s->st->provider, sizeof(s->st->provider), "%.15s",
