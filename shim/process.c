@@ -266,8 +266,10 @@ void shim_inherit(void)
 	shim_leave();
 }
 
-/* The fds of msg's SCM_RIGHTS messages, each passed to fn. */
-static void scm_fds(const struct msghdr *msg, void (*fn)(int fd))
+/* The fds of msg's SCM_RIGHTS messages, each passed to fn, with via (the
+ * UNIX socket they go through). */
+static void scm_fds(const struct msghdr *msg, int via,
+		    void (*fn)(int fd, int via))
 {
 	struct cmsghdr *c;
 
@@ -285,25 +287,26 @@ static void scm_fds(const struct msghdr *msg, void (*fn)(int fd))
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			fn(fd);
+			fn(fd, via);
 		}
 	}
 }
 
-static void fd_sending(int fd)
+static void fd_sending(int fd, int via)
 {
 	struct sw_sock *s = fdt_get(fd);
 
 	if (!s)
 		return;
 	shim_enter();
-	sw_pass(s);
+	sw_pass(s, via);
 	sw_sock_unref(s);
 	shim_leave();
 }
 
-static void fd_received(int fd)
+static void fd_received(int fd, int via)
 {
+	(void)via;
 	struct sw_sock *s = fdt_get(fd);
 
 	if (s) {
@@ -325,16 +328,16 @@ static void fd_received(int fd)
  * alone); a socket received that the sender's switch kept so is managed
  * from here on (switch/holders.c).
  */
-void shim_fds_sending(const struct msghdr *msg)
+void shim_fds_sending(int via, const struct msghdr *msg)
 {
 	if (shim_on())
-		scm_fds(msg, fd_sending);
+		scm_fds(msg, via, fd_sending);
 }
 
 void shim_fds_received(const struct msghdr *msg)
 {
 	if (shim_on())
-		scm_fds(msg, fd_received);
+		scm_fds(msg, -1, fd_received);
 }
 
 /* The execl family: gathers the variadic arguments into an argv on the

@@ -115,7 +115,7 @@ void shim_let_go_all(void);
 /* process.c: at start, the fds an exec'd-from switch named (SW_EXEC_ENV) */
 void shim_inherit(void);
 /* process.c: the fds an SCM_RIGHTS message carries, sent or received */
-void shim_fds_sending(const struct msghdr *msg);
+void shim_fds_sending(int via, const struct msghdr *msg);
 void shim_fds_received(const struct msghdr *msg);
 int shim_tcp_family(int fd);
 

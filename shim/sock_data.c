@@ -434,7 +434,7 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		if (shim_refused(fd))
 			return -1;
 		if (msg && msg->msg_controllen)
-			shim_fds_sending(msg);
+			shim_fds_sending(fd, msg);
 		return REAL(sendmsg)(fd, msg, flags);
 	}
 	return shim_send(s, msg, flags);

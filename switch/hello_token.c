@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,13 +199,15 @@ void sw_hello_token_check(struct sw_sock *s)
 }
 
 /*
- * The uid that owns the socket at the other end of fd's TCP connection in
- * this network namespace (NETLINK_SOCK_DIAG, an exact lookup by the four
- * addresses), or -errno (-ENOENT: not on this host).
+ * The uid that owns the socket at address peer whose other end is local,
+ * in this network namespace and in one of the TCP states of the bit mask
+ * states (NETLINK_SOCK_DIAG, an exact lookup by the four addresses), or
+ * -errno (-ENOENT: none here).
  */
-static long peer_uid(int fd)
+static long diag_uid(const struct sockaddr_storage *localp,
+		     const struct sockaddr_storage *peerp, uint32_t states)
 {
-	struct sockaddr_storage local, peer;
+	struct sockaddr_storage local = *localp, peer = *peerp;
 	struct {
 		struct nlmsghdr nlh;
 		struct inet_diag_req_v2 r;
@@ -217,17 +220,15 @@ static long peer_uid(int fd)
 	struct nlmsghdr *h;
 	long uid = -ENOENT;
 	ssize_t n;
-	int nfd, r = tcp_ends(fd, &local, &peer);
+	int nfd;
 
-	if (r)
-		return r;
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
 	req.nlh.nlmsg_flags = NLM_F_REQUEST;
 	req.r.sdiag_family = peer.ss_family;
 	req.r.sdiag_protocol = IPPROTO_TCP;
-	req.r.idiag_states = ~0u;
+	req.r.idiag_states = states;
 	req.r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
 	req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 	if (peer.ss_family == AF_INET) {
@@ -270,6 +271,76 @@ static long peer_uid(int fd)
 out:
 	sdp_sys.close(nfd);
 	return uid;
+}
+
+/* The uid that owns the socket at the other end of fd's TCP connection
+ * on this host, or -errno (-ENOENT: not on this host). */
+static long peer_uid(int fd)
+{
+	struct sockaddr_storage local, peer;
+	int r = tcp_ends(fd, &local, &peer);
+
+	return r ? r : diag_uid(&local, &peer, ~0u);
+}
+
+/*
+ * Names that outlive this process's copy of their connection (a socket
+ * passed to a process that may not drop a hello): each is held until the
+ * client's socket can send no more (gone, or in a state past its own
+ * FIN), looked at whenever one more is added. Bounded by the connections
+ * a process passed on while their clients had not spoken yet.
+ */
+struct outliving {
+	int fd;
+	struct sockaddr_storage local, peer;
+};
+
+static struct outliving *outl;
+static int noutl, outl_cap;
+static pthread_mutex_t outl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The client can still send: established, opening, or having read our
+ * FIN only (TCP_ESTABLISHED, TCP_SYN_SENT, TCP_CLOSE_WAIT). */
+#define CLIENT_CAN_SEND ((1u << 1) | (1u << 2) | (1u << 8))
+
+void sw_hello_name_outlive(struct sw_sock *s)
+{
+	struct sockaddr_storage local, peer;
+	struct outliving *v;
+	int i, j;
+
+	if (s->tok_fd < 0 || tcp_ends(s->fd, &local, &peer))
+		return;
+	name_keep(s);	/* one of the switch's own, high */
+	pthread_mutex_lock(&outl_lock);
+	for (i = j = 0; i < noutl; i++) {
+		if (diag_uid(&outl[i].local, &outl[i].peer,
+			     CLIENT_CAN_SEND) == -ENOENT) {
+			sw_fd_forget(outl[i].fd);
+			sdp_sys.close(outl[i].fd);
+		} else
+			outl[j++] = outl[i];
+	}
+	noutl = j;
+	if (noutl == outl_cap) {
+		int cap = outl_cap ? 2 * outl_cap : 16;
+
+		v = realloc(outl, cap * sizeof(*v));
+		if (!v) {
+			/* held by the copy here, as long as it lives */
+			pthread_mutex_unlock(&outl_lock);
+			return;
+		}
+		outl = v;
+		outl_cap = cap;
+	}
+	outl[noutl].fd = s->tok_fd;
+	outl[noutl].local = local;
+	outl[noutl].peer = peer;
+	noutl++;
+	s->tok_fd = -1;
+	s->tok_kept = false;
+	pthread_mutex_unlock(&outl_lock);
 }
 
 /* True when a client connection of this process holds the name sun: its

@@ -58,4 +58,9 @@ void sw_hello_fence_sock(struct sw_sock *s);
  */
 bool sw_hello_await(struct sw_sock *s);
 
+/* s (locked) is passed to a process that may not drop a hello: the name
+ * of its connection, if this process holds it, is held from now on until
+ * the client can send no more, whatever this process's copy does. */
+void sw_hello_name_outlive(struct sw_sock *s);
+
 #endif /* SW_HELLO_TOKEN_H */

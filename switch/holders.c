@@ -8,6 +8,7 @@
  * holder alive (docs/protocol.md section 2.7).
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include "connect.h"
 #include "fallback.h"
 #include "fork_exec.h"
+#include "hello_token.h"
 #include "holders.h"
 #include "log.h"
 #include "ownfd.h"
@@ -224,10 +227,33 @@ static struct sw_holders *holders_new(struct sw_sock *s)
 
 /* Where the record of a socket in flight is found: by its owner's uid and
  * the socket's inode. */
-static void pass_path(char *buf, size_t len, unsigned long long ino)
+static void pass_path(char *buf, size_t len, uid_t uid,
+		      unsigned long long ino)
 {
-	snprintf(buf, len, "/dev/shm/sdp-pass.%u.%llu", (unsigned)geteuid(),
-		 ino);
+	snprintf(buf, len, "/dev/shm/sdp-pass.%u.%llu", (unsigned)uid, ino);
+}
+
+/* The receiver of an fd sent through a UNIX socket (pass_receiver). */
+struct pass_to {
+	uid_t uid;
+	gid_t gid;
+	bool other;	/* another uid: root gives it the record */
+};
+
+/* A record for the receiver: made new (O_EXCL), its own when it is
+ * another user's (only root gets here so, and only root may chown).
+ * The fd, or -1. */
+static int pass_create(const char *path, const struct pass_to *to)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+			    O_CLOEXEC, 0600);
+
+	if (fd >= 0 && to->other && fchown(fd, to->uid, to->gid)) {
+		unlink(path);
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* This process's copy stays plain TCP, with nothing of the upgrade's: the
@@ -637,7 +663,7 @@ static void pass_save(struct sw_sock *s, struct sw_pass *p,
 	p->magic = PASS_MAGIC;
 }
 
-bool sw_holders_pass(struct sw_sock *s)
+static bool sw_holders_pass(struct sw_sock *s, const struct pass_to *to)
 {
 	struct sw_holders *h;
 	char path[64];
@@ -647,9 +673,8 @@ bool sw_holders_pass(struct sw_sock *s)
 	if (s->holders || !sw_pending(s) || s->ss.ep || s->ptx_len ||
 	    fstat(s->fd, &sb))
 		return false;
-	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		  0600);
+	pass_path(path, sizeof(path), to->uid, (unsigned long long)sb.st_ino);
+	fd = pass_create(path, to);
 	if (fd < 0)
 		return false;
 	if (!sw_fsize_room(sizeof(*h)) || ftruncate(fd, sizeof(*h))) {
@@ -691,7 +716,7 @@ static size_t pass_buf_off(void)
  * first pages, as a buffer sender and receiver share from then on, as a
  * parent and child share theirs (fork_exec.c). Returns 0 or -errno.
  */
-static int pass_tcp(struct sw_sock *s)
+static int pass_tcp(struct sw_sock *s, const struct pass_to *to)
 {
 	struct sw_fork_buf *old = s->fork_buf, *nb;
 	size_t off = pass_buf_off(), left = 0, map_len;
@@ -702,15 +727,14 @@ static int pass_tcp(struct sw_sock *s)
 
 	if (fstat(s->fd, &sb))
 		return -errno;
-	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	pass_path(path, sizeof(path), to->uid, (unsigned long long)sb.st_ino);
 	if (old) {
 		pthread_mutex_lock(&old->lock);
 		left = old->len - old->off;
 	}
 	map_len = sizeof(*nb) + left;
 	do {
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-				O_CLOEXEC, 0600);
+		fd = pass_create(path, to);
 		/* one of ours that nobody took (its receiver never came):
 		 * the sticky directory lets only us remove it */
 	} while (fd < 0 && errno == EEXIST && !tries++ && !unlink(path));
@@ -764,6 +788,14 @@ static int pass_tcp(struct sw_sock *s)
 		sw_holders_unmap(s);
 		s->holders = h;
 		keep_fd(s, fd);
+	}
+	if (to->other) {
+		/* another user's record, which it may write: this copy keeps
+		 * only its place among the holders (dropped at its close) and
+		 * reads nothing of it, the bytes included (the receiver's) */
+		s->fork_buf = NULL;
+		munmap(nb, map_len);
+		s->reup_never = true;
 	}
 	SW_DBG("fd %d: passed to another process on TCP, with %zu byte(s) that came on the SAN",
 	       s->fd, left);
@@ -865,7 +897,7 @@ struct sw_sock *sw_holders_received(int fd)
 
 	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode))
 		return NULL;
-	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
+	pass_path(path, sizeof(path), geteuid(), (unsigned long long)sb.st_ino);
 	rfd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (rfd < 0)
 		return NULL;
@@ -955,14 +987,116 @@ struct sw_sock *sw_holders_received(int fd)
 	return s;
 }
 
-void sw_pass(struct sw_sock *s)
+/*
+ * The process at the other end of the UNIX socket via (SO_PEERCRED), when
+ * its switch can take what this one keeps for it: it runs the switch (its
+ * memory maps this library), and the record can be made for its uid (ours;
+ * another only when we are root, who gives it the record). False: a
+ * socket with no peer of its own (not connected), a program without the
+ * switch, another user of an unprivileged sender, or one we may not look
+ * at. The receiver is taken to be that process; a UNIX socket handed on
+ * meanwhile is not followed.
+ */
+static bool pass_receiver(int via, struct pass_to *to)
 {
+	static char lib[256];
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+	char path[64], line[1024];
+	bool sw = false;
+	FILE *f;
+
+	if (via < 0 ||
+	    getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.pid <= 0)
+		return false;
+	if (cr.uid != geteuid() && geteuid() != 0)
+		return false;
+	to->uid = cr.uid;
+	to->gid = cr.gid;
+	to->other = cr.uid != geteuid();
+	if (cr.pid == getpid())
+		return true;
+	if (!lib[0]) {
+		Dl_info di;
+		const char *b;
+
+		if (!dladdr((void *)pass_receiver, &di) || !di.dli_fname)
+			return false;
+		b = strrchr(di.dli_fname, '/');
+		snprintf(lib, sizeof(lib), "/%s", b ? b + 1 : di.dli_fname);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)cr.pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!sw && fgets(line, sizeof(line), f))
+		sw = strstr(line, lib) != NULL;
+	fclose(f);
+	return sw;
+}
+
+/*
+ * To a receiver whose switch cannot take the connection (s locked): it is
+ * plain TCP from here on in every process, and nothing of the switch's may
+ * reach the receiver's reads. A server's client hello that is here or on
+ * its way is taken first, and when none came yet the name for it is held
+ * as long as the client could send one (hello_token.c), whatever this
+ * process's copy does. Bytes that came on the SAN and were not read here
+ * cannot be given to the receiver: they stay with this copy, and the loss
+ * is logged.
+ */
+static void pass_blind(struct sw_sock *s)
+{
+	size_t left = 0;
+	bool carried;
+
+	if (s->state == SW_LISTENER)
+		return;	/* its provider listeners are this process's */
+	if (!s->is_client && s->state == SW_HELLO_WAIT) {
+		pthread_mutex_unlock(&s->lock);
+		sw_hello_await(s);
+		pthread_mutex_lock(&s->lock);
+	}
+	if (sw_pending(s) && !s->closed)
+		sw_upgrade_cut(s);
+	if (!s->is_client)
+		sw_hello_name_outlive(s);
+	s->reup_never = true;
+	carried = s->state == SW_SAN || sw_pending(s);
+	if (carried) {
+		pthread_mutex_unlock(&s->lock);
+		sw_downgrade_one(s);
+		pthread_mutex_lock(&s->lock);
+	}
+	if (s->fork_buf) {
+		pthread_mutex_lock(&s->fork_buf->lock);
+		left = s->fork_buf->len - s->fork_buf->off;
+		pthread_mutex_unlock(&s->fork_buf->lock);
+	}
+	if (carried && s->state != SW_TCP && !s->closed)
+		SW_ERR("fd %d: passed to a process without the switch (or another user's) while still carried (the peer did not answer its return to TCP): that process sees neither the bytes the SAN carries nor the end",
+		       s->fd);
+	else if (left)
+		SW_ERR("fd %d: passed to a process without the switch (or another user's): %zu byte(s) that came on the SAN and were not read here cannot reach it; run the receiving program with the switch, or read them before passing the socket",
+		       s->fd, left);
+}
+
+void sw_pass(struct sw_sock *s, int via)
+{
+	struct pass_to to = { geteuid(), getegid(), false };
+	bool sure = pass_receiver(via, &to);
 	bool carried;
 	int r;
 
 	pthread_mutex_lock(&s->lock);
+	if (!sure) {
+		if (!s->closed)
+			pass_blind(s);
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	/* not kept for the receiver: given up, as before a fork */
-	if (sw_pending(s) && !s->holders && !sw_holders_pass(s))
+	if (sw_pending(s) && !s->holders && !sw_holders_pass(s, &to))
 		sw_upgrade_cut(s);
 	/* carried (or committed): the receiver's switch cannot follow the
 	 * provider connection, which is this process's */
@@ -971,7 +1105,7 @@ void sw_pass(struct sw_sock *s)
 	if (!carried && !s->closed && s->state == SW_TCP && s->reup &&
 	    !s->reup_never) {
 		/* back on TCP already: the receiver may upgrade it again */
-		if (s->holders || (r = pass_tcp(s)))
+		if (s->holders || (r = pass_tcp(s, &to)))
 			s->reup_never = true;
 		pthread_mutex_unlock(&s->lock);
 		return;
@@ -984,7 +1118,7 @@ void sw_pass(struct sw_sock *s)
 	if (s->state != SW_TCP)
 		SW_WARN("fd %d: passed to another process while still carried (the peer did not answer its return to TCP): the receiver may see neither the bytes the SAN carries nor the end",
 			s->fd);
-	else if ((r = pass_tcp(s)))
+	else if ((r = pass_tcp(s, &to)))
 		SW_WARN("fd %d: passed to another process, which cannot be given the bytes that came on the SAN and were not read here (%s)",
 			s->fd, strerror(-r));
 	pthread_mutex_unlock(&s->lock);

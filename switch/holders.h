@@ -70,11 +70,6 @@ void sw_holders_stand_by(struct sw_sock *s);
  * and this one leaves it. */
 void sw_holders_cut(struct sw_sock *s);
 
-/* sendmsg with SCM_RIGHTS (s locked): the pending upgrade of s is kept
- * for the receiving process, in a record named by the socket's inode that
- * only this uid can make (/dev/shm/sdp-pass.UID.INODE). false: not kept. */
-bool sw_holders_pass(struct sw_sock *s);
-
 /* recvmsg with SCM_RIGHTS: fd, a socket this process did not know, with
  * the upgrade its sender kept for it; NULL when there is none. */
 struct sw_sock *sw_holders_received(int fd);

@@ -243,9 +243,10 @@ bool sw_send_by_kernel(struct sw_sock *s);
  * sockets go (sw_sock_inherit_done). */
 void sw_before_sandbox(void);
 /* SCM_RIGHTS (switch/holders.c): s is about to be sent to another
- * process; a socket this process did not know arrived, with the upgrade
- * its sender kept for it (the socket to install), or NULL. */
-void sw_pass(struct sw_sock *s);
+ * process through the UNIX socket via; a socket this process did not know
+ * arrived, with the upgrade its sender kept for it (the socket to
+ * install), or NULL. */
+void sw_pass(struct sw_sock *s, int via);
 struct sw_sock *sw_received(int fd);
 
 #endif /* SDP_SWITCH_H */

@@ -24,6 +24,9 @@
 #   hands_peers.py exec-pending-server PORT
 #   hands_peers.py stale-env-client PORT
 #   hands_peers.py stdio-echo 0
+#   hands_peers.py unix-worker PATH COUNT
+#   hands_peers.py pass-acceptor PORT PATH FIRST COUNT
+#   hands_peers.py idle-echo-client PORT IDLE_MS BYTES
 import hashlib
 import os
 import socket
@@ -589,8 +592,75 @@ def cmd_send_shut_client(port, first, rest):
 	out({'pid': os.getpid(), 'answer': answer, 'ok': answer == want})
 
 
+def cmd_unix_worker(path, count):
+	"""Listens on the UNIX socket PATH (any user may connect), takes
+	COUNT sockets passed with SCM_RIGHTS over one connection and echoes
+	each in a thread (echo_conn prints its count and hash)."""
+	try:
+		os.unlink(path)
+	except FileNotFoundError:
+		pass
+	ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+	ls.bind(path)
+	os.chmod(path, 0o777)
+	ls.listen(1)
+	out({'listening': path, 'uid': os.getuid()})
+	u, _ = ls.accept()
+	ths = []
+	for _ in range(count):
+		_, fds, _, _ = socket.recv_fds(u, 16, 1)
+		c = socket.socket(fileno=fds[0])
+		th = threading.Thread(target=echo_conn, args=(c,))
+		th.start()
+		ths.append(th)
+	for th in ths:
+		th.join()
+
+
+def cmd_pass_acceptor(port, path, first, count):
+	"""Connects to the worker's UNIX socket PATH, accepts COUNT
+	connections on PORT, echoes the FIRST bytes of each itself (none:
+	passed at once, its upgrade still pending), passes it to the worker
+	with SCM_RIGHTS and closes its own copy."""
+	u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+	u.connect(path)
+	ls = socket.socket()
+	ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	ls.bind((HOST, port))
+	ls.listen(16)
+	for _ in range(count):
+		c, _ = ls.accept()
+		if first:
+			d = read_exact(c, first, c.sendall)
+			out({'pid': os.getpid(), 'echoed': len(d),
+			     'sha': hashlib.sha256(d).hexdigest()})
+		socket.send_fds(u, [b'c'], [c.fileno()])
+		c.close()
+	u.close()
+
+
+def cmd_idle_echo_client(port, idle_ms, nbytes):
+	"""Connects, does nothing for IDLE_MS (a server may hand the
+	connection on meanwhile), then echoes nbytes through it."""
+	import time
+	s = socket.create_connection((HOST, port), timeout=60)
+	time.sleep(idle_ms / 1000.0)
+	sent, sha, got, rsha = echo_through(s, nbytes, 1)
+	out({'sent': sent, 'sha_sent': sha, 'got': got, 'sha_got': rsha,
+	     'ok': got == sent and rsha == sha})
+
+
 def main():
-	cmd, port = sys.argv[1], int(sys.argv[2])
+	cmd = sys.argv[1]
+	if cmd == 'unix-worker':
+		return cmd_unix_worker(sys.argv[2], int(sys.argv[3]))
+	port = int(sys.argv[2])
+	if cmd == 'pass-acceptor':
+		return cmd_pass_acceptor(port, sys.argv[3], int(sys.argv[4]),
+					 int(sys.argv[5]))
+	if cmd == 'idle-echo-client':
+		return cmd_idle_echo_client(port, int(sys.argv[3]),
+					    int(sys.argv[4]))
 	if cmd == 'fork-server':
 		cmd_fork_server(port)
 	elif cmd == 'scm-server':

@@ -10,6 +10,7 @@ import pwd
 import socket
 import subprocess
 import sys
+import time
 
 R = None		# the run.py module, set by register()
 NOPRE = {'LD_PRELOAD': None}	# as_user preloads after setpriv
@@ -469,6 +470,127 @@ def t_haproxy_http(ctx):
 	return haproxy_test(ctx, 'http')
 
 
+def pass_worker(ctx, wuser, wpre, first, idle_ms=0, conns=2):
+	"""An acceptor as root, preloaded, echoes the first bytes of each
+	connection itself (0: none, its upgrade still pending) and passes it
+	with SCM_RIGHTS to a worker, a separate program as wuser (None:
+	root), with the switch or without (wpre), which echoes the rest. The
+	clients (idle_ms: each waits that long after connect before its
+	first byte, so that the acceptor passes a connection whose client has
+	not spoken) compare every byte that came back with what they sent:
+	a stray byte of the switch's in the worker's reads, or one lost at
+	the pass, fails them. Returns (acceptor, worker, client) processes
+	and the stats."""
+	need_root()
+	open_dirs(ctx)
+	hp = os.path.join(os.path.dirname(R.PEERS), 'hands_peers.py')
+	udir = ctx.path('unix')
+	os.mkdir(udir)
+	os.chmod(udir, 0o1777)
+	path = os.path.join(udir, 'worker')
+	nbytes = 48 * R.MIB
+	wargv = [UPY, hp, 'unix-worker', path, str(conns)]
+	if wuser:
+		wargv = as_user(wuser, wargv) if wpre else \
+			['setpriv', '--reuid=%d' % pwd.getpwnam(wuser).pw_uid,
+			 '--regid=%d' % pwd.getpwnam(wuser).pw_gid,
+			 '--clear-groups'] + wargv
+		wk = ctx.spawn('worker', wargv, env=dict(NOPRE, SDP_LOG='debug'))
+	else:
+		wk = ctx.spawn('worker', wargv, preload=wpre,
+			       env={'SDP_LOG': 'debug'})
+	for _ in range(200):
+		if os.path.exists(path) or wk.p.poll() is not None:
+			break
+		time.sleep(0.05)
+	R.check(wk.p.poll() is None and os.path.exists(path),
+		'worker not listening: %s' % wk.err()[-400:])
+	port = R.free_port()
+	acc = ctx.spawn('acceptor', [R.PY, hp, 'pass-acceptor', str(port),
+				     path, str(first), str(conns)],
+			env={'SDP_LOG': 'debug'})
+	ctx.wait_listen(port, acc)
+	if idle_ms:
+		cl = [ctx.spawn('client%d' % i, [R.PY, hp, 'idle-echo-client',
+						 str(port), str(idle_ms),
+						 str(nbytes)],
+				env={'SDP_LOG': 'info'}) for i in range(conns)]
+		res = []
+		for c in cl:
+			R.check(c.wait(120) == 0, 'client exited: %s' %
+				c.err()[-600:])
+			res += c.json_lines()
+	else:
+		c = ctx.run('client', [R.PY, R.PEERS, 'echo-client', str(port),
+				       '--conns', str(conns), '--bytes',
+				       str(nbytes), '--mode', 'threads'], 120,
+			    ok=None, env={'SDP_LOG': 'info'})
+		res = c.json_lines()
+		cl = [c]
+	bad = [r for r in res if not r.get('ok') or r.get('sent') != nbytes]
+	R.check(len(res) == conns and not bad,
+		'through a worker %s the switch: %d results, bad %s; worker '
+		'%s; acceptor %s' % ('with' if wpre else 'without', len(res),
+				     bad[:2], wk.err()[-400:], acc.err()[-400:]))
+	R.check(acc.wait(30) == 0, 'acceptor failed: %s' % acc.err()[-400:])
+	R.check(wk.wait(60) == 0, 'worker failed: %s' % wk.err()[-400:])
+	echoed = [r for r in wk.json_lines() if 'echoed' in r]
+	R.check(len(echoed) == conns and
+		all(r['echoed'] == nbytes - first for r in echoed),
+		'worker echoed %s, expected %d connections of %d bytes' %
+		([r.get('echoed') for r in echoed], conns, nbytes - first))
+	return acc, wk, cl, ctx.stats()
+
+
+def t_scm_worker_plain(ctx):
+	"""A pending connection passed to a program without the switch: the
+	client's hello never reaches it (taken by the acceptor's switch, or
+	held off by the name for it), and the connection stays TCP."""
+	acc, wk, cl, st = pass_worker(ctx, None, False, 0)
+	R.check(not [s for s in st if s['pid'] == wk.pid],
+		'the worker without the switch published statistics')
+	for c in cl:
+		R.check_all_tcp(R.by_pid(st, c.pid), 'client')
+	return '2 x 48 MiB exact through a worker without the switch, on TCP'
+
+
+def t_scm_worker_plain_idle(ctx):
+	"""The same, with clients that wait 300 ms after connect: the
+	acceptor passes connections whose clients have not spoken, and its
+	switch holds the name for their hellos after its copy closed, so
+	that none goes later."""
+	acc, wk, cl, st = pass_worker(ctx, None, False, 0, idle_ms=300)
+	for c in cl:
+		R.check_all_tcp(R.by_pid(st, c.pid), 'client')
+		R.check('the name for its hello is taken' in c.err(),
+			'client: its hello was not held off: %s' %
+			c.err()[-600:])
+	return ('2 x 48 MiB exact, clients idle 300 ms, through a worker '
+		'without the switch, no hello sent')
+
+
+def t_scm_worker_nobody(ctx):
+	"""Root's acceptor passes pending connections to a worker as nobody
+	with the switch: the record is made for nobody, whose switch takes
+	the upgrade on: carried, exact."""
+	acc, wk, cl, st = pass_worker(ctx, 'nobody', True, 0)
+	cs = R.by_pid(st, wk.pid)
+	R.check_all_san(cs, 'worker as nobody', need=2)
+	return '2 x 48 MiB exact, passed from root to nobody, carried by shm'
+
+
+def t_scm_worker_nobody_carried(ctx):
+	"""Root's acceptor echoes 8 MiB of each connection (carried), then
+	passes it to a worker as nobody: the bytes that came on the SAN and
+	were not read reach the worker first, and it upgrades again once the
+	acceptor closed its copy."""
+	acc, wk, cl, st = pass_worker(ctx, 'nobody', True, 8 * R.MIB)
+	cs = R.by_pid(st, wk.pid)
+	R.check_all_san(cs, 'worker as nobody', need=2)
+	return ('2 x 48 MiB exact, 8 MiB carried by root, then passed to '
+		'nobody and carried again')
+
+
 def register(run):
 	global R
 	R = run
@@ -476,6 +598,11 @@ def register(run):
 			 ('users-nobody-client', t_users_nobody_client),
 			 ('users-nginx', t_nginx_users),
 			 ('users-outsider', t_users_outsider),
+			 ('scm-worker-plain', t_scm_worker_plain),
+			 ('scm-worker-plain-idle', t_scm_worker_plain_idle),
+			 ('scm-worker-nobody', t_scm_worker_nobody),
+			 ('scm-worker-nobody-carried',
+			  t_scm_worker_nobody_carried),
 			 ('haproxy-tcp', t_haproxy_tcp),
 			 ('haproxy-http', t_haproxy_http)):
 		run.test(name)(fn)
