@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -91,8 +92,25 @@ static size_t file_size(uint32_t nslots)
 	return HDR_SIZE + (size_t)nslots * SLOT_SIZE;
 }
 
+/* Does a live process map the file? Its maker holds a shared flock on it
+ * for as long as the file is mapped (stats_file_create). A pid alone
+ * cannot tell: from inside a pid namespace every process outside looks
+ * gone. */
+static bool stats_file_held(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	bool held;
+
+	if (fd < 0)
+		return errno != ENOENT;
+	held = flock(fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK;
+	sdp_sys.close(fd);
+	return held;
+}
+
 /* Files of processes that died without running their exit handlers
- * (killed) would pile up: remove ours whose process is gone. */
+ * (killed) would pile up: remove ours whose process is gone (no such pid,
+ * and nobody holds the file's lock). */
 static void stats_collect_stale(int dfd)
 {
 	DIR *d;
@@ -120,7 +138,7 @@ static void stats_collect_stale(int dfd)
 		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
 		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    st.st_uid != geteuid())
+		    st.st_uid != geteuid() || stats_file_held(dfd, e->d_name))
 			continue;
 		unlinkat(dfd, e->d_name, 0);
 	}
@@ -194,6 +212,7 @@ static int stats_file_create(uint32_t nslots)
 	const char *name;
 	struct stat st;
 	int dfd, fd = -1, err, tries;
+	bool live = false;
 
 	sw_stats_dir(dir, sizeof(dir));
 	dfd = stats_dir_open(dir, getenv("SDP_STAT_DIR") &&
@@ -221,7 +240,8 @@ static int stats_file_create(uint32_t nslots)
 		if (fd >= 0 || errno != EEXIST)
 			break;
 		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		    (live = stats_file_held(dfd, name))) {
 			errno = EEXIST;
 			break;
 		}
@@ -231,10 +251,15 @@ static int stats_file_create(uint32_t nslots)
 		snprintf(off_reason, sizeof(off_reason),
 			 "cannot create %s: %s%s", stat_path, strerror(errno),
 			 errno == EEXIST ?
-				 " (something of another user's is in the way)" :
+				 (live ? " (a live process's, of another pid namespace)" :
+				  " (something of another user's is in the way)") :
 				 "");
 		goto fail;
 	}
+	/* held while the file is mapped (the mapping keeps the open file
+	 * and its lock after the descriptor closes): the mark of a live
+	 * file, whatever its name's pid says (stats_file_held) */
+	flock(fd, LOCK_SH);
 	err = posix_fallocate(fd, 0, file_size(nslots));
 	if (err) {
 		snprintf(off_reason, sizeof(off_reason),

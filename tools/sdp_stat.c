@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -140,6 +141,20 @@ static void field(char *out, size_t outlen, const char *in, size_t inlen)
 static int pid_alive(int pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Does a live process map the file? The switch holds a shared flock on
+ * its file for as long as it maps it: from inside a pid namespace a pid
+ * alone makes every process outside look gone. */
+static int file_held(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), held;
+
+	if (fd < 0)
+		return errno != ENOENT;
+	held = flock(fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK;
+	close(fd);
+	return held;
 }
 
 /*
@@ -317,7 +332,8 @@ static void collect_dir(const struct opts *o, const char *dir,
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		rc = snap_read(path, pid, &sn);
 		if (rc == -ESRCH) {
-			if (o->prune && !pid_alive(pid) && unlink(path) == 0)
+			if (o->prune && !pid_alive(pid) && !file_held(path) &&
+			    unlink(path) == 0)
 				fprintf(stderr, "sdp-stat: removed %s (process %d is gone)\n",
 					path, pid);
 			continue;

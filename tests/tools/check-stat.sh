@@ -121,6 +121,33 @@ else
 	failed "--prune left $work/stale/sdp-stat.$dead"
 fi
 
+# 3b. A process in a pid namespace of its own, sharing the directory, sees
+#    every process outside as gone by its pid: it must not remove their
+#    files (the switch looks at the lock a live file's process holds).
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+	mkdir -m 700 "$work/pidns"
+	SDP_STAT_DIR="$work/pidns" LD_PRELOAD="$preload" sleep 30 &
+	live=$!
+	for i in $(seq 50); do
+		[ -e "$work/pidns/sdp-stat.$live" ] && break
+		sleep 0.1
+	done
+	# a preloaded shell (its switch looks for stale files as its own
+	# file is made), then sdp-stat --prune, both inside
+	SDP_STAT_DIR="$work/pidns" LD_PRELOAD="$preload" \
+		unshare --pid --fork sh -c '"$1" -d "$2" --prune' sh \
+		"$stat_bin" "$work/pidns" >"$work/pidns.err" 2>&1
+	if [ -e "$work/pidns/sdp-stat.$live" ]; then
+		pass "a process in another pid namespace, and --prune, leave a live process's file"
+	else
+		failed "the file of live process $live was removed (ls: $(ls "$work/pidns"); $(cat "$work/pidns.err"))"
+	fi
+	kill "$live" 2>/dev/null
+	wait "$live" 2>/dev/null
+else
+	echo "SKIP pid namespace: needs root and unshare"
+fi
+
 # 4. A live transfer: 16 MiB from a preloaded client to a preloaded server,
 #    read while both still hold the connection. (Its first blocks go on TCP
 #    while the upgrade runs, which a client blocked in 1 MiB writes moves on
