@@ -233,27 +233,11 @@ static void pass_path(char *buf, size_t len, uid_t uid,
 	snprintf(buf, len, "/dev/shm/sdp-pass.%u.%llu", (unsigned)uid, ino);
 }
 
-/* The receiver of an fd sent through a UNIX socket (pass_receiver). */
-struct pass_to {
-	uid_t uid;
-	gid_t gid;
-	bool other;	/* another uid: root gives it the record */
-};
-
-/* A record for the receiver: made new (O_EXCL), its own when it is
- * another user's (only root gets here so, and only root may chown).
- * The fd, or -1. */
-static int pass_create(const char *path, const struct pass_to *to)
+/* A record for the receiver, made new. The fd, or -1. */
+static int pass_create(const char *path)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-			    O_CLOEXEC, 0600);
-
-	if (fd >= 0 && to->other && fchown(fd, to->uid, to->gid)) {
-		unlink(path);
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		    0600);
 }
 
 /* This process's copy stays plain TCP, with nothing of the upgrade's: the
@@ -663,7 +647,7 @@ static void pass_save(struct sw_sock *s, struct sw_pass *p,
 	p->magic = PASS_MAGIC;
 }
 
-static bool sw_holders_pass(struct sw_sock *s, const struct pass_to *to)
+static bool sw_holders_pass(struct sw_sock *s)
 {
 	struct sw_holders *h;
 	char path[64];
@@ -673,8 +657,8 @@ static bool sw_holders_pass(struct sw_sock *s, const struct pass_to *to)
 	if (s->holders || !sw_pending(s) || s->ss.ep || s->ptx_len ||
 	    fstat(s->fd, &sb))
 		return false;
-	pass_path(path, sizeof(path), to->uid, (unsigned long long)sb.st_ino);
-	fd = pass_create(path, to);
+	pass_path(path, sizeof(path), geteuid(), (unsigned long long)sb.st_ino);
+	fd = pass_create(path);
 	if (fd < 0)
 		return false;
 	if (!sw_fsize_room(sizeof(*h)) || ftruncate(fd, sizeof(*h))) {
@@ -716,7 +700,7 @@ static size_t pass_buf_off(void)
  * first pages, as a buffer sender and receiver share from then on, as a
  * parent and child share theirs (fork_exec.c). Returns 0 or -errno.
  */
-static int pass_tcp(struct sw_sock *s, const struct pass_to *to)
+static int pass_tcp(struct sw_sock *s)
 {
 	struct sw_fork_buf *old = s->fork_buf, *nb;
 	size_t off = pass_buf_off(), left = 0, map_len;
@@ -727,14 +711,14 @@ static int pass_tcp(struct sw_sock *s, const struct pass_to *to)
 
 	if (fstat(s->fd, &sb))
 		return -errno;
-	pass_path(path, sizeof(path), to->uid, (unsigned long long)sb.st_ino);
+	pass_path(path, sizeof(path), geteuid(), (unsigned long long)sb.st_ino);
 	if (old) {
 		pthread_mutex_lock(&old->lock);
 		left = old->len - old->off;
 	}
 	map_len = sizeof(*nb) + left;
 	do {
-		fd = pass_create(path, to);
+		fd = pass_create(path);
 		/* one of ours that nobody took (its receiver never came):
 		 * the sticky directory lets only us remove it */
 	} while (fd < 0 && errno == EEXIST && !tries++ && !unlink(path));
@@ -788,14 +772,6 @@ static int pass_tcp(struct sw_sock *s, const struct pass_to *to)
 		sw_holders_unmap(s);
 		s->holders = h;
 		keep_fd(s, fd);
-	}
-	if (to->other) {
-		/* another user's record, which it may write: this copy keeps
-		 * only its place among the holders (dropped at its close) and
-		 * reads nothing of it, the bytes included (the receiver's) */
-		s->fork_buf = NULL;
-		munmap(nb, map_len);
-		s->reup_never = true;
 	}
 	SW_DBG("fd %d: passed to another process on TCP, with %zu byte(s) that came on the SAN",
 	       s->fd, left);
@@ -988,16 +964,16 @@ struct sw_sock *sw_holders_received(int fd)
 }
 
 /*
- * The process at the other end of the UNIX socket via (SO_PEERCRED), when
- * its switch can take what this one keeps for it: it runs the switch (its
- * memory maps this library), and the record can be made for its uid (ours;
- * another only when we are root, who gives it the record). False: a
- * socket with no peer of its own (not connected), a program without the
- * switch, another user of an unprivileged sender, or one we may not look
- * at. The receiver is taken to be that process; a UNIX socket handed on
- * meanwhile is not followed.
+ * Can the process at the other end of the UNIX socket via (SO_PEERCRED)
+ * take what this switch keeps for it? It runs the switch (its memory maps
+ * this library) and is of our uid, the only one whose records it takes.
+ * False: a socket with no peer of its own (not connected), a program
+ * without the switch, another user (never given a record: a file this
+ * process maps that another user could truncate would fault here), or
+ * one we may not look at. The receiver is taken to be that process; a
+ * UNIX socket handed on meanwhile is not followed.
  */
-static bool pass_receiver(int via, struct pass_to *to)
+static bool pass_receiver(int via)
 {
 	static char lib[256];
 	struct ucred cr;
@@ -1009,11 +985,8 @@ static bool pass_receiver(int via, struct pass_to *to)
 	if (via < 0 ||
 	    getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.pid <= 0)
 		return false;
-	if (cr.uid != geteuid() && geteuid() != 0)
+	if (cr.uid != geteuid())
 		return false;
-	to->uid = cr.uid;
-	to->gid = cr.gid;
-	to->other = cr.uid != geteuid();
 	if (cr.pid == getpid())
 		return true;
 	if (!lib[0]) {
@@ -1083,8 +1056,7 @@ static void pass_blind(struct sw_sock *s)
 
 void sw_pass(struct sw_sock *s, int via)
 {
-	struct pass_to to = { geteuid(), getegid(), false };
-	bool sure = pass_receiver(via, &to);
+	bool sure = pass_receiver(via);
 	bool carried;
 	int r;
 
@@ -1096,7 +1068,7 @@ void sw_pass(struct sw_sock *s, int via)
 		return;
 	}
 	/* not kept for the receiver: given up, as before a fork */
-	if (sw_pending(s) && !s->holders && !sw_holders_pass(s, &to))
+	if (sw_pending(s) && !s->holders && !sw_holders_pass(s))
 		sw_upgrade_cut(s);
 	/* carried (or committed): the receiver's switch cannot follow the
 	 * provider connection, which is this process's */
@@ -1105,7 +1077,7 @@ void sw_pass(struct sw_sock *s, int via)
 	if (!carried && !s->closed && s->state == SW_TCP && s->reup &&
 	    !s->reup_never) {
 		/* back on TCP already: the receiver may upgrade it again */
-		if (s->holders || (r = pass_tcp(s, &to)))
+		if (s->holders || (r = pass_tcp(s)))
 			s->reup_never = true;
 		pthread_mutex_unlock(&s->lock);
 		return;
@@ -1118,7 +1090,7 @@ void sw_pass(struct sw_sock *s, int via)
 	if (s->state != SW_TCP)
 		SW_WARN("fd %d: passed to another process while still carried (the peer did not answer its return to TCP): the receiver may see neither the bytes the SAN carries nor the end",
 			s->fd);
-	else if ((r = pass_tcp(s, &to)))
+	else if ((r = pass_tcp(s)))
 		SW_WARN("fd %d: passed to another process, which cannot be given the bytes that came on the SAN and were not read here (%s)",
 			s->fd, strerror(-r));
 	pthread_mutex_unlock(&s->lock);
