@@ -227,10 +227,10 @@ static struct sw_holders *holders_new(struct sw_sock *s)
 
 /* Where the record of a socket in flight is found: by its owner's uid and
  * the socket's inode. */
-static void pass_path(char *buf, size_t len, uid_t uid,
-		      unsigned long long ino)
+static void pass_path(char *buf, size_t len, unsigned long long ino)
 {
-	snprintf(buf, len, "/dev/shm/sdp-pass.%u.%llu", (unsigned)uid, ino);
+	snprintf(buf, len, "/dev/shm/sdp-pass.%u.%llu", (unsigned)geteuid(),
+		 ino);
 }
 
 /* A record for the receiver, made new. The fd, or -1. */
@@ -657,7 +657,7 @@ static bool sw_holders_pass(struct sw_sock *s)
 	if (s->holders || !sw_pending(s) || s->ss.ep || s->ptx_len ||
 	    fstat(s->fd, &sb))
 		return false;
-	pass_path(path, sizeof(path), geteuid(), (unsigned long long)sb.st_ino);
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
 	fd = pass_create(path);
 	if (fd < 0)
 		return false;
@@ -711,7 +711,7 @@ static int pass_tcp(struct sw_sock *s)
 
 	if (fstat(s->fd, &sb))
 		return -errno;
-	pass_path(path, sizeof(path), geteuid(), (unsigned long long)sb.st_ino);
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
 	if (old) {
 		pthread_mutex_lock(&old->lock);
 		left = old->len - old->off;
@@ -873,7 +873,7 @@ struct sw_sock *sw_holders_received(int fd)
 
 	if (fstat(fd, &sb) || !S_ISSOCK(sb.st_mode))
 		return NULL;
-	pass_path(path, sizeof(path), geteuid(), (unsigned long long)sb.st_ino);
+	pass_path(path, sizeof(path), (unsigned long long)sb.st_ino);
 	rfd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (rfd < 0)
 		return NULL;
@@ -1011,12 +1011,12 @@ static bool pass_receiver(int via)
 /*
  * To a receiver whose switch cannot take the connection (s locked): it is
  * plain TCP from here on in every process, and nothing of the switch's may
- * reach the receiver's reads. A server's client hello that is here or on
- * its way is taken first, and when none came yet the name for it is held
- * as long as the client could send one (hello_token.c), whatever this
- * process's copy does. Bytes that came on the SAN and were not read here
- * cannot be given to the receiver: they stay with this copy, and the loss
- * is logged.
+ * reach the receiver's reads. A server whose client hello may still come
+ * is fenced as before an exec (a hello here or on its way dropped, the
+ * name for one taken), and the name is held as long as the client could
+ * send one (hello_token.c), whatever this process's copy does. Bytes that
+ * came on the SAN and were not read here cannot be given to the receiver:
+ * they stay with this copy, and the loss is logged.
  */
 static void pass_blind(struct sw_sock *s)
 {
@@ -1025,13 +1025,13 @@ static void pass_blind(struct sw_sock *s)
 
 	if (s->state == SW_LISTENER)
 		return;	/* its provider listeners are this process's */
-	if (!s->is_client && s->state == SW_HELLO_WAIT) {
-		pthread_mutex_unlock(&s->lock);
-		sw_hello_await(s);
-		pthread_mutex_lock(&s->lock);
-	}
 	if (sw_pending(s) && !s->closed)
 		sw_upgrade_cut(s);
+	if (!s->is_client && s->state == SW_TCP && s->skip_hello) {
+		pthread_mutex_unlock(&s->lock);
+		sw_hello_fence_sock(s);
+		pthread_mutex_lock(&s->lock);
+	}
 	if (!s->is_client)
 		sw_hello_name_outlive(s);
 	s->reup_never = true;
