@@ -109,8 +109,6 @@ ssize_t sw_wdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 	r = pv->mod.ext.rdma_write(ss->ep, &sge, 1, &ss->peer_staging, off,
 				   ctx, 0);
 	if (r == SDP_PENDING) {
-		if (ss->peer_wants_wake)
-			sw_doorbell_ring(s);
 		/* the wait's progress may take the peer's DOWNGRADE: ours
 		 * goes after the WDATA that announces these bytes */
 		ss->dg_hold++;

@@ -578,6 +578,11 @@ int sw_progress(struct sw_sock *s)
 			case SDP_OP_RDMA_WRITE:
 				ss->rdma_ctx_done = c[i].context;
 				ss->rdma_status = c[i].status;
+				/* what sw_rdma_wait waits for: a wait about
+				 * to sleep (its last progress took this
+				 * completion, and the peer's ring that told
+				 * of it came before the wait armed) must not */
+				sw_event(s);
 				break;
 			}
 		}
@@ -610,6 +615,34 @@ int sw_progress(struct sw_sock *s)
 	return err;
 }
 
+/*
+ * A write the provider stages waits for the peer's progress: the peer
+ * copies our chunks out when it polls its CQ, and sends no message for
+ * it. A peer asleep needs a doorbell: the one it asked for (WAKE_ME), or,
+ * when it may have had no credit to ask with (by our count it holds one
+ * at most: its last goes only with a buffer it returns, and it may owe
+ * none), one it did not ask for. The buffers we owe such a peer go back
+ * first, so that it can ask the next time. Otherwise a reader whose pool
+ * had shrunk (an idle direction), asleep in poll() with no doorbell asked
+ * for, would leave us waiting for it to copy out a staged write.
+ */
+static void rdma_wait_wake_peer(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!ss->peer_wants_wake) {
+		if (ss->peer_credits > 1)
+			return;
+		if (ss->credits_owed && sw_credit_can_send(ss, SDP_MSG_CREDIT)) {
+			/* no doorbell of its own: ours follows */
+			ss->quiet_return = true;
+			sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
+			ss->quiet_return = false;
+		}
+	}
+	sw_doorbell_ring(s);
+}
+
 int sw_rdma_wait(struct sw_sock *s, uint64_t ctx)
 {
 	struct sw_session *ss = &s->ss;
@@ -627,8 +660,7 @@ int sw_rdma_wait(struct sw_sock *s, uint64_t ctx)
 		 * wakes the peer; what it then does sends no message (it
 		 * copies our chunks out), so no doorbell comes back: the
 		 * provider's CQ tells of it (sw_cq_sleep_fd) */
-		if (ss->peer_wants_wake)
-			sw_doorbell_ring(s);
+		rdma_wait_wake_peer(s);
 		ss->rdma_waiting = true;
 		r = sw_session_wait(s, POLLIN, 0);
 		ss->rdma_waiting = false;

@@ -904,6 +904,41 @@ def t_nginx_nocma(ctx):
 	return '100 MiB 4 times in %s s' % ', '.join('%.2f' % t for t in times)
 
 
+@test('nocma-python')
+def t_nocma_python(ctx):
+	"""shm's staging mode under a program that sends with a timeout set
+	(Python's sendall: a non-blocking socket and poll) pieces of 1 B to
+	256 KiB: a large piece goes by a staged RDMA write into the reader's
+	ring, which ends with the reader's progress, and the sender waits for
+	it. When the last progress before that wait's sleep took the write's
+	completion, nothing woke the sender again, and the reader (a sink)
+	waited for the bytes behind it: both stood still (every run, after
+	about 100 MiB)."""
+	env = {'SDP_SHM_NO_CMA': 1}
+	port = free_port()
+	n = 160 * MIB
+	srv = ctx.spawn('sink', [PY, PEERS, 'sink', str(port), '--io-timeout',
+				 '10'], env=env)
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send', [PY, PEERS, 'send', str(port), str(n),
+			       '--io-timeout', '10'], 60, env=env)
+	check(srv.wait(30) == 0, 'sink failed: %s' % srv.err()[-400:])
+	got, sent = srv.json_lines()[-1], cli.json_lines()[-1]
+	check(sent['sent'] == n and got['bytes'] == n and
+	      got['sha'] == sent['sha'] and got['end'] == 'eof',
+	      'sent %d sha %s, got %d sha %s (%s)' %
+	      (sent['sent'], sent['sha'][:16], got['bytes'], got['sha'][:16],
+	       got['end']))
+	st = ctx.stats()
+	cs = by_pid(st, srv.pid)
+	check(len(cs) == 1, 'sink: %d connections in its stats' % len(cs))
+	check_all_san(cs, 'sink')
+	check(cs[0]['rx_rdma_write'] > n // 2, 'sink: less than half came by '
+	      'staged RDMA write: %s' % fmt_conn(cs[0]))
+	return '160 MiB exact, %.0f%% by staged RDMA write' % (
+		100.0 * cs[0]['rx_rdma_write'] / n)
+
+
 def socat_stream(ctx, n, block, secs=60):
 	"""Random data both ways at once through socat without a child: each
 	side streams a file into the connection and the peer's data into
