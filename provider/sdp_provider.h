@@ -390,6 +390,12 @@ struct sdp_provider_info {
 /* post_send flags */
 #define SDP_SEND_INLINE 1u
 
+/* rdma_write / rdma_read flags. SDP_RDMA_SPREAD: the peer copies nothing
+ * while this operation runs (it waits for it), so a provider that moves
+ * the bytes with this process's CPU may spread the copy over more than
+ * one thread. A hint: a provider may ignore it. */
+#define SDP_RDMA_SPREAD 1u
+
 /*
  * The one function a module exports. Returns 0 and *prov, or a negative
  * error: -SDP_EVERSION (info->low/high_version say what the module speaks),

@@ -207,6 +207,9 @@ struct shm_provider {
 	/* shm_rendezvous.c: owner answers with their watches; a leaf */
 	pthread_mutex_t owner_lock;
 	struct shm_owner_ent owners[SHM_OWNER_CACHE];
+	/* shm_spread.c: the second copier (NULL: none yet; one that a
+	 * parent made before a fork is replaced, never used) */
+	struct shm_copier *_Atomic copier;
 };
 
 struct shm_mr {
@@ -591,6 +594,16 @@ int shm_shared_area(struct sdp_ep *ep, void **mine, void **peers,
 int shm_stage_rx(struct shm_ep *ep);
 void shm_cma_publish(struct shm_ep *ep);
 bool shm_cma_check(struct shm_ep *ep, pid_t pid);
+int shm_cma_copy(pid_t pid, bool write, const struct sdp_sge *sgl,
+		 int nsge, uint64_t skip, uint64_t raddr, uint64_t len);
+
+/* shm_spread.c */
+#define SHM_SPREAD_MIN (256u << 10)	/* smaller copies: one thread */
+#define SHM_SPREAD_CHUNK (128u << 10)	/* what a thread takes at a time */
+int shm_spread_copy(struct shm_provider *p, pid_t pid, bool write,
+		    const struct sdp_sge *sgl, int nsge, uint64_t raddr,
+		    uint64_t len);
+void shm_spread_free(struct shm_provider *p);
 int shm_stage_tx_progress(struct shm_ep *ep);
 bool shm_cma_probe(void);
 

@@ -5,7 +5,7 @@
 SHM_SRCS := provider/shm/shm_main.c provider/shm/shm_cm.c \
 	provider/shm/shm_rendezvous.c \
 	provider/shm/shm_ring.c provider/shm/shm_cq.c provider/shm/shm_mr.c \
-	provider/shm/shm_rdma.c provider/shm/shm_fault.c \
+	provider/shm/shm_rdma.c provider/shm/shm_spread.c provider/shm/shm_fault.c \
 	provider/shm/shm_peer.c provider/shm/shm_pool.c \
 	provider/shm/shm_guard.c
 SHM_OBJS := $(SHM_SRCS:%.c=$(O)/obj/%.o)

@@ -155,6 +155,7 @@ static int shm_query_address_list(struct sdp_provider *p,
 
 static void shm_cleanup(struct sdp_provider *p)
 {
+	shm_spread_free(shm_prov(p));
 	shm_owners_free(shm_prov(p));
 	shm_pool_free(shm_prov(p));
 	shm_peers_free(shm_prov(p));

@@ -39,15 +39,16 @@ static int iov_from(const struct sdp_sge *sgl, int nsge, uint64_t skip,
 	return k;
 }
 
-/* Copies len bytes between the local sgl and raddr in process pid. */
-static int cma_xfer(pid_t pid, bool write, const struct sdp_sge *sgl,
-		    int nsge, uint64_t raddr, uint64_t len)
+/* Copies len bytes between the local sgl, from its byte skip on, and
+ * raddr in process pid. */
+int shm_cma_copy(pid_t pid, bool write, const struct sdp_sge *sgl,
+		 int nsge, uint64_t skip, uint64_t raddr, uint64_t len)
 {
 	struct iovec local[SHM_MAX_SGE], remote;
 	uint64_t done = 0;
 
 	while (done < len) {
-		int k = iov_from(sgl, nsge, done, local);
+		int k = iov_from(sgl, nsge, skip + done, local);
 		ssize_t n;
 
 		remote.iov_base = (void *)(uintptr_t)(raddr + done);
@@ -64,6 +65,17 @@ static int cma_xfer(pid_t pid, bool write, const struct sdp_sge *sgl,
 		done += n;
 	}
 	return 0;
+}
+
+/* One RDMA operation's copy across processes: on two threads when the
+ * switch says the peer copies nothing meanwhile (shm_spread.c). */
+static int cma_xfer(struct shm_ep *ep, bool write, const struct sdp_sge *sgl,
+		    int nsge, uint64_t raddr, uint64_t len, uint32_t flags)
+{
+	if (flags & SDP_RDMA_SPREAD)
+		return shm_spread_copy(ep->prov, ep->peer_pid, write, sgl,
+				       nsge, raddr, len);
+	return shm_cma_copy(ep->peer_pid, write, sgl, nsge, 0, raddr, len);
 }
 
 /* Within one process: plain copies, after the same validation. */
@@ -338,7 +350,7 @@ int shm_rdma_write(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
 			local_xfer(true, sgl, nsge, addr);
 			goto unlock;
 		}
-		ret = cma_xfer(ep->peer_pid, true, sgl, nsge, addr, len);
+		ret = cma_xfer(ep, true, sgl, nsge, addr, len, flags);
 		if (ret != -EPERM)
 			goto unlock;
 		cma_denied(ep);
@@ -387,7 +399,7 @@ int shm_rdma_read(struct sdp_ep *e, const struct sdp_sge *sgl, int nsge,
 		local_xfer(false, sgl, nsge, addr);
 		goto unlock;
 	}
-	ret = cma_xfer(ep->peer_pid, false, sgl, nsge, addr, len);
+	ret = cma_xfer(ep, false, sgl, nsge, addr, len, flags);
 	if (ret == -EPERM) {
 		cma_denied(ep);
 		ret = -EOPNOTSUPP;

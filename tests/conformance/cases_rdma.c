@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * cases_rdma.c - conformance cases for RDMA between two processes: exact
- * transfers from 1 B to 64 MiB (unaligned, one or several SGEs, timed at
- * 64 MiB), and the protection rules a peer can never get around.
+ * transfers from 1 B to 64 MiB (unaligned, one or several SGEs, with and
+ * without SDP_RDMA_SPREAD, timed at 64 MiB), and the protection rules a
+ * peer can never get around.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -18,6 +19,9 @@ static const size_t sizes[] = { 1, 7, 4096, 65536 + 3, 1 << 20, 64 << 20 };
 #define ROFF 7		/* remote offset inside the registered region */
 #define LOFF 5		/* local misalignment */
 #define GAP 16		/* bytes between local SGEs */
+/* variants of each size: one SGE; several; several with SDP_RDMA_SPREAD (a
+ * hint the provider may follow or not: the bytes are the same) */
+#define NVARIANTS 3
 
 struct xfer_req {
 	uint64_t n;
@@ -53,7 +57,7 @@ static int role_target(struct side *s, void *arg)
 	char done;
 
 	for (i = 0; i < NSIZES; i++) {
-		for (v = 0; v < 2; v++) {
+		for (v = 0; v < NVARIANTS; v++) {
 			n = sizes[i];
 			rlen = n + 2 * ROFF + 1;
 			base = malloc(rlen + 8);
@@ -148,7 +152,7 @@ static int role_initiator(struct side *s, void *arg)
 	int v, k, nsge, rc;
 
 	for (i = 0; i < NSIZES; i++) {
-		for (v = 0; v < 2; v++) {
+		for (v = 0; v < NVARIANTS; v++) {
 			TRY(side_recv(s, &rq, sizeof(rq), NULL, 30000));
 			CHECK(rq.n == sizes[i], "protocol: size %llu, expected "
 			      "%zu", (unsigned long long)rq.n, sizes[i]);
@@ -173,7 +177,10 @@ static int role_initiator(struct side *s, void *arg)
 				SDP_ACCESS_LOCAL_WRITE, &mr);
 			CHECK(rc == 0, "RegisterMemory(%zu): %s", llen,
 			      conf_err(rc));
-			TRY(do_xfer(s, ra->write, loc, mr, &rq, nsge, &us));
+			s->rdma_flags = v == 2 ? SDP_RDMA_SPREAD : 0;
+			rc = do_xfer(s, ra->write, loc, mr, &rq, nsge, &us);
+			s->rdma_flags = 0;
+			TRY(rc);
 			if (!ra->write) {
 				for (k = 0, off = 0; k < nsge; k++) {
 					size_t piece = k == nsge - 1 ?
@@ -202,11 +209,12 @@ static int role_initiator(struct side *s, void *arg)
 				}
 			}
 			if (rq.n == sizes[NSIZES - 1])
-				printf("    %s %llu MiB, %d SGE%s: %.1f ms, "
+				printf("    %s %llu MiB, %d SGE%s%s: %.1f ms, "
 				       "%.0f MiB/s\n",
 				       ra->write ? "rdma_write" : "rdma_read",
 				       (unsigned long long)(rq.n >> 20), nsge,
-				       nsge > 1 ? "s" : "", us / 1000.0,
+				       nsge > 1 ? "s" : "",
+				       v == 2 ? ", spread" : "", us / 1000.0,
 				       (double)rq.n / 1048576.0 /
 				       ((double)(us ? us : 1) / 1e6));
 			rc = s->m->ext.deregister_memory(s->m->prov, mr);

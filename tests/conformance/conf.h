@@ -101,6 +101,7 @@ struct side {
 	struct sdp_ep *ep;
 	struct sdp_ep_attr attr;
 	struct side *buddy;	/* polled too while waiting (one thread) */
+	uint32_t rdma_flags;	/* given to rdma_write/rdma_read (SDP_RDMA_*) */
 	/* control receives go up when the connection starts, before it
 	 * completes: the peer may send at once, and iWARP has no
 	 * receiver-not-ready retry (a send that finds none ends it). Set by

@@ -467,9 +467,11 @@ int side_rdma(struct side *s, int write, const struct sdp_sge *sgl, int n,
 	int rc;
 
 	if (write)
-		rc = s->m->ext.rdma_write(s->ep, sgl, n, d, off, ctx, 0);
+		rc = s->m->ext.rdma_write(s->ep, sgl, n, d, off, ctx,
+					  s->rdma_flags);
 	else
-		rc = s->m->ext.rdma_read(s->ep, sgl, n, d, off, ctx, 0);
+		rc = s->m->ext.rdma_read(s->ep, sgl, n, d, off, ctx,
+					 s->rdma_flags);
 	return side_finish(s, rc, write ? SDP_OP_RDMA_WRITE : SDP_OP_RDMA_READ,
 			   ctx, ms);
 }

@@ -9,13 +9,17 @@
  * Usage: test_shm path/to/libsdp-shm.so
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,8 +583,85 @@ static int rdma_wait(struct link *k, int ret)
 	return comp.status;
 }
 
+/* Threads of this process named name (/proc/self/task/N/comm). */
+static int threads_named(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[300], comm[32] = "";
+		int fd;
+		ssize_t r;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 e->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		r = read(fd, comm, sizeof(comm) - 1);
+		close(fd);
+		if (r > 0 && comm[r - 1] == '\n')
+			comm[r - 1] = '\0';
+		if (!strcmp(comm, name))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Could the provider make its second copier here (two CPUs or more, no
+ * seccomp filter)? */
+static bool may_spread(void)
+{
+	cpu_set_t set;
+	char buf[4096], *p;
+	int fd = open("/proc/self/status", O_RDONLY);
+	ssize_t n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) || CPU_COUNT(&set) < 2 ||
+	    fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	p = strstr(buf, "\nSeccomp:");
+	return !p || strtol(p + 9, NULL, 10) == 0;
+}
+
+/* A child of a process whose copier ran: its first spread copy makes its
+ * own (the parent's has no thread here) and moves the bytes exactly. */
+static int spread_child(struct ctx *c, struct link *k, struct sdp_mr *bmr,
+			uint8_t *b, const struct sdp_rdma_desc *d)
+{
+	uint64_t n = (4 << 20) + 13, j;
+	struct sdp_sge s = { b, n, bmr };
+	int ret;
+
+	for (j = 0; j < n; j++)
+		b[j] = pat(j, 77);
+	ret = c->write(k->ep, &s, 1, d, 5, 0, SDP_RDMA_SPREAD);
+	if (ret) {
+		printf("  child: spread write %d\n", ret);
+		return 1;
+	}
+	if (threads_named("sdp-copy") != (may_spread() ? 1 : 0)) {
+		printf("  child: %d copier threads after a spread copy\n",
+		       threads_named("sdp-copy"));
+		return 1;
+	}
+	return 0;
+}
+
 /* Across processes: RDMA 1 B .. 64 MiB at unaligned offsets, checked by
- * the target's own checksum and by reading back; bad descriptors; death. */
+ * the target's own checksum and by reading back; the same spread over two
+ * threads (SDP_RDMA_SPREAD), also in a child of the copier's process; bad
+ * descriptors; death. */
 static int test_fork(const char *options, int port)
 {
 	static const uint64_t sizes[] = { 1, 3, 4095, 65536, 65537,
@@ -622,13 +703,25 @@ static int test_fork(const char *options, int port)
 	d = k.rsp.d;
 	CHECK(k.rsp.val == 0 && d.length == REGION, "child REG %d",
 	      (int)k.rsp.val);
-	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		uint64_t n = sizes[i], off = (i * 4099) % 61, j;
-		struct sdp_sge s = { b, n, bmr };
+	for (i = 0; i < 2 * sizeof(sizes) / sizeof(sizes[0]); i++) {
+		unsigned si = i % (sizeof(sizes) / sizeof(sizes[0]));
+		uint64_t n = sizes[si], off = (si * 4099) % 61, j;
+		/* the second round: spread over two threads, in up to four
+		 * pieces (the copier takes chunks across their ends) */
+		uint32_t fl = si == i ? 0 : SDP_RDMA_SPREAD;
+		struct sdp_sge s[4];
+		int ns = fl && n >= 4 ? 4 : 1, q;
 
+		for (q = 0; q < ns; q++) {
+			uint64_t at = q * (n / ns);
+
+			s[q].addr = b + at;
+			s[q].length = q == ns - 1 ? n - at : n / ns;
+			s[q].mr = bmr;
+		}
 		for (j = 0; j < n; j++)
 			b[j] = pat(j, 40 + i);
-		ret = rdma_wait(&k, c.write(k.ep, &s, 1, &d, off, i, 0));
+		ret = rdma_wait(&k, c.write(k.ep, s, ns, &d, off, i, fl));
 		CHECK(ret == 0, "write %llu at %llu: %d",
 		      (unsigned long long)n, (unsigned long long)off, ret);
 		if (call(&k, "SUM", off, n))
@@ -638,13 +731,31 @@ static int test_fork(const char *options, int port)
 		      (unsigned long long)n);
 		if (c.read) {
 			memset(b, 0, n);
-			ret = c.read(k.ep, &s, 1, &d, off, i, 0);
+			ret = c.read(k.ep, s, ns, &d, off, i, fl);
 			CHECK(ret == 0, "read %d", ret);
 			for (j = 0; j < n && b[j] == pat(j, 40 + i); j++)
 				;
 			CHECK(j == n, "read back differs at %llu",
 			      (unsigned long long)j);
 		}
+	}
+	if (c.read) {
+		pid_t sc;
+
+		CHECK(threads_named("sdp-copy") == (may_spread() ? 1 : 0),
+		      "%d copier threads after spread copies (expected %d)",
+		      threads_named("sdp-copy"), may_spread() ? 1 : 0);
+		sc = fork();
+		if (sc == 0)
+			_exit(spread_child(&c, &k, bmr, b, &d));
+		CHECK(sc > 0 && waitpid(sc, &st, 0) == sc && WIFEXITED(st) &&
+		      WEXITSTATUS(st) == 0, "spread copy in a child failed");
+		if (call(&k, "SUM", 5, (4 << 20) + 13))
+			return -1;
+		for (uint64_t j = 0; j < (4 << 20) + 13; j++)
+			b[j] = pat(j, 77);
+		CHECK(k.rsp.val == fnv(b, (4 << 20) + 13),
+		      "target checksum after the child's spread write");
 	}
 	if (c.read) {		/* untouched bytes read as the child wrote */
 		struct sdp_sge s = { b, 50, bmr };
