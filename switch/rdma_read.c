@@ -141,7 +141,7 @@ ssize_t sw_rdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 /* Pulls len bytes of a REMOTE item into dst. Registration failure uses a
  * bounce through a receive-sized piece (copy). Returns 0 or < 0. */
 int sw_rdata_pull(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
-		  size_t len)
+		  size_t len, uint32_t flags)
 {
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *pv = ss->prov;
@@ -165,7 +165,8 @@ int sw_rdata_pull(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	sge.length = len;
 	sge.mr = mr;
 	ctx = sw_rdma_ctx_new(ss);
-	r = pv->mod.ext.rdma_read(ss->ep, &sge, 1, &it->desc, it->off, ctx, 0);
+	r = pv->mod.ext.rdma_read(ss->ep, &sge, 1, &it->desc, it->off, ctx,
+				  flags);
 	if (r == SDP_PENDING)
 		r = sw_rdma_wait(s, ctx);
 	pv->mod.ext.deregister_memory(pv->mod.prov, mr);

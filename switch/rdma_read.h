@@ -12,9 +12,10 @@
 
 #include "sock.h"
 
-/* Pulls len bytes of an RDATA region into dst (RdmaRead): 0 or -errno. */
+/* Pulls len bytes of an RDATA region into dst (RdmaRead): 0 or -errno.
+ * flags: SDP_RDMA_SPREAD when the peer copies nothing meanwhile. */
 int sw_rdata_pull(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
-		  size_t len);
+		  size_t len, uint32_t flags);
 
 /* Exposes p for the peer to pull, sends RDATA and waits for its
  * acknowledgement: len, or -errno (-ENOBUFS: registration failed). */

@@ -166,7 +166,8 @@ int sw_session_send_setup(struct sw_sock *s)
 	setup.recv_credits = ss->nrecv;
 	if (ss->offer_read)
 		setup.flags |= SDP_SETUP_F_RDMA_READ;
-	if (ss->xs_mine && ss->can_read)
+	/* offers we cannot read we have pushed whole (RDMA_READ unset) */
+	if (ss->xs_mine)
 		setup.flags |= SDP_SETUP_F_XSLOT;
 	/* the staging ring: target of the peer's RDMA writes */
 	if (sw_cfg.path != SW_PATH_COPY && sw_cfg.path != SW_PATH_READ) {

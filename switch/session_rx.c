@@ -128,7 +128,11 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 		struct rx_item tmp = *it;
 
 		tmp.off += skip;
-		r = sw_rdata_pull(s, &tmp, dst, n);
+		/* the sender waits for our XFER_DONE: the copy may
+		 * take both cores */
+		r = sw_rdata_pull(s, &tmp, dst, n, SDP_RDMA_SPREAD);
+		if (!r && s->st)
+			s->st->flags |= SW_CONN_RX_ALONE;
 		if (r == -EOPNOTSUPP) {
 			/* RdmaRead refused since SETUP: the sender sends
 			 * the rest of this transfer again, by staging */

@@ -129,6 +129,8 @@ struct sw_session {
 	uint32_t xs_seq;		/* our last offer */
 	bool xs_dropped;		/* an offer ended unread (xslot.c) */
 	uint32_t xs_backoff;		/* large sends left without offers */
+	uint8_t xs_nap_missed_tx;	/* claims of ours ended unwoken */
+	uint8_t xs_nap_missed_rx;	/* pushes to us ended unwoken */
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
 	bool can_read;		/* our provider offers RdmaRead */

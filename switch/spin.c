@@ -7,7 +7,12 @@
  * budget is read and written whole (relaxed), and a lost update only
  * delays the adaptation by one sleep.
  */
+#include <errno.h>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "spin.h"
@@ -50,4 +55,42 @@ void sw_spin_relax(unsigned *rounds)
 		sched_yield();
 	else
 		__builtin_ia32_pause();
+}
+
+/* The low half of a 64-bit word in memory (where the transfer slot keeps
+ * its state or push step). */
+static uint32_t *low_half(_Atomic uint64_t *word)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (uint32_t *)word;
+#else
+	return (uint32_t *)word + 1;
+#endif
+}
+
+enum sw_wait_end sw_shared_wait(_Atomic uint64_t *word, uint32_t cur32,
+				uint64_t timeout_ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(timeout_ns / 1000000000ull),
+		.tv_nsec = (long)(timeout_ns % 1000000000ull),
+	};
+
+	/* not FUTEX_PRIVATE: the word is in another process's memory too */
+	if (syscall(SYS_futex, low_half(word), FUTEX_WAIT, cur32, &ts, NULL,
+		    0) == 0)
+		return SW_WAIT_WOKEN;
+	return errno == ETIMEDOUT ? SW_WAIT_TIMEOUT : SW_WAIT_CHANGED;
+}
+
+void sw_shared_wake(_Atomic uint64_t *word)
+{
+	syscall(SYS_futex, low_half(word), FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+bool sw_cpus_several(void)
+{
+	cpu_set_t set;
+
+	return !sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 1;
 }

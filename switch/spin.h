@@ -40,4 +40,27 @@ void sw_spin_slept(struct sw_spin *sp, uint64_t slept_ns, bool event);
 #define SW_SPIN_YIELD_EVERY 16
 void sw_spin_relax(unsigned *rounds);
 
+/*
+ * A wait on a word the peer changes in memory both processes map (the
+ * transfer slot), for the one case where the peer does all of a long copy
+ * while this side has nothing to do: across users, only one side may
+ * reach the other's memory. A loop that spins meanwhile is a third
+ * runnable thread beside the copier's two, and the scheduler may then put
+ * both copying threads on one core. So such a wait spins briefly, then
+ * sleeps on the low 32 bits of the 64-bit word (a futex on shared memory)
+ * while they still hold cur32, for at most timeout_ns; the peer wakes it
+ * when it changes the word. Returns SW_WAIT_WOKEN, SW_WAIT_CHANGED (the
+ * word no longer held cur32: no sleep, no proof of a wake-up; also a
+ * signal) or SW_WAIT_TIMEOUT (a peer that did not wake us, or has not
+ * finished). Any word the peer writes is only a reason to look again.
+ */
+enum sw_wait_end { SW_WAIT_WOKEN, SW_WAIT_CHANGED, SW_WAIT_TIMEOUT };
+enum sw_wait_end sw_shared_wait(_Atomic uint64_t *word, uint32_t cur32,
+				uint64_t timeout_ns);
+void sw_shared_wake(_Atomic uint64_t *word);
+
+/* May this thread run on more than one CPU (so that a provider can spread
+ * a copy, SDP_RDMA_SPREAD)? */
+bool sw_cpus_several(void);
+
 #endif /* SW_SPIN_H */

@@ -122,6 +122,12 @@ struct sw_conn_stats {
  * (sock_diag, by sock_ino) and hides the slot once that socket is gone.
  */
 #define SW_CONN_TCP_ONLY 1u
+/* How large receives came when the two ends may not each reach the other
+ * (across users): the peer wrote whole offers into our buffers, since we
+ * may not read it; or we pulled whole ones alone, with the copy spread
+ * over our CPUs (SDP_RDMA_SPREAD), since it may not write us. */
+#define SW_CONN_RX_PUSHED 2u
+#define SW_CONN_RX_ALONE 4u
 
 struct sw_proc_stats {
 	uint32_t magic;

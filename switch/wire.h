@@ -158,7 +158,8 @@ struct sdp_msg_setup {
 _Static_assert(sizeof(struct sdp_msg_setup) == 48, "setup body");
 #define SDP_SETUP_F_RDMA_READ 0x1	/* sender can RdmaRead: offer RDATA */
 #define SDP_SETUP_F_XSLOT 0x2	/* sender has a shared area and takes
-				 * XOFFER (section 4.6) */
+				 * XOFFER (section 4.10); without
+				 * RDMA_READ it has every byte pushed */
 
 /* RDATA body: the rest of the data is in the sender's region. */
 struct sdp_msg_rdata {

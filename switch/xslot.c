@@ -17,6 +17,7 @@
 
 #include "buffers.h"
 #include "config.h"
+#include "log.h"
 #include "credits.h"
 #include "providers.h"
 #include "rdma_read.h"
@@ -32,9 +33,10 @@
 
 /* The transfer slots live in the provider's shared area, when it has one
  * (SharedArea extension, fetched by GUID: only a provider whose two ends
- * share memory offers it). Without one, no XOFFER either way. A side that
- * cannot read its peer still offers in its own slot (the peer may read
- * it: root facing an unprivileged worker), but takes no offers (SETUP). */
+ * share memory offers it). Without one, no XOFFER either way. Across
+ * users one side may reach the other and not the reverse (root facing an
+ * unprivileged worker): root offers, and has the worker push nothing;
+ * the worker offers too, and root writes all of each offer it takes. */
 void sw_xslot_attach(struct sw_sock *s)
 {
 	static const struct sdp_guid g = SDP_GUID_SHARED_AREA;
@@ -58,12 +60,27 @@ void sw_xslot_attach(struct sw_sock *s)
 		return;
 	ss->xs_mine = mine;
 	ss->xs_peer = peers;
-	ss->peer_xslot = ss->peer_takes_xoffer && ss->peer_can_read;
+	ss->peer_xslot = sw_xslot_peer_takes(ss);
+	SW_DBG("fd %d: transfer slots attached; %s", s->fd,
+	       !ss->setup_rcvd ? "the peer's SETUP still to come" :
+	       ss->peer_xslot ? "we offer large sends" :
+	       ss->write_staged ? "the peer cannot read us nor we write it: no offer" :
+	       "the peer takes no offer");
 	/* ours starts idle: no claim of an old offer can match */
 	atomic_store(&ss->xs_mine->push, 0);
 	atomic_store(&ss->xs_mine->consumed, 0);
 	__atomic_store_n(&ss->xs_mine->reserved, 0, __ATOMIC_RELAXED);
 	atomic_store(&ss->xs_mine->state, 0);
+}
+
+/* Do we offer in our slot? The peer takes offers it reads itself (with
+ * our push of half, when we can write it), or, when it cannot read us,
+ * offers we write all of into its buffer: root facing an unprivileged
+ * peer, whose memory root may reach but not the reverse. */
+bool sw_xslot_peer_takes(const struct sw_session *ss)
+{
+	return ss->xs_mine && ss->peer_takes_xoffer &&
+	       (ss->peer_can_read || !ss->write_staged);
 }
 
 /* XOFFER: bytes wait in the peer's transfer slot; queued in stream
@@ -75,7 +92,8 @@ int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
 	struct sdp_msg_rdata rd;
 
 	memcpy(&rd, body, sizeof(rd));
-	if (!ss->xs_peer || !ss->can_read)
+	/* SETUP said we take offers, read or pushed: we have a slot */
+	if (!ss->xs_peer)
 		return sw_proto_error(s, "XOFFER but no transfer slot was offered");
 	if (h->len || !rd.xfer_id || !rd.total ||
 	    rd.total > rd.region.length ||
@@ -86,6 +104,44 @@ int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
 	if (sw_rxq_remote(ss, RX_XSLOT, &rd) < 0)
 		return -ENOMEM;
 	return sw_recv_repost(s, idx);
+}
+
+/*
+ * A wait for a copy of SW_XSLOT_NAP_MIN bytes or more that the peer makes
+ * alone (across users, only one side may reach the other's memory) polls
+ * SW_XSLOT_POLL_NS, then sleeps on the slot's word (sw_shared_wait) for at
+ * most SW_XSLOT_NAP_NS at a time: the peer spreads that copy over two
+ * threads, and a third one polling beside them took a core from them.
+ * Shorter copies are polled for: a wake-up costs more than they take (64
+ * KiB writes from nobody to root ran at half the rate with naps). A peer that copies on one thread (it may use
+ * one CPU only, or its switch predates the wake-up) wakes no one: after
+ * SW_XSLOT_NAP_MISSES naps in a row that ended without a wake, the waits
+ * of that kind poll again, as they should when the peer's one CPU is not
+ * ours, and try sleeping again every SW_XSLOT_NAP_RETRY offers.
+ */
+#define SW_XSLOT_NAP_MIN (512u << 10)
+#define SW_XSLOT_POLL_NS 4000ull
+#define SW_XSLOT_NAP_NS 200000ull
+#define SW_XSLOT_NAP_MISSES 2
+#define SW_XSLOT_NAP_RETRY 256
+
+/* A nap on the slot's word while it holds cur (the low half). A wake-up
+ * clears *missed; a nap that ran out while the word changed (the peer
+ * finished without waking us) counts in it; a word that had changed
+ * before the nap tells neither. */
+static void xslot_nap(_Atomic uint64_t *word, uint64_t cur, uint8_t *missed)
+{
+	switch (sw_shared_wait(word, (uint32_t)cur, SW_XSLOT_NAP_NS)) {
+	case SW_WAIT_WOKEN:
+		*missed = 0;
+		break;
+	case SW_WAIT_TIMEOUT:
+		if (atomic_load(word) != cur && *missed < SW_XSLOT_NAP_MISSES)
+			(*missed)++;
+		break;
+	case SW_WAIT_CHANGED:
+		break;
+	}
 }
 
 /* Offers the receiver took in pieces smaller than this on average make the
@@ -135,7 +191,11 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 		sge.length = n;
 		sge.mr = mr;
 		ctx = sw_rdma_ctx_new(ss);
-		r = pv->mod.ext.rdma_write(ss->ep, &sge, 1, &sink, 0, ctx, 0);
+		/* a receiver that cannot read us waits for all of it: the
+		 * copy may take both cores */
+		r = pv->mod.ext.rdma_write(ss->ep, &sge, 1, &sink, 0, ctx,
+					   ss->peer_can_read ? 0 :
+					   SDP_RDMA_SPREAD);
 		if (r == SDP_PENDING)
 			r = sw_rdma_wait(s, ctx);
 		/* the peer described memory it does not expose */
@@ -148,6 +208,10 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 	atomic_store_explicit(&xs->push,
 			      SDP_XS_WORD(seq, r ? SDP_XP_FAILED : SDP_XP_DONE),
 			      memory_order_release);
+	/* a receiver that cannot read us sleeps while we write a large
+	 * push with two threads */
+	if (!ss->peer_can_read && n >= SW_XSLOT_NAP_MIN && sw_cpus_several())
+		sw_shared_wake(&xs->push);
 	return bad;
 }
 
@@ -197,6 +261,7 @@ ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
 	struct sdp_rmr *rmr;
 	struct sdp_mr *mr;
 	unsigned spins = 0, steps = 0, relax = 0;
+	uint64_t claimed_at = 0;
 	bool hurry;
 	uint32_t seq;
 	int r;
@@ -210,6 +275,8 @@ ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
 	if (r)
 		goto dereg_mr;
 	seq = ++ss->xs_seq ? ss->xs_seq : ++ss->xs_seq;
+	if (!(seq % SW_XSLOT_NAP_RETRY))
+		ss->xs_nap_missed_tx = 0;
 	atomic_store_explicit(&xs->consumed, 0, memory_order_relaxed);
 	atomic_store_explicit(&xs->push, 0, memory_order_relaxed);
 	__atomic_store_n(&xs->reserved, 0, __ATOMIC_RELAXED);
@@ -315,16 +382,31 @@ ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
 			/* nor forever: a receiver that keeps the claim
 			 * (a hostile one, or one stopped mid-copy) ends
 			 * the connection, not the program's write */
-			if (sw_now_ns() >= claim_end) {
+			now = sw_now_ns();
+			if (now >= claim_end) {
 				bad = "transfer slot claimed for longer than SDP_XSLOT_CLAIM_MS";
 				break;
 			}
-			deadline = sw_now_ns() + bound;
+			deadline = now + bound;
+			if (!claimed_at)
+				claimed_at = now;
+			/* we cannot write the receiver, so it copies all of
+			 * the claim: sleep until it wakes us at the end */
+			if (ss->write_staged && len - last >= SW_XSLOT_NAP_MIN &&
+			    now - claimed_at >= SW_XSLOT_POLL_NS &&
+			    ss->xs_nap_missed_tx < SW_XSLOT_NAP_MISSES) {
+				xslot_nap(&xs->state, w,
+					  &ss->xs_nap_missed_tx);
+				spins |= 63;	/* look at the peer now */
+			}
+			goto relax;
 		} else {
 			/* only the receiver writes something else here */
 			bad = "transfer slot in a state the receiver may not set";
 			break;
 		}
+		claimed_at = 0;
+relax:
 		if (!(++spins & 63)) {
 			if (sw_progress(s) < 0)
 				ss->peer_dead = true;
@@ -366,20 +448,21 @@ reg_failed:
 	return -ENOBUFS;
 }
 
-/* Waits for the sender to finish the push asked for in the slot. Returns
- * 0 when it wrote the bytes, 1 when this side must pull them itself (the
- * sender failed, or did not start within the spin budget and the request
- * was taken back), < 0 when the sender is gone (-ECONNRESET), broke the
- * protocol (-EPROTO) or kept the push STARTED for SDP_XSLOT_CLAIM_MS
- * (-ETIMEDOUT). The sink stays registered until this returns: while the
- * push is STARTED the sender may be writing into it. */
+/* Waits for the sender to finish the push of len bytes asked for in the
+ * slot. Returns 0 when it wrote the bytes, 1 when this side must pull them
+ * itself (the sender failed, or did not start within the spin budget and
+ * the request was taken back; with all, which a side that cannot pull asks
+ * for, the budget is SDP_XSLOT_CLAIM_MS), < 0 when the sender is gone
+ * (-ECONNRESET), broke the protocol (-EPROTO) or kept the push STARTED for
+ * SDP_XSLOT_CLAIM_MS (-ETIMEDOUT). The sink stays registered until this
+ * returns: while the push is STARTED the sender may be writing into it. */
 static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
-			   uint32_t seq)
+			   uint32_t seq, bool all, size_t len)
 {
 	struct sw_session *ss = &s->ss;
 	uint64_t now = sw_now_ns();
-	uint64_t end = now + (uint64_t)sw_cfg.spin_us * 1000;
 	uint64_t give_up = now + (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
+	uint64_t end = all ? give_up : now + (uint64_t)sw_cfg.spin_us * 1000;
 	unsigned spins = 0, relax = 0;
 	uint64_t w;
 
@@ -398,13 +481,22 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 		} else if (w != SDP_XS_WORD(seq, SDP_XP_STARTED)) {
 			return -EPROTO;
 		}
+		/* all of it is the sender's copy: sleep until it wakes us
+		 * (xslot_push), looking at the peer after each nap */
+		if (all && len >= SW_XSLOT_NAP_MIN &&
+		    ss->xs_nap_missed_rx < SW_XSLOT_NAP_MISSES &&
+		    sw_now_ns() - now >= SW_XSLOT_POLL_NS) {
+			xslot_nap(&xs->push, w, &ss->xs_nap_missed_rx);
+			spins |= 63;
+		}
 		if (!(++spins & 63)) {
 			sw_progress(s);
 			if (ss->peer_dead || ss->abort_rcvd)
 				return -ECONNRESET;
 			/* a push is one bounded write: a sender that
 			 * started it and never ends it is broken */
-			if (sw_now_ns() >= give_up)
+			if (sw_now_ns() >= give_up &&
+			    w == SDP_XS_WORD(seq, SDP_XP_STARTED))
 				return -ETIMEDOUT;
 			if (ss->peer_wants_wake)
 				sw_doorbell_ring(s);
@@ -471,10 +563,20 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 		sw_proto_error(s, bad);
 		return -EPROTO;
 	}
-	if (consume && len >= sw_cfg.xslot_split) {
+	/* how much we pull (half): all when the sender cannot write us,
+	 * spread over our cores (it waits); none when we cannot read it
+	 * (our SETUP said XSLOT without RDMA_READ: it offers only when it
+	 * can write us); else half
+	 * of a large read, while the sender pushes the other half */
+	if (!(seq % SW_XSLOT_NAP_RETRY))
+		ss->xs_nap_missed_rx = 0;
+	if (!ss->can_read)
+		half = 0;
+	else if (consume && len >= sw_cfg.xslot_split && ss->peer_can_read)
+		half = (len / 2) & ~(size_t)63;
+	if (half < len) {
 		struct sdp_rdma_desc sink;
 
-		half = (len / 2) & ~(size_t)63;
 		if (!pv->mod.ext.register_rdma_memory(ss->ep, dst + half,
 						      len - half,
 						      SDP_ACCESS_REMOTE_WRITE,
@@ -490,13 +592,26 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 			half = len;
 		}
 	}
+	r = 0;
 	tmp.off = base;
-	r = sw_rdata_pull(s, &tmp, dst, half);
+	if (half && ss->can_read && ss->peer_can_read) {
+		r = sw_rdata_pull(s, &tmp, dst, half, 0);
+	} else if (half && ss->can_read) {
+		r = sw_rdata_pull(s, &tmp, dst, half, SDP_RDMA_SPREAD);
+		if (!r && s->st)
+			s->st->flags |= SW_CONN_RX_ALONE;
+	} else if (half) {
+		r = -EOPNOTSUPP;	/* no sink: the sender sends it again */
+	}
 	if (sink_rmr) {
-		pw = xslot_push_wait(s, xs, seq);
-		if (pw == 1 && !r) {
+		pw = xslot_push_wait(s, xs, seq, !half, len - half);
+		if (pw == 1 && !r && !ss->can_read) {
+			/* the sender could not write us after all: the rest
+			 * of this offer and every later send go another way */
+			r = -EOPNOTSUPP;
+		} else if (pw == 1 && !r) {
 			tmp.off = base + half;
-			r = sw_rdata_pull(s, &tmp, dst + half, len - half);
+			r = sw_rdata_pull(s, &tmp, dst + half, len - half, 0);
 		} else if (pw == -EPROTO) {
 			bad = "transfer slot push in a state the sender may not set";
 		} else if (pw == -ETIMEDOUT) {
@@ -505,6 +620,8 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 			r = pw;
 		} else if (pw == 0 && s->st) {
 			s->st->rx_rdma_write += len - half;
+			if (!half)
+				s->st->flags |= SW_CONN_RX_PUSHED;
 		}
 		pv->mod.ext.deregister_rdma_memory(ss->ep, sink_rmr);
 	}
@@ -525,6 +642,11 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 							SDP_XS_OFFERED)) &&
 	    !bad && !ss->peer_dead)
 		bad = "transfer slot state changed during our claim";
+	/* a sender that cannot write us sleeps while we copy a large claim
+	 * with two threads */
+	if (!ss->peer_can_read && half >= SW_XSLOT_NAP_MIN &&
+	    sw_cpus_several())
+		sw_shared_wake(&xs->state);
 	if (bad) {
 		sw_proto_error(s, bad);
 		return -EPROTO;

@@ -819,11 +819,13 @@ static void text_conn(const struct snapshot *sn, uint32_t slot,
 	       human(b[1], sizeof(b[1]), c->tx_rdma_read, o->raw, ""),
 	       human(b[2], sizeof(b[2]), c->tx_rdma_write, o->raw, ""),
 	       human(b[3], sizeof(b[3]), c->tx_tcp, o->raw, ""));
-	printf("        rx: copy %s  rdma-read %s  rdma-write %s  tcp %s\n",
+	printf("        rx: copy %s  rdma-read %s  rdma-write %s  tcp %s%s\n",
 	       human(b[0], sizeof(b[0]), c->rx_copy, o->raw, ""),
 	       human(b[1], sizeof(b[1]), c->rx_rdma_read, o->raw, ""),
 	       human(b[2], sizeof(b[2]), c->rx_rdma_write, o->raw, ""),
-	       human(b[3], sizeof(b[3]), c->rx_tcp, o->raw, ""));
+	       human(b[3], sizeof(b[3]), c->rx_tcp, o->raw, ""),
+	       c->flags & SW_CONN_RX_PUSHED ? "  (offers pushed whole)" :
+	       c->flags & SW_CONN_RX_ALONE ? "  (offers pulled alone)" : "");
 	printf("        messages tx %" PRIu64 " rx %" PRIu64
 	       "  credit-stalls %" PRIu64 "  wake-ups %" PRIu64
 	       "  doorbells %" PRIu64 "  reg-failures %" PRIu64 "\n",
@@ -941,6 +943,9 @@ static void json_conn(const struct sw_conn_stats *c, uint32_t slot)
 	printf(",\n       ");
 	json_paths("rx", c->rx_copy, c->rx_rdma_read, c->rx_rdma_write,
 		   c->rx_tcp);
+	printf(", \"rx_pushed\": %s, \"rx_alone\": %s",
+	       c->flags & SW_CONN_RX_PUSHED ? "true" : "false",
+	       c->flags & SW_CONN_RX_ALONE ? "true" : "false");
 	printf(",\n       \"msgs_tx\": %" PRIu64 ", \"msgs_rx\": %" PRIu64
 	       ", \"credit_stalls\": %" PRIu64 ", \"wakeups\": %" PRIu64
 	       ", \"doorbells\": %" PRIu64 ", \"reg_failures\": %" PRIu64

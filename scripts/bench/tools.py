@@ -405,19 +405,22 @@ def haproxy(ctx):
 
 # -- users -----------------------------------------------------------------
 # iperf3 between two users: the server as root, the client as nobody, which
-# the kernel keeps from root's memory (root may still read it).
+# the kernel keeps from root's memory (root may still read it). 1 MiB
+# writes, and 64 KiB ones (the smallest that go by the transfer slot).
 def users(ctx):
 	t = 1 if ctx.quick else 2
 
 	for rev, test in (([], 'nobody-to-root'), (['-R'], 'root-to-nobody')):
-		def cmds(port, rev=rev):
-			return (['iperf3', '-s', '-p', str(port)],
-				['setpriv', '--reuid=nobody', '--regid=nogroup',
-				 '--clear-groups', 'iperf3', '-c', '127.0.0.1',
-				 '-p', str(port), '-t', str(t), '-l', '1M',
-				 '-J'] + rev)
-		ctx.pair('users', test, '1M', nbytes('1M'), cmds, iperf3_json,
-			 t + 1)
+		for size in (('1M',) if ctx.quick else ('64K', '1M')):
+			def cmds(port, rev=rev, size=size):
+				return (['iperf3', '-s', '-p', str(port)],
+					['setpriv', '--reuid=nobody',
+					 '--regid=nogroup', '--clear-groups',
+					 'iperf3', '-c', '127.0.0.1', '-p',
+					 str(port), '-t', str(t), '-l', size,
+					 '-J'] + rev)
+			ctx.pair('users', test, size, nbytes(size), cmds,
+				 iperf3_json, t + 1)
 
 
 # -- pgbench -------------------------------------------------------------

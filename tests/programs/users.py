@@ -57,18 +57,28 @@ def open_dirs(ctx):
 	os.chmod(ctx.statdir, 0o1733)
 
 
-def stat_path_checks(c, what, want_read):
+def stat_path_checks(c, what, want_read, offers=False):
 	"""The data path each side chose at set-up: a receiver the kernel
-	lets read its peer pulls (RdmaRead); one it does not gets the bytes
-	written into its staging ring, and never tries a pull."""
+	lets read its peer pulls (RdmaRead), alone, since its peer may not
+	write it; one it does not has the bytes written by its peer (into its
+	buffer when it takes the offer, else into its staging ring), and never
+	tries a pull. With offers (a transfer of many large sends, each
+	offered for the receiver to take if it reads in time), some are taken
+	whole by the one side that may reach the other."""
 	if want_read:
 		R.check(c['rx_rdma_read'] > 0, '%s: nothing came by RdmaRead '
 			'although this side may read its peer: %s' %
 			(what, R.fmt_conn(c)))
+		R.check(not offers or c['rx_alone'], '%s: no offer was '
+			'pulled whole by this side alone: %s' %
+			(what, R.fmt_conn(c)))
 	else:
 		R.check(c['rx_rdma_read'] == 0 and c['rx_rdma_write'] > 0,
 			'%s: this side may not read its peer, so the bytes come '
-			'by RDMA write into its ring: %s' % (what, R.fmt_conn(c)))
+			'by RDMA write: %s' % (what, R.fmt_conn(c)))
+		R.check(not offers or c['rx_pushed'], '%s: no offer was '
+			'pushed whole into this side, which may not read its '
+			'peer: %s' % (what, R.fmt_conn(c)))
 
 
 def large_paths_check(c, what):
@@ -170,7 +180,7 @@ def cross_users(ctx, suser, cuser):
 	stat_path_checks(R.by_pid(st, rcpid)[-1], 'iperf3 -R client',
 			 not srv_reads)
 	stat_path_checks(R.by_pid(st, hspid)[-1], 'hashed transfer server',
-			 srv_reads)
+			 srv_reads, offers=True)
 	return 'iperf3 %.1f Gbit/s, -R %.1f Gbit/s' % (bps / 1e9, rbps / 1e9)
 
 
