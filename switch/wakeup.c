@@ -81,8 +81,12 @@ static bool arm_wake(struct sw_sock *s)
  * doorbell at all. Such a wait sleeps on the provider's CQ as well, armed
  * here before the last check. A local provider's messages are in place
  * before the doorbell goes: its CQ keeps no fd (SDP_CAP_LOCAL_ONLY), except
- * for a wait on our own PENDING RDMA (shm's staging mode), which the
- * peer's progress completes without a message, hence without a doorbell.
+ * for a wait on our own PENDING RDMA (shm's staging mode) or PENDING
+ * sends (shm's ring full at the peer), which the peer's progress
+ * completes without a message, hence without a doorbell: a sender asleep
+ * for XFER_DONE with its last message still waiting for room in the
+ * reader's ring never delivered it, and the reader, out of credits, could
+ * not send the XFER_DONE (read_release under ASan, 1 run in 6).
  * Returns the fd to add to the sleep, or -1.
  */
 int sw_cq_sleep_fd(struct sw_sock *s)
@@ -91,7 +95,7 @@ int sw_cq_sleep_fd(struct sw_sock *s)
 	int fd;
 
 	if (!ss->cq || ((ss->prov->mod.info.caps & SDP_CAP_LOCAL_ONLY) &&
-			!ss->rdma_waiting))
+			!ss->rdma_waiting && !ss->sends_pending))
 		return -1;
 	fd = ss->prov->mod.ops.cq_notify_fd(ss->cq);
 	if (fd < 0 || ss->prov->mod.ops.cq_arm(ss->cq))
