@@ -290,12 +290,7 @@ static int on_setup(struct sw_sock *s, uint32_t idx,
 	 * after this one came: sw_xslot_attach looks again), and the peer's
 	 * RdmaRead to take them */
 	ss->peer_takes_xoffer = (su.flags & SDP_SETUP_F_XSLOT) != 0;
-	ss->peer_xslot = sw_xslot_peer_takes(ss);
-	SW_DBG("fd %d: the peer %s, %s; we %s", s->fd,
-	       ss->peer_can_read ? "reads us" : "cannot read us",
-	       ss->peer_takes_xoffer ? "takes offers" : "takes no offer",
-	       !ss->xs_mine ? "have no transfer slot yet" :
-	       ss->peer_xslot ? "offer large sends" : "make no offer");
+	sw_xslot_decide(s);
 	r = sw_recv_repost(s, idx);
 	if (r)
 		return r;

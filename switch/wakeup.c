@@ -85,8 +85,8 @@ static bool arm_wake(struct sw_sock *s)
  * sends (shm's ring full at the peer), which the peer's progress
  * completes without a message, hence without a doorbell: a sender asleep
  * for XFER_DONE with its last message still waiting for room in the
- * reader's ring never delivered it, and the reader, out of credits, could
- * not send the XFER_DONE (read_release under ASan, 1 run in 6).
+ * reader's ring would never deliver it, and a reader out of credits
+ * could not send the XFER_DONE.
  * Returns the fd to add to the sleep, or -1.
  */
 int sw_cq_sleep_fd(struct sw_sock *s)

@@ -17,8 +17,8 @@
 
 #include "buffers.h"
 #include "config.h"
-#include "log.h"
 #include "credits.h"
+#include "log.h"
 #include "providers.h"
 #include "rdma_read.h"
 #include "session_msg.h"
@@ -60,12 +60,7 @@ void sw_xslot_attach(struct sw_sock *s)
 		return;
 	ss->xs_mine = mine;
 	ss->xs_peer = peers;
-	ss->peer_xslot = sw_xslot_peer_takes(ss);
-	SW_DBG("fd %d: transfer slots attached; %s", s->fd,
-	       !ss->setup_rcvd ? "the peer's SETUP still to come" :
-	       ss->peer_xslot ? "we offer large sends" :
-	       ss->write_staged ? "the peer cannot read us nor we write it: no offer" :
-	       "the peer takes no offer");
+	sw_xslot_decide(s);
 	/* ours starts idle: no claim of an old offer can match */
 	atomic_store(&ss->xs_mine->push, 0);
 	atomic_store(&ss->xs_mine->consumed, 0);
@@ -76,11 +71,19 @@ void sw_xslot_attach(struct sw_sock *s)
 /* Do we offer in our slot? The peer takes offers it reads itself (with
  * our push of half, when we can write it), or, when it cannot read us,
  * offers we write all of into its buffer: root facing an unprivileged
- * peer, whose memory root may reach but not the reverse. */
-bool sw_xslot_peer_takes(const struct sw_session *ss)
+ * peer, whose memory root may reach but not the reverse. Decided when our
+ * slot is attached and when the peer's SETUP comes, whichever is last. */
+void sw_xslot_decide(struct sw_sock *s)
 {
-	return ss->xs_mine && ss->peer_takes_xoffer &&
-	       (ss->peer_can_read || !ss->write_staged);
+	struct sw_session *ss = &s->ss;
+
+	ss->peer_xslot = ss->xs_mine && ss->peer_takes_xoffer &&
+			 (ss->peer_can_read || !ss->write_staged);
+	SW_DBG("fd %d: the peer %s, %s; we %s", s->fd,
+	       ss->peer_can_read ? "reads us" : "cannot read us",
+	       ss->peer_takes_xoffer ? "takes offers" : "takes no offer",
+	       !ss->xs_mine ? "have no transfer slot yet" :
+	       ss->peer_xslot ? "offer large sends" : "make no offer");
 }
 
 /* XOFFER: bytes wait in the peer's transfer slot; queued in stream
@@ -113,8 +116,9 @@ int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
  * most SW_XSLOT_NAP_NS at a time: the peer spreads that copy over two
  * threads, and a third one polling beside them took a core from them.
  * Shorter copies are polled for: a wake-up costs more than they take (64
- * KiB writes from nobody to root ran at half the rate with naps). A peer that copies on one thread (it may use
- * one CPU only, or its switch predates the wake-up) wakes no one: after
+ * KiB writes from nobody to root ran at half the rate with naps). A peer
+ * that copies on one thread (it may use one CPU only, or its switch
+ * predates the wake-up) wakes no one: after
  * SW_XSLOT_NAP_MISSES naps in a row that ended without a wake, the waits
  * of that kind poll again, as they should when the peer's one CPU is not
  * ours, and try sleeping again every SW_XSLOT_NAP_RETRY offers.
@@ -142,6 +146,16 @@ static void xslot_nap(_Atomic uint64_t *word, uint64_t cur, uint8_t *missed)
 	case SW_WAIT_CHANGED:
 		break;
 	}
+}
+
+/* The copying side's end of a nap: after a copy of n bytes made alone
+ * (the peer may not reach us, so it waits), wake the peer if it may be
+ * asleep on word, that is if the copy was large and ran on two threads. */
+static void xslot_wake(const struct sw_session *ss, _Atomic uint64_t *word,
+		       uint64_t n)
+{
+	if (!ss->peer_can_read && n >= SW_XSLOT_NAP_MIN && sw_cpus_several())
+		sw_shared_wake(word);
 }
 
 /* Offers the receiver took in pieces smaller than this on average make the
@@ -208,10 +222,8 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 	atomic_store_explicit(&xs->push,
 			      SDP_XS_WORD(seq, r ? SDP_XP_FAILED : SDP_XP_DONE),
 			      memory_order_release);
-	/* a receiver that cannot read us sleeps while we write a large
-	 * push with two threads */
-	if (!ss->peer_can_read && n >= SW_XSLOT_NAP_MIN && sw_cpus_several())
-		sw_shared_wake(&xs->push);
+	/* a receiver that cannot read us sleeps while we write */
+	xslot_wake(ss, &xs->push, n);
 	return bad;
 }
 
@@ -566,8 +578,8 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	/* how much we pull (half): all when the sender cannot write us,
 	 * spread over our cores (it waits); none when we cannot read it
 	 * (our SETUP said XSLOT without RDMA_READ: it offers only when it
-	 * can write us); else half
-	 * of a large read, while the sender pushes the other half */
+	 * can write us); else half of a large read, while the sender pushes
+	 * the other half */
 	if (!(seq % SW_XSLOT_NAP_RETRY))
 		ss->xs_nap_missed_rx = 0;
 	if (!ss->can_read)
@@ -594,14 +606,16 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	}
 	r = 0;
 	tmp.off = base;
-	if (half && ss->can_read && ss->peer_can_read) {
-		r = sw_rdata_pull(s, &tmp, dst, half, 0);
-	} else if (half && ss->can_read) {
-		r = sw_rdata_pull(s, &tmp, dst, half, SDP_RDMA_SPREAD);
-		if (!r && s->st)
-			s->st->flags |= SW_CONN_RX_ALONE;
-	} else if (half) {
+	if (half && !ss->can_read) {
 		r = -EOPNOTSUPP;	/* no sink: the sender sends it again */
+	} else if (half) {
+		/* a sender that cannot write us pushes nothing: it waits */
+		bool alone = !ss->peer_can_read;
+
+		r = sw_rdata_pull(s, &tmp, dst, half,
+				  alone ? SDP_RDMA_SPREAD : 0);
+		if (!r && alone && s->st)
+			s->st->flags |= SW_CONN_RX_ALONE;
 	}
 	if (sink_rmr) {
 		pw = xslot_push_wait(s, xs, seq, !half, len - half);
@@ -642,11 +656,8 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 							SDP_XS_OFFERED)) &&
 	    !bad && !ss->peer_dead)
 		bad = "transfer slot state changed during our claim";
-	/* a sender that cannot write us sleeps while we copy a large claim
-	 * with two threads */
-	if (!ss->peer_can_read && half >= SW_XSLOT_NAP_MIN &&
-	    sw_cpus_several())
-		sw_shared_wake(&xs->state);
+	/* a sender that cannot write us sleeps while we pull */
+	xslot_wake(ss, &xs->state, half);
 	if (bad) {
 		sw_proto_error(s, bad);
 		return -EPROTO;

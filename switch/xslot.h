@@ -25,9 +25,9 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 void sw_xslot_drop(struct sw_session *ss, struct rx_item *it,
 		   struct rx_item **peek_it, uint64_t *peek_off);
 
-/* Sender: does the peer take our offers (its SETUP, and what the kernel
- * lets each side do to the other)? */
-bool sw_xslot_peer_takes(const struct sw_session *ss);
+/* Sender: sets whether the peer takes our offers (its SETUP, and what the
+ * kernel lets each side do to the other), and says so in the debug log. */
+void sw_xslot_decide(struct sw_sock *s);
 
 /* Attaches the transfer slots in the provider's shared area, when it
  * has one (SharedArea extension). */
