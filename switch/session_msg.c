@@ -249,9 +249,24 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 	return 0;
 }
 
-/* A malformed or hostile message: close this connection, say why. */
+/*
+ * A malformed or hostile message: close this connection, say why. Before
+ * this side is committed to the upgrade (docs/protocol.md 2.5) every byte
+ * of the stream is still on TCP and the peer cannot have switched: the
+ * upgrade is given up instead (upgrading() falls back, bad-hello), and the
+ * program keeps its connection. A peer of a later version whose SETUP
+ * says what this one does not know ends up here.
+ */
 int sw_proto_error(struct sw_sock *s, const char *why)
 {
+	if (s->state == SW_UPGRADING && sw_upgrade_can_give_up(s)) {
+		if (!s->ss.error)
+			SW_WARN("fd %d: the peer's upgrade message is malformed (%s): staying on TCP; run the same sdp-switch version on both ends",
+				s->fd, why);
+		s->ss.error = EPROTO;
+		sw_event(s);
+		return -EPROTO;
+	}
 	SW_ERR("fd %d: closing the connection: malformed message from the peer: %s",
 	       s->fd, why);
 	s->ss.error = EPROTO;

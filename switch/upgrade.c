@@ -618,12 +618,16 @@ static void upgrading(struct sw_sock *s)
 
 	if (s->state != SW_UPGRADING)
 		return;
-	if (r < 0)
-		sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
-			    sdp_strerror(r));
-	else if (s->ss.error)
+	if (s->ss.error && sw_upgrade_can_give_up(s))
+		/* the peer's message, refused (sw_proto_error): TCP goes on */
+		sw_fallback(s, SDP_FB_BAD_HELLO,
+			    "malformed upgrade message from the peer");
+	else if (s->ss.error)	/* committed: the connection was closed */
 		sw_fallback(s, SDP_FB_PROVIDER_CONNECT,
 			    "protocol error during the upgrade");
+	else if (r < 0)
+		sw_fallback(s, unless_ended(s, SDP_FB_PROVIDER_CONNECT),
+			    sdp_strerror(r));
 	else if (s->ss.peer_dead)
 		sw_fallback(s, unless_ended(s, SDP_FB_PEER_ABANDONED),
 			    "the peer closed its provider connection");

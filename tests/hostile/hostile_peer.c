@@ -503,10 +503,22 @@ static int c_second_setup(struct peer *p)
 	return send_setup(p) ?: send_magic(p) ?: send_setup(p);
 }
 
-/* Stream bytes after SETUP with no SWITCH saying where the TCP ones end. */
+/* Stream bytes after SETUP with no SWITCH saying where the TCP ones end,
+ * once the server committed (its SETUP came). */
 static int c_data_before_switch(struct peer *p)
 {
-	return send_setup_only(p) ?: send_magic(p);
+	uint64_t end = now_ms() + 3000;
+
+	if (send_setup_only(p))
+		return -1;
+	while (!p->got_setup && now_ms() < end) {
+		if (peer_poll(p) < 0)
+			return fail(p, "provider connection lost before SETUP");
+		usleep(500);
+	}
+	if (!p->got_setup)
+		return fail(p, "the server sent no SETUP");
+	return send_magic(p);
 }
 
 /* A SWITCH claiming fewer TCP bytes than the server already read. */
@@ -1143,65 +1155,84 @@ struct hcase {
 	const char *reason;	/* expected in the server's log line; NULL:
 				 * run() checks, the server must log no
 				 * closing and live */
+	bool on_tcp;		/* the server was not committed yet: it
+				 * gives the upgrade up and the connection
+				 * goes on, on TCP (bad-hello), not closed */
 };
 
 static const struct hcase cases[] = {
-	{ "bad_type", c_bad_type, "unknown message type 127" },
-	{ "type_zero", c_type_zero, "unknown message type 0" },
-	{ "unknown_flags", c_unknown_flags, "unknown flags 0x80" },
-	{ "reserved_field", c_reserved, "reserved header field" },
-	{ "truncated", c_truncated, "shorter than its header" },
-	{ "length_mismatch", c_len_mismatch, "not what arrived" },
-	{ "length_huge", c_len_huge, "not what arrived" },
-	{ "oversized", c_oversized, "longer than the receive buffer" },
-	{ "wrong_seq", c_bad_seq, "sequence 7 where 2 was due" },
-	{ "no_setup", c_no_setup, "first message is not SETUP" },
-	{ "second_setup", c_second_setup, "second SETUP" },
-	{ "setup_mismatch", c_setup_mismatch, "SETUP differs" },
-	{ "setup_staging_ro", c_setup_staging_ro, "staging ring" },
-	{ "credits_beyond", c_credits_beyond, "credit return beyond" },
-	{ "credit_overrun", c_credit_overrun, "credit" },
-	{ "data_after_fin", c_data_after_fin, "DATA after FIN" },
-	{ "oob_two_bytes", c_oob_two, "OOB carries 2 bytes" },
-	{ "wake_reserved", c_wake_reserved, "malformed WAKE_ME" },
-	{ "rdata_forged", c_rdata_forged, "RDATA" },
-	{ "rdata_outside", c_rdata_outside, "RDATA" },
-	{ "rdata_total", c_rdata_total, "RDATA total" },
-	{ "wdata_beyond", c_wdata_beyond, "WDATA outside" },
-	{ "wdata_offset", c_wdata_offset, "WDATA outside" },
-	{ "wdata_wrap", c_wdata_wrap, "WDATA outside" },
-	{ "staging_free", c_staging_free, "STAGING_FREE beyond" },
-	{ "xfer_done", c_xfer_done, "XFER_DONE for no pending" },
-	{ "tcp_garbage", c_tcp_garbage, "on TCP while carried" },
-	{ "data_before_switch", c_data_before_switch, "before SWITCH" },
-	{ "switch_behind", c_switch_behind, "SWITCH before bytes already read" },
+	{ "bad_type", c_bad_type, "unknown message type 127", false },
+	{ "type_zero", c_type_zero, "unknown message type 0", false },
+	{ "unknown_flags", c_unknown_flags, "unknown flags 0x80", false },
+	{ "reserved_field", c_reserved, "reserved header field", false },
+	{ "truncated", c_truncated, "shorter than its header", false },
+	{ "length_mismatch", c_len_mismatch, "not what arrived", false },
+	{ "length_huge", c_len_huge, "not what arrived", false },
+	{ "oversized", c_oversized, "longer than the receive buffer", false },
+	{ "wrong_seq", c_bad_seq, "sequence 7 where 2 was due", false },
+	{ "no_setup", c_no_setup, "first message is not SETUP", true },
+	{ "second_setup", c_second_setup, "second SETUP", false },
+	{ "setup_mismatch", c_setup_mismatch, "SETUP differs", true },
+	{ "setup_staging_ro", c_setup_staging_ro, "staging ring", true },
+	{ "credits_beyond", c_credits_beyond, "credit return beyond", false },
+	{ "credit_overrun", c_credit_overrun, "credit", false },
+	{ "data_after_fin", c_data_after_fin, "DATA after FIN", false },
+	{ "oob_two_bytes", c_oob_two, "OOB carries 2 bytes", false },
+	{ "wake_reserved", c_wake_reserved, "malformed WAKE_ME", false },
+	{ "rdata_forged", c_rdata_forged, "RDATA", false },
+	{ "rdata_outside", c_rdata_outside, "RDATA", false },
+	{ "rdata_total", c_rdata_total, "RDATA total", false },
+	{ "wdata_beyond", c_wdata_beyond, "WDATA outside", false },
+	{ "wdata_offset", c_wdata_offset, "WDATA outside", false },
+	{ "wdata_wrap", c_wdata_wrap, "WDATA outside", false },
+	{ "staging_free", c_staging_free, "STAGING_FREE beyond", false },
+	{ "xfer_done", c_xfer_done, "XFER_DONE for no pending", false },
+	{ "tcp_garbage", c_tcp_garbage, "on TCP while carried", false },
+	{ "data_before_switch", c_data_before_switch, "before SWITCH", false },
+	{ "switch_behind", c_switch_behind,
+	  "SWITCH before bytes already read", false },
 };
 
 /* hostile_peer slot: against a server with short slot bounds */
 static const struct hcase slot_cases[] = {
-	{ "xoffer_total", c_xoffer_total, "malformed XOFFER" },
-	{ "xoffer_forged", c_xoffer_forged, "XOFFER region refused" },
-	{ "xslot_never_offered", c_xslot_never_offered, "older than the offer" },
-	{ "xslot_state_garbage", c_xslot_state_garbage, "transfer slot state the sender may not set" },
-	{ "xslot_claimed", c_xslot_claimed, "claimed by someone else" },
-	{ "xslot_reserved", c_xslot_reserved, "reserved word not zero" },
-	{ "xslot_push_garbage", c_xslot_push_garbage, "push in a state the sender may not set" },
-	{ "xslot_push_stuck", c_xslot_push_stuck, "push started but not finished" },
-	{ "xslot_flip", c_xslot_flip, "state changed during our claim" },
-	{ "slot_state_garbage", c_slot_state_garbage, "state the receiver may not set" },
-	{ "slot_state_seq", c_slot_state_seq, "state the receiver may not set" },
-	{ "slot_claim_forever", c_slot_claim_forever, "claimed for longer" },
-	{ "slot_count_beyond", c_slot_count_beyond, "count beyond the offer" },
-	{ "slot_count_back", c_slot_count_back, "count went back" },
-	{ "slot_push_range", c_slot_push_range, "push range outside the offer" },
-	{ "slot_push_wrap", c_slot_push_wrap, "push range outside the offer" },
-	{ "slot_push_zero", c_slot_push_zero, "push range outside the offer" },
-	{ "slot_sink_short", c_slot_sink_short, "push longer than its sink" },
-	{ "slot_sink_forged", c_slot_sink_forged, "sink refused by the provider" },
-	{ "slot_sink_ro", c_slot_sink_ro, "sink refused by the provider" },
-	{ "slot_push_word", c_slot_push_word, "push word the receiver may not set" },
-	{ "slot_reserved", c_slot_reserved, "reserved word not zero" },
-	{ "slot_after_close", c_slot_after_close, NULL },
+	{ "xoffer_total", c_xoffer_total, "malformed XOFFER", false },
+	{ "xoffer_forged", c_xoffer_forged, "XOFFER region refused", false },
+	{ "xslot_never_offered", c_xslot_never_offered,
+	  "older than the offer", false },
+	{ "xslot_state_garbage", c_xslot_state_garbage,
+	  "transfer slot state the sender may not set", false },
+	{ "xslot_claimed", c_xslot_claimed, "claimed by someone else", false },
+	{ "xslot_reserved", c_xslot_reserved, "reserved word not zero", false },
+	{ "xslot_push_garbage", c_xslot_push_garbage,
+	  "push in a state the sender may not set", false },
+	{ "xslot_push_stuck", c_xslot_push_stuck,
+	  "push started but not finished", false },
+	{ "xslot_flip", c_xslot_flip, "state changed during our claim", false },
+	{ "slot_state_garbage", c_slot_state_garbage,
+	  "state the receiver may not set", false },
+	{ "slot_state_seq", c_slot_state_seq,
+	  "state the receiver may not set", false },
+	{ "slot_claim_forever", c_slot_claim_forever,
+	  "claimed for longer", false },
+	{ "slot_count_beyond", c_slot_count_beyond,
+	  "count beyond the offer", false },
+	{ "slot_count_back", c_slot_count_back, "count went back", false },
+	{ "slot_push_range", c_slot_push_range,
+	  "push range outside the offer", false },
+	{ "slot_push_wrap", c_slot_push_wrap,
+	  "push range outside the offer", false },
+	{ "slot_push_zero", c_slot_push_zero,
+	  "push range outside the offer", false },
+	{ "slot_sink_short", c_slot_sink_short,
+	  "push longer than its sink", false },
+	{ "slot_sink_forged", c_slot_sink_forged,
+	  "sink refused by the provider", false },
+	{ "slot_sink_ro", c_slot_sink_ro,
+	  "sink refused by the provider", false },
+	{ "slot_push_word", c_slot_push_word,
+	  "push word the receiver may not set", false },
+	{ "slot_reserved", c_slot_reserved, "reserved word not zero", false },
+	{ "slot_after_close", c_slot_after_close, NULL, false },
 };
 
 /* Waits for the server to close the TCP connection (EOF or RST), skipping
@@ -1265,6 +1296,33 @@ static long log_size(const char *log)
 	return stat(log, &st) ? 0 : st.st_size;
 }
 
+/*
+ * An uncommitted server refused our upgrade message: its log says so and
+ * that it stays on TCP, and the connection still echoes there. Returns 0,
+ * or -1 with p->err set.
+ */
+static int stays_on_tcp(struct peer *p, const char *log, long from,
+			const char *reason)
+{
+	static const char probe[] = "still-tcp";
+	uint64_t end = now_ms() + CLOSE_BOUND_MS;
+	char back[sizeof(probe) - 1];
+
+	while (!log_has(log, from, reason, "staying on TCP") &&
+	       now_ms() < end)
+		usleep(2000);
+	if (!log_has(log, from, reason, "staying on TCP"))
+		return fail(p, "the log gives no fallback line containing \"%s\"",
+			    reason);
+	if (log_has(log, from, "closing", ""))
+		return fail(p, "the server closed the connection");
+	if (send(p->tcp, probe, sizeof(back), MSG_NOSIGNAL) != sizeof(back) ||
+	    read_full(p->tcp, back, sizeof(back), CLOSE_BOUND_MS) ||
+	    memcmp(back, probe, sizeof(back)))
+		return fail(p, "the connection no longer echoes on TCP");
+	return 0;
+}
+
 static int run_cases(int argc, char **argv, const struct hcase *table,
 		     int ncases)
 {
@@ -1318,6 +1376,23 @@ static int run_cases(int argc, char **argv, const struct hcase *table,
 				       c->name);
 				npass++;
 			}
+			peer_close(&p);
+			continue;
+		}
+		if (c->on_tcp) {
+			if (stays_on_tcp(&p, log, from, c->reason)) {
+				printf("FAIL %s: %s\n", c->name, p.err);
+				nfail++;
+			} else if (!server_alive(spid)) {
+				printf("FAIL %s: the server process died\n",
+				       c->name);
+				nfail++;
+			} else {
+				printf("PASS %s: upgrade given up, the connection goes on on TCP\n",
+				       c->name);
+				npass++;
+			}
+			fflush(stdout);
 			peer_close(&p);
 			continue;
 		}
