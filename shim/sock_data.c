@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
@@ -486,6 +487,40 @@ static ssize_t shim_sendfile(ssize_t (*real)(int, int, off_t *, size_t),
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)
 {
 	return shim_sendfile(REAL(sendfile), out_fd, in_fd, off, count);
+}
+
+/*
+ * splice(2): when one side is a switch socket (the other is then a pipe, or
+ * the kernel refuses the call), the switch moves the bytes; a socket given
+ * an offset is refused as the kernel does.
+ */
+SHIM_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out,
+			   loff_t *off_out, size_t len, unsigned int flags)
+{
+	struct sw_sock *in = shim_sock(fd_in), *out = shim_send_sock(fd_out);
+	ssize_t ret;
+
+	if (!in && !out)
+		return REAL(splice)(fd_in, off_in, fd_out, off_out, len,
+				    flags);
+	shim_enter();
+	if ((in && off_in) || (out && off_out)) {
+		errno = ESPIPE;
+		ret = -1;
+	} else if (in && out) {
+		errno = EINVAL;		/* neither is a pipe */
+		ret = -1;
+	} else if (in) {
+		ret = sw_splice_read(in, fd_out, len, flags);
+	} else {
+		ret = sw_splice_write(out, fd_in, len, flags);
+	}
+	if (in)
+		sw_sock_unref(in);
+	if (out)
+		sw_sock_unref(out);
+	shim_leave();
+	return ret;
 }
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *off,

@@ -472,9 +472,13 @@ ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 	r = sendmsg_do(s, msg, flags);
 	atomic_fetch_sub(&s->users, 1);
 	if (r == -EAGAIN)
-		atomic_fetch_add_explicit(&s->nospace_seq, 1,
-					  memory_order_relaxed);
+		sw_note_nospace(s);
 	return sw_posix(r);
+}
+
+void sw_note_nospace(struct sw_sock *s)
+{
+	atomic_fetch_add_explicit(&s->nospace_seq, 1, memory_order_relaxed);
 }
 
 static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
@@ -552,8 +556,13 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 	pthread_mutex_lock(&s->lock);
 	sw_upgrade_advance(s);
 	if (s->state == SW_TCP || s->state == SW_CONNECTING) {
+		ssize_t n;
+
 		pthread_mutex_unlock(&s->lock);
-		return sdp_sys.sendfile(s->fd, in_fd, offset, count);
+		n = sdp_sys.sendfile(s->fd, in_fd, offset, count);
+		if (n < 0 && errno == EAGAIN)
+			sw_note_nospace(s);
+		return n;
 	}
 	/* the SAN, or TCP bytes the switch counts: copied through sendmsg */
 	pthread_mutex_unlock(&s->lock);

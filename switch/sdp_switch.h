@@ -76,6 +76,15 @@ ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags);
 /* sendfile(2) with a managed socket as out_fd. */
 ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset,
 		    size_t count);
+/* splice(2) between a managed socket and a pipe: socket to pipe (read),
+ * pipe to socket (write). flags are SPLICE_F_*. */
+ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
+		       unsigned int flags);
+ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
+			unsigned int flags);
+/* A send on s found no room (EAGAIN): the room that comes later is an
+ * edge for edge-triggered EPOLLOUT (shim/epoll.c). */
+void sw_note_nospace(struct sw_sock *s);
 
 int sw_shutdown(struct sw_sock *s, int how);
 /* The program closed the last fd naming s (the shim has already removed it

@@ -12,7 +12,7 @@ SWITCH_SRCS := switch/sys.c switch/log.c switch/config.c switch/rules.c \
 	switch/downgrade.c switch/orphan.c switch/fork_exec.c \
 	switch/exec_reup.c switch/holders.c switch/blind.c \
 	switch/hello_token.c switch/peer_seen.c \
-	switch/ownfd.c switch/api_data.c \
+	switch/ownfd.c switch/api_data.c switch/api_splice.c \
 	switch/api_ctl.c switch/api_ready.c switch/flusher.c switch/spin.c switch/status.c \
 	switch/config_check.c switch/bind.c
 SWITCH_OBJS := $(SWITCH_SRCS:%.c=$(O)/obj/%.o)

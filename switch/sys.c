@@ -40,6 +40,7 @@ void sdp_sys_init(void)
 	RESOLVE(sendmmsg);
 	RESOLVE(sendfile);
 	RESOLVE(sendfile64);
+	RESOLVE(splice);
 	RESOLVE(shutdown);
 	RESOLVE(close);
 	RESOLVE(close_range);

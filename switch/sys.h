@@ -46,6 +46,7 @@ struct sdp_sys {
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 	ssize_t (*sendfile)(int, int, off_t *, size_t);
 	ssize_t (*sendfile64)(int, int, off_t *, size_t);
+	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
 	int (*shutdown)(int, int);
 	int (*close)(int);
 	int (*close_range)(unsigned int, unsigned int, int);

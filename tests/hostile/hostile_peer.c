@@ -503,9 +503,9 @@ static int c_second_setup(struct peer *p)
 	return send_setup(p) ?: send_magic(p) ?: send_setup(p);
 }
 
-/* Stream bytes after SETUP with no SWITCH saying where the TCP ones end,
- * once the server committed (its SETUP came). */
-static int c_data_before_switch(struct peer *p)
+/* Our SETUP, and the server's after it (it is committed), waited for up
+ * to 3 s; no SWITCH. */
+static int setup_committed(struct peer *p)
 {
 	uint64_t end = now_ms() + 3000;
 
@@ -518,25 +518,23 @@ static int c_data_before_switch(struct peer *p)
 	}
 	if (!p->got_setup)
 		return fail(p, "the server sent no SETUP");
-	return send_magic(p);
+	return 0;
+}
+
+/* Stream bytes after SETUP with no SWITCH saying where the TCP ones end,
+ * once the server committed (its SETUP came). */
+static int c_data_before_switch(struct peer *p)
+{
+	return setup_committed(p) ?: send_magic(p);
 }
 
 /* A SWITCH claiming fewer TCP bytes than the server already read. */
 static int c_switch_behind(struct peer *p)
 {
 	struct sdp_msg_switch sw = { .tcp_bytes = 3 };
-	uint64_t end = now_ms() + 3000;
 
-	if (send_setup_only(p))
-		return -1;
-	while (!p->got_setup && now_ms() < end) {
-		if (peer_poll(p) < 0)
-			return fail(p, "provider connection lost before SETUP");
-		usleep(500);
-	}
-	if (!p->got_setup)
-		return fail(p, "the server sent no SETUP");
-	return send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0);
+	return setup_committed(p) ?:
+	       send_msg(p, SDP_MSG_SWITCH, 0, 0, &sw, sizeof(sw), NULL, 0);
 }
 
 static int c_setup_mismatch(struct peer *p)

@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import random
+import select
 import signal
 import socket
 import sys
@@ -237,6 +238,59 @@ def cmd_echo_client(a):
 	return 1 if bad else 0
 
 
+def splice_out(s, pieces, h, timeout):
+	"""Sends pieces through a pipe with os.splice (pipe to socket): a
+	thread writes them into the pipe, this one splices; s may be
+	non-blocking (a timeout set), when splice says EAGAIN. Returns the
+	bytes sent."""
+	r, w = os.pipe()
+
+	def feed():
+		for d in pieces:
+			v = memoryview(d)
+			while v:
+				v = v[os.write(w, v):]
+			h.update(d)
+		os.close(w)
+	t = threading.Thread(target=feed, daemon=True)
+	t.start()
+	n = 0
+	while True:
+		try:
+			k = os.splice(r, s.fileno(), 1 << 20)
+		except BlockingIOError:
+			if not select.select([], [s], [], timeout)[1]:
+				raise OSError(errno.ETIMEDOUT, 'splice timed out')
+			continue
+		if k == 0:
+			break
+		n += k
+	t.join()
+	os.close(r)
+	return n
+
+
+def splice_in(c, each, timeout):
+	"""Reads the stream until EOF with os.splice (socket to pipe), the
+	pipe read at once; c may be non-blocking."""
+	r, w = os.pipe()
+	while True:
+		try:
+			k = os.splice(c.fileno(), w, 1 << 20)
+		except BlockingIOError:
+			if not select.select([c], [], [], timeout)[0]:
+				raise OSError(errno.ETIMEDOUT, 'splice timed out')
+			continue
+		if k == 0:
+			break
+		while k:
+			d = os.read(r, k)
+			each(d)
+			k -= len(d)
+	os.close(r)
+	os.close(w)
+
+
 def cmd_send(a):
 	"""Sends BYTES (or until an error with --forever), then half-closes
 	and reads what the peer sends back until EOF."""
@@ -251,17 +305,31 @@ def cmd_send(a):
 				s.sendall(blk)
 				h.update(blk)
 				n += len(blk)
-		for d in chunks(a.bytes, a.seed):
+		pieces = chunks(a.bytes, a.seed)
+		if a.splice:
+			# a first piece by send (the connection is carried
+			# after it), the rest by splice
+			d = next(pieces, b'')
 			s.sendall(d)
 			h.update(d)
 			n += len(d)
+			time.sleep(0.3)
+			n += splice_out(s, pieces, h, a.io_timeout)
+		for d in pieces:
+			s.sendall(d)
+			h.update(d)
+			n += len(d)
+		if a.drain_first:
+			# the peer's stream to its end first, then ours
+			got, rsha = drain(s.recv)
 		s.shutdown(socket.SHUT_WR)
 	except OSError as e:
 		end = 'error:' + errno.errorcode.get(e.errno, str(e))
 		out({'sent': n, 'sha': h.hexdigest(), 'end': end,
 		     't': time.time()})
 		return 3
-	got, rsha = drain(s.recv)
+	if not a.drain_first:
+		got, rsha = drain(s.recv)
 	out({'sent': n, 'sha': h.hexdigest(), 'end': end, 'got': got,
 	     'sha_got': rsha, 't': time.time()})
 	return 0
@@ -301,7 +369,13 @@ def cmd_sink(a):
 		n[0] += len(d)
 	end = 'eof'
 	try:	# counted as it comes: an error keeps what arrived before it
-		drain(c.recv, count)
+		if a.splice:
+			# a first read by recv, the rest by splice
+			count(c.recv(1000))
+			time.sleep(0.3)
+			splice_in(c, count, a.io_timeout)
+		else:
+			drain(c.recv, count)
 	except OSError as e:
 		end = 'error:' + errno.errorcode.get(e.errno, str(e))
 	out({'bytes': n[0], 'sha': h.hexdigest(), 'end': end,
@@ -398,12 +472,19 @@ def main():
 	s.add_argument('--seed', type=int, default=1)
 	s.add_argument('--forever', action='store_true')
 	s.add_argument('--io-timeout', type=float, default=60)
+	s.add_argument('--splice', action='store_true',
+		       help='send all but the first piece with splice')
+	s.add_argument('--drain-first', action='store_true',
+		       help='read the peer\'s stream to EOF before the '
+		       'half-close')
 	s = sub.add_parser('sink')
 	s.add_argument('port', type=int)
 	s.add_argument('--send', type=int, default=0,
 		       help='bytes to send first (-1: until an error)')
 	s.add_argument('--seed', type=int, default=2)
 	s.add_argument('--io-timeout', type=float, default=60)
+	s.add_argument('--splice', action='store_true',
+		       help='read all but the first bytes with splice')
 	s = sub.add_parser('side')
 	s.add_argument('bytes', type=int)
 	s.add_argument('seed', type=int)

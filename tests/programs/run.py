@@ -939,6 +939,89 @@ def t_nocma_python(ctx):
 		100.0 * cs[0]['rx_rdma_write'] / n)
 
 
+@test('splice-python')
+def t_splice_python(ctx):
+	"""splice(2) on a carried connection, both ways: the sender splices
+	pieces of 1 B to 256 KiB from a pipe into its socket, the sink
+	splices its socket into a pipe, each after a first piece by send and
+	recv, once the connection is carried (timeouts set: non-blocking
+	sockets, EAGAIN from splice). The kernel's splice moved the TCP
+	stream, where a carried connection has only doorbells: the sink got
+	one more byte than was sent, and the hash differed."""
+	port = free_port()
+	n = 64 * MIB
+	srv = ctx.spawn('sink', [PY, PEERS, 'sink', str(port), '--splice',
+				 '--io-timeout', '20'])
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send', [PY, PEERS, 'send', str(port), str(n),
+			       '--splice', '--io-timeout', '20'], 60)
+	check(srv.wait(30) == 0, 'sink failed: %s' % srv.err()[-400:])
+	got, sent = srv.json_lines()[-1], cli.json_lines()[-1]
+	check(sent['sent'] == n and got['bytes'] == n and
+	      got['sha'] == sent['sha'] and got['end'] == 'eof',
+	      'sent %d sha %s, got %d sha %s (%s)' %
+	      (sent['sent'], sent['sha'][:16], got['bytes'], got['sha'][:16],
+	       got['end']))
+	st = ctx.stats()
+	for p, what in ((srv, 'sink'), (cli, 'sender')):
+		cs = by_pid(st, p.pid)
+		check(len(cs) == 1, '%s: %d connections in its stats' %
+		      (what, len(cs)))
+		check_all_san(cs, what)
+	# (the bytes before the switch point, spliced while the upgrade
+	# finished, went on TCP through the switch: 1-2 MiB)
+	cs = by_pid(st, srv.pid)
+	check(san_rx(cs[0]) + cs[0]['rx_tcp'] == n and
+	      san_rx(cs[0]) >= n * 9 // 10,
+	      'sink: %d bytes counted, less than 90%% on the SAN: %s' %
+	      (san_rx(cs[0]) + cs[0]['rx_tcp'], fmt_conn(cs[0])))
+	return '64 MiB exact, %.1f%% on the SAN' % (100.0 * san_rx(cs[0]) / n)
+
+
+@test('nginx-plain-client')
+def t_nginx_plain_client(ctx):
+	"""A preloaded nginx sending a file with sendfile to a client without
+	the switch: the connection is plain TCP from its first bytes. A
+	sendfile that found the socket buffer full (EAGAIN) did not count as
+	no room, so the next EPOLLOUT edge was not reported to nginx's
+	edge-triggered epoll: after the second such EAGAIN the download stood
+	until nginx's 60 s send timeout closed it."""
+	need('nginx', 'curl')
+	port = free_port()
+	os.mkdir(ctx.path('www'))
+	os.mkdir(ctx.path('tmp'))
+	big = ctx.path('www/big.bin')
+	make_random_file(big, 100 * MIB)
+	with open(ctx.path('nginx.conf'), 'w') as f:
+		f.write(NGINX_CONF % {'dir': ctx.dir, 'port': port})
+	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
+				  ctx.path('nginx-error.log'), '-c',
+				  ctx.path('nginx.conf')])
+	ctx.wait_listen(port, srv)
+	got = ctx.path('got.bin')
+	for i in range(3):
+		curl = ctx.run('curl%d' % i, ['curl', '-sS', '--fail', '-m', '20',
+					      '-o', got, 'http://127.0.0.1:%d/big.bin'
+					      % port], 30, preload=False, ok=None)
+		size = os.path.getsize(got) if os.path.exists(got) else 0
+		check(curl.p.returncode == 0 and size == 100 * MIB and
+		      sha_file(got) == sha_file(big),
+		      'curl (no switch) exit %d, got %d bytes of the 100 MiB '
+		      'file: %s' % (curl.p.returncode, size, curl.err()[-300:]))
+		os.unlink(got)
+	ctx.stop(srv)
+	st = ctx.stats()
+	workers = [s for s in st if s['pid'] != srv.pid and
+		   s['program'].startswith('nginx')]
+	check(workers, 'no stats file of an nginx worker')
+	w = workers[0]
+	check(w['conns_tcp'] == 3 and not w['conns_san'] and
+	      w['fallbacks'].get('no-peer-switch', 0) == 3,
+	      'nginx worker: %d connections on shm, %d on TCP, fallbacks %s' %
+	      (w['conns_san'], w['conns_tcp'], w['fallbacks']))
+	return '100 MiB 3 times to a client without the switch, exact'
+
+
 def socat_stream(ctx, n, block, secs=60):
 	"""Random data both ways at once through socat without a child: each
 	side streams a file into the connection and the peer's data into

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * api_splice.c - splice(2) with a switch socket on one side and a pipe on
+ * the other. The kernel's splice moves the TCP connection's bytes, which
+ * are the program's only while the connection is plain TCP: once carried
+ * (or while its head holds a hello, a marker or bytes taken while looking
+ * for one) TCP holds doorbells and handshake bytes. There the bytes go
+ * through the switch's own recvmsg and sendmsg by a bounce buffer and a
+ * pipe of the switch's: no more leaves the socket than the program's pipe
+ * surely takes, and a byte leaves the program's pipe only once the socket
+ * took it.
+ * POSIX here: -1 and errno.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sock.h"
+#include "status.h"
+#include "sys.h"
+#include "upgrade.h"
+
+#define BOUNCE_SIZE (1u << 20)
+
+static __thread uint8_t *bounce;
+
+static uint8_t *bounce_buf(void)
+{
+	if (!bounce)
+		bounce = malloc(BOUNCE_SIZE);
+	return bounce;
+}
+
+/* May the kernel move s's bytes itself? Receiving: plain TCP with nothing
+ * of the switch's still to take or deliver first. */
+static bool rx_raw(struct sw_sock *s)
+{
+	return s->state == SW_TCP && !s->fork_buf && !s->dg_marker &&
+	       !s->skip_hello && !s->prefix_len;
+}
+
+/* Sending: as sendfile decides (sw_sendfile). */
+static bool tx_raw(struct sw_sock *s)
+{
+	return s->state == SW_TCP || s->state == SW_CONNECTING;
+}
+
+static bool raw_or_advance(struct sw_sock *s, bool (*raw)(struct sw_sock *))
+{
+	bool r;
+
+	pthread_mutex_lock(&s->lock);
+	sw_upgrade_advance(s);
+	r = raw(s);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+/* Waits until fd is ready for ev (a pipe the program left blocking). */
+static int wait_fd(int fd, short ev)
+{
+	struct pollfd pf = { .fd = fd, .events = ev };
+	int w = sdp_wait_begin(), r;
+
+	r = sdp_sys.poll(&pf, 1, -1);
+	sdp_wait_end(w);
+	return r < 0 ? -1 : 0;
+}
+
+/* A pipe of the switch's own for one call, made as large as the bounce
+ * buffer when the system allows; its capacity in *cap. 0 or -1. */
+static int priv_pipe(int fds[2], size_t *cap)
+{
+	int c;
+
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK))
+		return -1;
+	c = sdp_sys.fcntl(fds[1], F_SETPIPE_SZ, BOUNCE_SIZE);
+	if (c <= 0)
+		c = sdp_sys.fcntl(fds[1], F_GETPIPE_SZ);
+	*cap = c > 0 ? (size_t)c : 4096;
+	return 0;
+}
+
+static void priv_close(int fds[2])
+{
+	sdp_sys.close(fds[0]);
+	sdp_sys.close(fds[1]);
+}
+
+/*
+ * How many bytes pipe fd surely takes now, or -1 (EINVAL: not a pipe). A
+ * pipe is a ring of page-sized slots; each slot in use holds at least a
+ * byte, so at least (slots - bytes in it) slots are free, and each takes
+ * a full page of the switch's pipe. An empty pipe takes its capacity.
+ */
+static long pipe_sure_room(int fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int cap = sdp_sys.fcntl(fd, F_GETPIPE_SZ), used = 0;
+	long slots;
+
+	if (cap < 0 || ioctl(fd, FIONREAD, &used) < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	slots = cap / page;
+	return used >= slots ? 0 : (slots - used) * page;
+}
+
+/* Moves all n bytes from the switch's pipe priv into the program's pipe,
+ * waiting for room if another writer took it meanwhile. 0 or -1. */
+static int priv_drain(int priv, int fd, size_t n, unsigned int flags)
+{
+	while (n) {
+		ssize_t w = sdp_sys.splice(priv, NULL, fd, NULL, n,
+					   SPLICE_F_NONBLOCK |
+					   (flags & SPLICE_F_MORE));
+
+		if (w < 0 && errno == EAGAIN) {
+			if (wait_fd(fd, POLLOUT) && errno != EINTR)
+				return -1;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		n -= w;
+	}
+	return 0;
+}
+
+/*
+ * socket -> pipe. No more is taken from the stream than the program's
+ * pipe surely has room for (pipe_sure_room), through a pipe of the
+ * switch's whose full pages the kernel moves into it: the program's pipe
+ * takes every byte taken. A pipe without a reader is refused before a
+ * byte is taken (EPIPE, SIGPIPE, as splice); one whose reader goes away
+ * in between loses what was taken, and the log says so.
+ */
+ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
+		       unsigned int flags)
+{
+	struct iovec iov;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct pollfd pf = { .fd = pipe_fd, .events = POLLOUT };
+	int priv[2], e;
+	size_t cap;
+	uint8_t *buf;
+	long room;
+	ssize_t n;
+
+	if (raw_or_advance(s, rx_raw))
+		return sdp_sys.splice(s->fd, NULL, pipe_fd, NULL, len, flags);
+	if (!len)
+		return 0;
+	buf = bounce_buf();
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	while ((room = pipe_sure_room(pipe_fd)) == 0) {
+		if (flags & SPLICE_F_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		/* a slot may be free while the room is not sure: nap */
+		if (wait_fd(pipe_fd, POLLOUT))
+			return -1;
+		if (!pipe_sure_room(pipe_fd))
+			usleep(1000);
+	}
+	if (room < 0)
+		return -1;
+	if (sdp_sys.poll(&pf, 1, 0) == 1 && (pf.revents & POLLERR)) {
+		raise(SIGPIPE);
+		errno = EPIPE;
+		return -1;
+	}
+	if (priv_pipe(priv, &cap))
+		return -1;
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	if (iov.iov_len > (size_t)room)
+		iov.iov_len = room;
+	if (iov.iov_len > cap)
+		iov.iov_len = cap;
+	n = sw_recvmsg(s, &m, 0);
+	if (n > 0 && (sdp_sys.write(priv[1], buf, n) != n ||
+		      priv_drain(priv[0], pipe_fd, n, flags))) {
+		SW_ERR("fd %d: splice: %zd bytes of the stream taken for a pipe that failed: %s",
+		       s->fd, n, strerror(errno));
+		n = -1;
+	}
+	e = errno;
+	priv_close(priv);
+	errno = e;
+	return n;
+}
+
+/*
+ * pipe -> socket. The program's pipe is copied with tee into a pipe of the
+ * switch's (nothing taken), read, and sent; then as many bytes as the
+ * socket took are read off the program's pipe: a non-blocking socket that
+ * takes part of them leaves the rest in the pipe, as splice does.
+ */
+ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
+			unsigned int flags)
+{
+	struct iovec iov;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int priv[2], e, mflags = (flags & SPLICE_F_MORE) ? MSG_MORE : 0;
+	size_t got = 0, cap;
+	uint8_t *buf;
+	ssize_t n, w;
+
+	if (raw_or_advance(s, tx_raw)) {
+		n = sdp_sys.splice(pipe_fd, NULL, s->fd, NULL, len, flags);
+		if (n < 0 && errno == EAGAIN)
+			sw_note_nospace(s);
+		return n;
+	}
+	if (!len)
+		return 0;
+	buf = bounce_buf();
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (priv_pipe(priv, &cap))
+		return -1;
+	/* the private pipe is non-blocking: a blocking call waits for the
+	 * program's pipe to have bytes (or no writer) itself */
+	for (;;) {
+		n = tee(pipe_fd, priv[1], len < cap ? len : cap,
+			SPLICE_F_NONBLOCK);
+		if (n < 0 && errno == EAGAIN && !(flags & SPLICE_F_NONBLOCK) &&
+		    !wait_fd(pipe_fd, POLLIN))
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	while (n > 0 && got < (size_t)n) {
+		ssize_t r = sdp_sys.read(priv[0], buf + got, n - got);
+
+		if (r <= 0) {
+			n = -1;
+			break;
+		}
+		got += r;
+	}
+	e = errno;
+	priv_close(priv);
+	errno = e;
+	if (n <= 0)
+		return n;
+	iov.iov_base = buf;
+	iov.iov_len = n;
+	w = sw_sendmsg(s, &m, mflags);
+	if (w <= 0)
+		return w;
+	/* off the program's pipe: the bytes the socket took */
+	for (got = 0; got < (size_t)w;) {
+		ssize_t r = sdp_sys.read(pipe_fd, buf, w - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			SW_ERR("fd %d: splice: %zu sent bytes could not be taken off the pipe",
+			       s->fd, (size_t)w - got);
+			break;
+		}
+		got += r;
+	}
+	return w;
+}
