@@ -30,10 +30,13 @@
 
 static __thread uint8_t *bounce;
 
+/* The thread's bounce buffer, or NULL (errno ENOMEM). */
 static uint8_t *bounce_buf(void)
 {
 	if (!bounce)
 		bounce = malloc(BOUNCE_SIZE);
+	if (!bounce)
+		errno = ENOMEM;
 	return bounce;
 }
 
@@ -162,10 +165,8 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 	if (!len)
 		return 0;
 	buf = bounce_buf();
-	if (!buf) {
-		errno = ENOMEM;
+	if (!buf)
 		return -1;
-	}
 	while ((room = pipe_sure_room(pipe_fd)) == 0) {
 		if (flags & SPLICE_F_NONBLOCK) {
 			errno = EAGAIN;
@@ -230,10 +231,8 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 	if (!len)
 		return 0;
 	buf = bounce_buf();
-	if (!buf) {
-		errno = ENOMEM;
+	if (!buf)
 		return -1;
-	}
 	if (priv_pipe(priv, &cap))
 		return -1;
 	/* the private pipe is non-blocking: a blocking call waits for the

@@ -904,6 +904,26 @@ def t_nginx_nocma(ctx):
 	return '100 MiB 4 times in %s s' % ', '.join('%.2f' % t for t in times)
 
 
+def send_to_sink(ctx, n, args, env=None):
+	"""peers.py send of n bytes to its sink, both with args (and env):
+	the bytes and their hash must arrive whole, and the sink see EOF.
+	Returns (sink, sender) processes."""
+	port = free_port()
+	srv = ctx.spawn('sink', [PY, PEERS, 'sink', str(port)] + args,
+			env=env)
+	ctx.wait_listen(port, srv)
+	cli = ctx.run('send', [PY, PEERS, 'send', str(port), str(n)] + args,
+		      60, env=env)
+	check(srv.wait(30) == 0, 'sink failed: %s' % srv.err()[-400:])
+	got, sent = srv.json_lines()[-1], cli.json_lines()[-1]
+	check(sent['sent'] == n and got['bytes'] == n and
+	      got['sha'] == sent['sha'] and got['end'] == 'eof',
+	      'sent %d sha %s, got %d sha %s (%s)' %
+	      (sent['sent'], sent['sha'][:16], got['bytes'], got['sha'][:16],
+	       got['end']))
+	return srv, cli
+
+
 @test('nocma-python')
 def t_nocma_python(ctx):
 	"""shm's staging mode under a program that sends with a timeout set
@@ -914,21 +934,9 @@ def t_nocma_python(ctx):
 	completion, nothing woke the sender again, and the reader (a sink)
 	waited for the bytes behind it: both stood still (every run, after
 	about 100 MiB)."""
-	env = {'SDP_SHM_NO_CMA': 1}
-	port = free_port()
 	n = 160 * MIB
-	srv = ctx.spawn('sink', [PY, PEERS, 'sink', str(port), '--io-timeout',
-				 '10'], env=env)
-	ctx.wait_listen(port, srv)
-	cli = ctx.run('send', [PY, PEERS, 'send', str(port), str(n),
-			       '--io-timeout', '10'], 60, env=env)
-	check(srv.wait(30) == 0, 'sink failed: %s' % srv.err()[-400:])
-	got, sent = srv.json_lines()[-1], cli.json_lines()[-1]
-	check(sent['sent'] == n and got['bytes'] == n and
-	      got['sha'] == sent['sha'] and got['end'] == 'eof',
-	      'sent %d sha %s, got %d sha %s (%s)' %
-	      (sent['sent'], sent['sha'][:16], got['bytes'], got['sha'][:16],
-	       got['end']))
+	srv, _ = send_to_sink(ctx, n, ['--io-timeout', '10'],
+			      {'SDP_SHM_NO_CMA': 1})
 	st = ctx.stats()
 	cs = by_pid(st, srv.pid)
 	check(len(cs) == 1, 'sink: %d connections in its stats' % len(cs))
@@ -948,20 +956,8 @@ def t_splice_python(ctx):
 	sockets, EAGAIN from splice). The kernel's splice moved the TCP
 	stream, where a carried connection has only doorbells: the sink got
 	one more byte than was sent, and the hash differed."""
-	port = free_port()
 	n = 64 * MIB
-	srv = ctx.spawn('sink', [PY, PEERS, 'sink', str(port), '--splice',
-				 '--io-timeout', '20'])
-	ctx.wait_listen(port, srv)
-	cli = ctx.run('send', [PY, PEERS, 'send', str(port), str(n),
-			       '--splice', '--io-timeout', '20'], 60)
-	check(srv.wait(30) == 0, 'sink failed: %s' % srv.err()[-400:])
-	got, sent = srv.json_lines()[-1], cli.json_lines()[-1]
-	check(sent['sent'] == n and got['bytes'] == n and
-	      got['sha'] == sent['sha'] and got['end'] == 'eof',
-	      'sent %d sha %s, got %d sha %s (%s)' %
-	      (sent['sent'], sent['sha'][:16], got['bytes'], got['sha'][:16],
-	       got['end']))
+	srv, cli = send_to_sink(ctx, n, ['--splice', '--io-timeout', '20'])
 	st = ctx.stats()
 	for p, what in ((srv, 'sink'), (cli, 'sender')):
 		cs = by_pid(st, p.pid)
