@@ -5,10 +5,10 @@
  * are the program's only while the connection is plain TCP: once carried
  * (or while its head holds a hello, a marker or bytes taken while looking
  * for one) TCP holds doorbells and handshake bytes. There the bytes go
- * through the switch's own recvmsg and sendmsg by a bounce buffer and a
- * pipe of the switch's: no more leaves the socket than the program's pipe
- * surely takes, and a byte leaves the program's pipe only once the socket
- * took it.
+ * through the switch's own recvmsg and sendmsg by a bounce buffer: no
+ * more leaves the socket than the program's pipe surely takes, and a byte
+ * leaves the program's pipe only once the socket took it (a copy made with
+ * tee into a pipe of the switch's goes first).
  * POSIX here: -1 and errno.
  */
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "fd_budget.h"
 #include "log.h"
 #include "sock.h"
 #include "status.h"
@@ -117,14 +118,12 @@ static long pipe_sure_room(int fd)
 	return used >= slots ? 0 : (slots - used) * page;
 }
 
-/* Moves all n bytes from the switch's pipe priv into the program's pipe,
- * waiting for room if another writer took it meanwhile. 0 or -1. */
-static int priv_drain(int priv, int fd, size_t n, unsigned int flags)
+/* Writes all of buf to pipe fd, waiting for room if another writer took
+ * it meanwhile. 0 or -1. */
+static int pipe_write_all(int fd, const uint8_t *buf, size_t n)
 {
 	while (n) {
-		ssize_t w = sdp_sys.splice(priv, NULL, fd, NULL, n,
-					   SPLICE_F_NONBLOCK |
-					   (flags & SPLICE_F_MORE));
+		ssize_t w = sdp_sys.write(fd, buf, n);
 
 		if (w < 0 && errno == EAGAIN) {
 			if (wait_fd(fd, POLLOUT) && errno != EINTR)
@@ -135,6 +134,7 @@ static int priv_drain(int priv, int fd, size_t n, unsigned int flags)
 			continue;
 		if (w <= 0)
 			return -1;
+		buf += w;
 		n -= w;
 	}
 	return 0;
@@ -142,11 +142,11 @@ static int priv_drain(int priv, int fd, size_t n, unsigned int flags)
 
 /*
  * socket -> pipe. No more is taken from the stream than the program's
- * pipe surely has room for (pipe_sure_room), through a pipe of the
- * switch's whose full pages the kernel moves into it: the program's pipe
- * takes every byte taken. A pipe without a reader is refused before a
- * byte is taken (EPIPE, SIGPIPE, as splice); one whose reader goes away
- * in between loses what was taken, and the log says so.
+ * pipe surely has room for (pipe_sure_room): a write of that many bytes
+ * fills whole free slots and never waits, so the pipe takes every byte
+ * taken. A pipe without a reader is refused before a byte is taken (EPIPE,
+ * SIGPIPE, as splice); one whose reader goes away in between loses what
+ * was taken, and the log says so.
  */
 ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 		       unsigned int flags)
@@ -154,8 +154,6 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 	struct iovec iov;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct pollfd pf = { .fd = pipe_fd, .events = POLLOUT };
-	int priv[2], e;
-	size_t cap;
 	uint8_t *buf;
 	long room;
 	ssize_t n;
@@ -185,24 +183,16 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 		errno = EPIPE;
 		return -1;
 	}
-	if (priv_pipe(priv, &cap))
-		return -1;
 	iov.iov_base = buf;
-	iov.iov_len = len;
-	if (iov.iov_len > (size_t)room)
-		iov.iov_len = room;
-	if (iov.iov_len > cap)
-		iov.iov_len = cap;
+	iov.iov_len = len < (size_t)room ? len : (size_t)room;
+	if (iov.iov_len > BOUNCE_SIZE)
+		iov.iov_len = BOUNCE_SIZE;
 	n = sw_recvmsg(s, &m, 0);
-	if (n > 0 && (sdp_sys.write(priv[1], buf, n) != n ||
-		      priv_drain(priv[0], pipe_fd, n, flags))) {
+	if (n > 0 && pipe_write_all(pipe_fd, buf, n)) {
 		SW_ERR("fd %d: splice: %zd bytes of the stream taken for a pipe that failed: %s",
 		       s->fd, n, strerror(errno));
-		n = -1;
+		return -1;
 	}
-	e = errno;
-	priv_close(priv);
-	errno = e;
 	return n;
 }
 
@@ -233,6 +223,13 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 	buf = bounce_buf();
 	if (!buf)
 		return -1;
+	/* its two descriptors, outside the program's reserve */
+	if (!sw_fd_may_open(2)) {
+		SW_WARN("fd %d: splice: no descriptor to spare below RLIMIT_NOFILE: ENOMEM",
+			s->fd);
+		errno = ENOMEM;
+		return -1;
+	}
 	if (priv_pipe(priv, &cap))
 		return -1;
 	/* the private pipe is non-blocking: a blocking call waits for the
@@ -256,18 +253,34 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 		}
 		got += r;
 	}
-	e = errno;
-	priv_close(priv);
-	errno = e;
-	if (n <= 0)
+	if (n <= 0) {
+		e = errno;
+		priv_close(priv);
+		errno = e;
 		return n;
+	}
 	iov.iov_base = buf;
 	iov.iov_len = n;
 	w = sw_sendmsg(s, &m, mflags);
-	if (w <= 0)
+	if (w <= 0) {
+		e = errno;
+		priv_close(priv);
+		errno = e;
 		return w;
-	/* off the program's pipe: the bytes the socket took */
+	}
+	/* off the program's pipe: the bytes the socket took, moved into the
+	 * switch's pipe (emptied above, as large as the copy) and dropped
+	 * with it: no copy; read, should the move fail */
 	for (got = 0; got < (size_t)w;) {
+		ssize_t r = sdp_sys.splice(pipe_fd, NULL, priv[1], NULL,
+					   w - got, SPLICE_F_NONBLOCK);
+
+		if (r <= 0)
+			break;
+		got += r;
+	}
+	priv_close(priv);
+	while (got < (size_t)w) {
 		ssize_t r = sdp_sys.read(pipe_fd, buf, w - got);
 
 		if (r < 0 && errno == EINTR)
