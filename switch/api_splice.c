@@ -101,13 +101,15 @@ static void priv_close(int fds[2])
 /*
  * How many bytes pipe fd surely takes now, or -1 (EINVAL: not a pipe). A
  * pipe is a ring of page-sized slots; each slot in use holds at least a
- * byte, so at least (slots - bytes in it) slots are free, and each takes
- * a full page of the switch's pipe. An empty pipe takes its capacity.
+ * byte, so at least (slots - bytes in it) slots are free, and a write
+ * fills each new slot with a full page; a pipe the kernel calls writable
+ * has at least one free slot. An empty pipe takes its capacity.
  */
 static long pipe_sure_room(int fd)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	int cap = sdp_sys.fcntl(fd, F_GETPIPE_SZ), used = 0;
+	struct pollfd pf = { .fd = fd, .events = POLLOUT };
 	long slots;
 
 	if (cap < 0 || ioctl(fd, FIONREAD, &used) < 0) {
@@ -115,7 +117,10 @@ static long pipe_sure_room(int fd)
 		return -1;
 	}
 	slots = cap / page;
-	return used >= slots ? 0 : (slots - used) * page;
+	if (used < slots)
+		return (slots - used) * page;
+	return sdp_sys.poll(&pf, 1, 0) == 1 && (pf.revents & POLLOUT) ?
+	       page : 0;
 }
 
 /* Writes all of buf to pipe fd, waiting for room if another writer took
@@ -170,11 +175,8 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 			errno = EAGAIN;
 			return -1;
 		}
-		/* a slot may be free while the room is not sure: nap */
 		if (wait_fd(pipe_fd, POLLOUT))
 			return -1;
-		if (!pipe_sure_room(pipe_fd))
-			usleep(1000);
 	}
 	if (room < 0)
 		return -1;

@@ -271,18 +271,29 @@ def splice_out(s, pieces, h, timeout):
 
 
 def splice_in(c, each, timeout):
-	"""Reads the stream until EOF with os.splice (socket to pipe), the
-	pipe read at once; c may be non-blocking."""
+	"""Reads the stream until EOF with os.splice (socket to pipe), two
+	splices to each read of the pipe; c may be non-blocking."""
 	r, w = os.pipe()
-	while True:
-		try:
-			k = os.splice(c.fileno(), w, 1 << 20)
-		except BlockingIOError:
-			if not select.select([c], [], [], timeout)[0]:
-				raise OSError(errno.ETIMEDOUT, 'splice timed out')
-			continue
-		if k == 0:
-			break
+	eof = False
+	while not eof:
+		k = 0
+		# 16 KiB, then up to 1 MiB into the pipe that holds them, and
+		# only then the pipe read (a pipe with bytes in it still has
+		# room: the second call must not wait for this reader)
+		for ask in (16 << 10, 1 << 20):
+			try:
+				j = os.splice(c.fileno(), w, ask)
+			except BlockingIOError:
+				if k:
+					break
+				if not select.select([c], [], [], timeout)[0]:
+					raise OSError(errno.ETIMEDOUT,
+						      'splice timed out')
+				continue
+			if j == 0:
+				eof = True
+				break
+			k += j
 		while k:
 			d = os.read(r, k)
 			each(d)

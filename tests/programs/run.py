@@ -753,21 +753,30 @@ http {
 """
 
 
-@test('nginx')
-def t_nginx(ctx):
-	need('nginx', 'curl', 'wrk')
-	port = free_port()
-	os.mkdir(ctx.path('www'))
+def nginx_serving(ctx, conf=None, port=None, env=None):
+	"""nginx (conf: NGINX_CONF) in ctx's directory, serving www/big.bin,
+	100 MiB of random data, on port (a free one by default), with env.
+	Returns (nginx process, port, path of the file)."""
+	port = port or free_port()
+	os.mkdir(ctx.path('www'), 0o755)
 	os.mkdir(ctx.path('tmp'))
 	big = ctx.path('www/big.bin')
 	make_random_file(big, 100 * MIB)
-	make_random_file(ctx.path('www/small.bin'), 4096)
+	os.chmod(big, 0o644)
 	with open(ctx.path('nginx.conf'), 'w') as f:
-		f.write(NGINX_CONF % {'dir': ctx.dir, 'port': port})
+		f.write((conf or NGINX_CONF) % {'dir': ctx.dir, 'port': port})
 	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
 				  ctx.path('nginx-error.log'), '-c',
-				  ctx.path('nginx.conf')])
+				  ctx.path('nginx.conf')], env=env)
 	ctx.wait_listen(port, srv)
+	return srv, port, big
+
+
+@test('nginx')
+def t_nginx(ctx):
+	need('nginx', 'curl', 'wrk')
+	srv, port, big = nginx_serving(ctx)
+	make_random_file(ctx.path('www/small.bin'), 4096)
 	url = 'http://127.0.0.1:%d/' % port
 	got = ctx.path('got.bin')
 	if os.environ.get('SANITIZE') == '1':
@@ -861,18 +870,8 @@ def t_nginx_nocma(ctx):
 	need('nginx', 'curl')
 	if os.environ.get('SANITIZE') == '1':
 		raise Skip('curl hangs in setlocale under ASan (see nginx)')
-	port = free_port()
-	os.mkdir(ctx.path('www'))
-	os.mkdir(ctx.path('tmp'))
-	big = ctx.path('www/big.bin')
-	make_random_file(big, 100 * MIB)
-	with open(ctx.path('nginx.conf'), 'w') as f:
-		f.write(NGINX_CONF % {'dir': ctx.dir, 'port': port})
 	env = {'SDP_SHM_NO_CMA': 1}
-	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
-				  ctx.path('nginx-error.log'), '-c',
-				  ctx.path('nginx.conf')], env=env)
-	ctx.wait_listen(port, srv)
+	srv, port, big = nginx_serving(ctx, env=env)
 	got = ctx.path('got.bin')
 	# the hang was a race: a few downloads in a row find it
 	times, pids = [], []
@@ -983,17 +982,7 @@ def t_nginx_plain_client(ctx):
 	edge-triggered epoll: after the second such EAGAIN the download stood
 	until nginx's 60 s send timeout closed it."""
 	need('nginx', 'curl')
-	port = free_port()
-	os.mkdir(ctx.path('www'))
-	os.mkdir(ctx.path('tmp'))
-	big = ctx.path('www/big.bin')
-	make_random_file(big, 100 * MIB)
-	with open(ctx.path('nginx.conf'), 'w') as f:
-		f.write(NGINX_CONF % {'dir': ctx.dir, 'port': port})
-	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
-				  ctx.path('nginx-error.log'), '-c',
-				  ctx.path('nginx.conf')])
-	ctx.wait_listen(port, srv)
+	srv, port, big = nginx_serving(ctx)
 	got = ctx.path('got.bin')
 	for i in range(3):
 		curl = ctx.run('curl%d' % i, ['curl', '-sS', '--fail', '-m', '20',

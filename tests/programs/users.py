@@ -234,18 +234,7 @@ def t_nginx_users(ctx):
 	R.need('nginx', 'curl', 'wrk')
 	ensure_user('www-data')
 	open_dirs(ctx)
-	port = R.free_port()
-	os.mkdir(ctx.path('www'), 0o755)
-	os.mkdir(ctx.path('tmp'))
-	big = ctx.path('www/big.bin')
-	R.make_random_file(big, 100 * R.MIB)
-	os.chmod(big, 0o644)
-	with open(ctx.path('nginx.conf'), 'w') as f:
-		f.write(NGINX_USERS_CONF % {'dir': ctx.dir, 'port': port})
-	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
-				  ctx.path('nginx-error.log'), '-c',
-				  ctx.path('nginx.conf')])
-	ctx.wait_listen(port, srv)
+	srv, port, big = R.nginx_serving(ctx, NGINX_USERS_CONF)
 	url = 'http://127.0.0.1:%d/big.bin' % port
 	got = ctx.path('got.bin')
 	curls = []
@@ -431,19 +420,10 @@ listen fw
 def haproxy_test(ctx, mode):
 	R.need('haproxy', 'nginx')
 	front, back = R.free_port(), R.free_port()
-	os.mkdir(ctx.path('www'))
-	os.mkdir(ctx.path('tmp'))
-	big = ctx.path('www/big.bin')
-	R.make_random_file(big, 100 * R.MIB)
-	with open(ctx.path('nginx.conf'), 'w') as f:
-		f.write(R.NGINX_CONF % {'dir': ctx.dir, 'port': back})
 	with open(ctx.path('haproxy.cfg'), 'w') as f:
 		f.write(HAPROXY_CONF % {'mode': mode, 'front': front,
 					'back': back, 'extra': ''})
-	srv = ctx.spawn('nginx', ['nginx', '-p', ctx.dir, '-e',
-				  ctx.path('nginx-error.log'), '-c',
-				  ctx.path('nginx.conf')])
-	ctx.wait_listen(back, srv)
+	srv, _, big = R.nginx_serving(ctx, port=back)
 	hap = ctx.spawn('haproxy', ['haproxy', '-db', '-f',
 				    ctx.path('haproxy.cfg')])
 	ctx.wait_listen(front, hap)
