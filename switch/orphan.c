@@ -98,7 +98,9 @@ static void drop_rx(struct sw_sock *s)
 	struct iovec iov = { buf, sizeof(buf) };
 	int i;
 
-	for (i = 0; i < 64 && s->ss.rx_queued && !peer_gone(s); i++) {
+	/* (the queue, not its byte count: the peer's DOWNGRADE is an item
+	 * of no bytes, and must be taken for its marker to be awaited) */
+	for (i = 0; i < 64 && s->ss.rxq && !peer_gone(s); i++) {
 		ssize_t n = sw_session_recv(s, &iov, 1, MSG_DONTWAIT);
 
 		if (n == SW_RX_DOWNGRADE) {
