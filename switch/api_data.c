@@ -30,6 +30,7 @@
 #include "tcp_head.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
+#include "util.h"
 #include "wakeup.h"
 
 /* The result r of a call on the socket's TCP connection: -errno, or the
@@ -449,13 +450,7 @@ static ssize_t head_sendmsg(struct sw_sock *s, const struct msghdr *msg,
 		if (r != -EAGAIN || nb)
 			return done ? (ssize_t)done : r;
 		pthread_mutex_unlock(&s->lock);
-		{
-			struct pollfd pf = { .fd = s->fd, .events = POLLOUT };
-			int w = sdp_wait_begin();
-
-			r = sdp_sys.poll(&pf, 1, -1);
-			sdp_wait_end(w);
-		}
+		r = sw_wait_fd_call(s->fd, POLLOUT);
 		pthread_mutex_lock(&s->lock);
 		if (r < 0 && errno == EINTR &&
 		    (done || !sw_intr_restarts(s, false)))
@@ -548,14 +543,14 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 
 ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 {
-	static __thread uint8_t *buf;
-	const size_t bufsz = 1 << 20;
+	const size_t bufsz = SW_BOUNCE_SIZE;
+	uint8_t *buf;
 	off_t pos;
 	size_t done = 0;
 
 	pthread_mutex_lock(&s->lock);
 	sw_upgrade_advance(s);
-	if (s->state == SW_TCP || s->state == SW_CONNECTING) {
+	if (sw_tx_by_kernel(s)) {
 		ssize_t n;
 
 		pthread_mutex_unlock(&s->lock);
@@ -566,12 +561,9 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 	}
 	/* the SAN, or TCP bytes the switch counts: copied through sendmsg */
 	pthread_mutex_unlock(&s->lock);
+	buf = sw_bounce_buf();
 	if (!buf)
-		buf = malloc(bufsz);
-	if (!buf) {
-		errno = ENOMEM;
 		return -1;
-	}
 	pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
 	while (done < count) {
 		size_t want = count - done < bufsz ? count - done : bufsz;

@@ -26,36 +26,18 @@
 #include "status.h"
 #include "sys.h"
 #include "upgrade.h"
-
-#define BOUNCE_SIZE (1u << 20)
-
-static __thread uint8_t *bounce;
-
-/* The thread's bounce buffer, or NULL (errno ENOMEM). */
-static uint8_t *bounce_buf(void)
-{
-	if (!bounce)
-		bounce = malloc(BOUNCE_SIZE);
-	if (!bounce)
-		errno = ENOMEM;
-	return bounce;
-}
+#include "util.h"
 
 /* May the kernel move s's bytes itself? Receiving: plain TCP with nothing
  * of the switch's still to take or deliver first. */
-static bool rx_raw(struct sw_sock *s)
+static bool rx_raw(const struct sw_sock *s)
 {
 	return s->state == SW_TCP && !s->fork_buf && !s->dg_marker &&
 	       !s->skip_hello && !s->prefix_len;
 }
 
-/* Sending: as sendfile decides (sw_sendfile). */
-static bool tx_raw(struct sw_sock *s)
-{
-	return s->state == SW_TCP || s->state == SW_CONNECTING;
-}
-
-static bool raw_or_advance(struct sw_sock *s, bool (*raw)(struct sw_sock *))
+static bool raw_or_advance(struct sw_sock *s,
+			   bool (*raw)(const struct sw_sock *))
 {
 	bool r;
 
@@ -66,17 +48,6 @@ static bool raw_or_advance(struct sw_sock *s, bool (*raw)(struct sw_sock *))
 	return r;
 }
 
-/* Waits until fd is ready for ev (a pipe the program left blocking). */
-static int wait_fd(int fd, short ev)
-{
-	struct pollfd pf = { .fd = fd, .events = ev };
-	int w = sdp_wait_begin(), r;
-
-	r = sdp_sys.poll(&pf, 1, -1);
-	sdp_wait_end(w);
-	return r < 0 ? -1 : 0;
-}
-
 /* A pipe of the switch's own for one call, made as large as the bounce
  * buffer when the system allows; its capacity in *cap. 0 or -1. */
 static int priv_pipe(int fds[2], size_t *cap)
@@ -85,17 +56,21 @@ static int priv_pipe(int fds[2], size_t *cap)
 
 	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK))
 		return -1;
-	c = sdp_sys.fcntl(fds[1], F_SETPIPE_SZ, BOUNCE_SIZE);
+	c = sdp_sys.fcntl(fds[1], F_SETPIPE_SZ, SW_BOUNCE_SIZE);
 	if (c <= 0)
 		c = sdp_sys.fcntl(fds[1], F_GETPIPE_SZ);
 	*cap = c > 0 ? (size_t)c : 4096;
 	return 0;
 }
 
+/* Closes it, errno as it was. */
 static void priv_close(int fds[2])
 {
+	int e = errno;
+
 	sdp_sys.close(fds[0]);
 	sdp_sys.close(fds[1]);
+	errno = e;
 }
 
 /*
@@ -131,7 +106,7 @@ static int pipe_write_all(int fd, const uint8_t *buf, size_t n)
 		ssize_t w = sdp_sys.write(fd, buf, n);
 
 		if (w < 0 && errno == EAGAIN) {
-			if (wait_fd(fd, POLLOUT) && errno != EINTR)
+			if (sw_wait_fd_call(fd, POLLOUT) && errno != EINTR)
 				return -1;
 			continue;
 		}
@@ -167,7 +142,7 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 		return sdp_sys.splice(s->fd, NULL, pipe_fd, NULL, len, flags);
 	if (!len)
 		return 0;
-	buf = bounce_buf();
+	buf = sw_bounce_buf();
 	if (!buf)
 		return -1;
 	while ((room = pipe_sure_room(pipe_fd)) == 0) {
@@ -175,7 +150,7 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 			errno = EAGAIN;
 			return -1;
 		}
-		if (wait_fd(pipe_fd, POLLOUT))
+		if (sw_wait_fd_call(pipe_fd, POLLOUT))
 			return -1;
 	}
 	if (room < 0)
@@ -187,8 +162,8 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 	}
 	iov.iov_base = buf;
 	iov.iov_len = len < (size_t)room ? len : (size_t)room;
-	if (iov.iov_len > BOUNCE_SIZE)
-		iov.iov_len = BOUNCE_SIZE;
+	if (iov.iov_len > SW_BOUNCE_SIZE)
+		iov.iov_len = SW_BOUNCE_SIZE;
 	n = sw_recvmsg(s, &m, 0);
 	if (n > 0 && pipe_write_all(pipe_fd, buf, n)) {
 		SW_ERR("fd %d: splice: %zd bytes of the stream taken for a pipe that failed: %s",
@@ -209,12 +184,12 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 {
 	struct iovec iov;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int priv[2], e, mflags = (flags & SPLICE_F_MORE) ? MSG_MORE : 0;
+	int priv[2], mflags = (flags & SPLICE_F_MORE) ? MSG_MORE : 0;
 	size_t got = 0, cap;
 	uint8_t *buf;
 	ssize_t n, w;
 
-	if (raw_or_advance(s, tx_raw)) {
+	if (raw_or_advance(s, sw_tx_by_kernel)) {
 		n = sdp_sys.splice(pipe_fd, NULL, s->fd, NULL, len, flags);
 		if (n < 0 && errno == EAGAIN)
 			sw_note_nospace(s);
@@ -222,7 +197,7 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 	}
 	if (!len)
 		return 0;
-	buf = bounce_buf();
+	buf = sw_bounce_buf();
 	if (!buf)
 		return -1;
 	/* its two descriptors, outside the program's reserve */
@@ -240,7 +215,7 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 		n = tee(pipe_fd, priv[1], len < cap ? len : cap,
 			SPLICE_F_NONBLOCK);
 		if (n < 0 && errno == EAGAIN && !(flags & SPLICE_F_NONBLOCK) &&
-		    !wait_fd(pipe_fd, POLLIN))
+		    !sw_wait_fd_call(pipe_fd, POLLIN))
 			continue;
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -256,18 +231,14 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 		got += r;
 	}
 	if (n <= 0) {
-		e = errno;
 		priv_close(priv);
-		errno = e;
 		return n;
 	}
 	iov.iov_base = buf;
 	iov.iov_len = n;
 	w = sw_sendmsg(s, &m, mflags);
 	if (w <= 0) {
-		e = errno;
 		priv_close(priv);
-		errno = e;
 		return w;
 	}
 	/* off the program's pipe: the bytes the socket took, moved into the

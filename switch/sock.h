@@ -391,6 +391,13 @@ void sw_sock_atfork_prepare(void);
 void sw_sock_atfork_parent(void);
 void sw_sock_atfork_child(void);
 
+/* Do the kernel's send calls (sendfile, splice) carry the program's bytes
+ * as they are? Plain TCP, or a connect still under way. */
+static inline bool sw_tx_by_kernel(const struct sw_sock *s)
+{
+	return s->state == SW_TCP || s->state == SW_CONNECTING;
+}
+
 static inline bool sw_nonblocking(struct sw_sock *s, int flags)
 {
 	return s->nonblock || (flags & MSG_DONTWAIT);

@@ -150,6 +150,27 @@ int sw_wait_fd(int fd, short events, int timeout_ms)
 	return r < 0 ? -errno : r;
 }
 
+int sw_wait_fd_call(int fd, short events)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	int w = sdp_wait_begin(), r;
+
+	r = sdp_sys.poll(&pfd, 1, -1);
+	sdp_wait_end(w);
+	return r < 0 ? -1 : 0;
+}
+
+uint8_t *sw_bounce_buf(void)
+{
+	static __thread uint8_t *bounce;
+
+	if (!bounce)
+		bounce = malloc(SW_BOUNCE_SIZE);
+	if (!bounce)
+		errno = ENOMEM;
+	return bounce;
+}
+
 bool sw_fsize_room(uint64_t size)
 {
 	struct rlimit rl;

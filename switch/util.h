@@ -20,6 +20,14 @@ void sw_random(void *buf, size_t len);
 
 /* Blocks until fd has events or timeout_ms passes (-1 = forever). */
 int sw_wait_fd(int fd, short events, int timeout_ms);
+/* The same for a wait inside a program's blocking call, with no timeout:
+ * a signal ends it as it ends the kernel's (-1, errno EINTR). 0 or -1. */
+int sw_wait_fd_call(int fd, short events);
+
+/* The calling thread's bounce buffer of SW_BOUNCE_SIZE bytes (sendfile and
+ * splice through the switch copy by it), or NULL (errno ENOMEM). */
+#define SW_BOUNCE_SIZE (1u << 20)
+uint8_t *sw_bounce_buf(void);
 /* Starts fn in a detached thread that no signal is delivered to (signals
  * are the program's). 0 or pthread_create's error number. */
 int sw_thread_start(void *(*fn)(void *));
