@@ -598,13 +598,17 @@ static bool bound_admit(struct shm_listener *l, int fd, const struct ucred *cr)
 {
 	struct shm_tcp_peer now;
 
-	/* the other end's socket may be another user's than its holder's
-	 * (accepted by a worker from its master's listener): then the
-	 * connecting process must hold that very socket (its inode, asked
-	 * again: it is 0 until the other side accepted) */
+	/* learnt before the other side accepted, the other end's owner was
+	 * its listener's; the accept gives the socket to the accepting
+	 * process's user (a server that drops privileges after listen).
+	 * And the other end's socket may be another user's than its
+	 * holder's (accepted by a worker from its master's listener): then
+	 * the connecting process must hold that very socket. Both asked
+	 * again, now that the other side has accepted. */
 	if (cr->uid != l->tp.uid &&
-	    !(shm_tcp_peer(l->tcp_fd, &now) == 0 && now.uid == l->tp.uid &&
-	      shm_pid_holds_socket(cr->pid, now.ino))) {
+	    !(shm_tcp_peer(l->tcp_fd, &now) == 0 && now.ino &&
+	      (now.uid == cr->uid ||
+	       shm_pid_holds_socket(cr->pid, now.ino)))) {
 		shm_log_limited(l->prov, 4, "listener: a provider connection from uid %u (pid %d), not from the owner (uid %u) of the other end of this TCP connection: dropped",
 			(unsigned)cr->uid, (int)cr->pid, (unsigned)l->tp.uid);
 		return false;

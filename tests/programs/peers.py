@@ -148,6 +148,14 @@ def cmd_echo_server(a):
 		asyncio.run(serve_asyncio(a.port))
 		return 0
 	ls = listener(a.port)
+	if a.drop_to:
+		# listen as root, serve as another user (lighttpd, ...)
+		import pwd
+		pw = pwd.getpwnam(a.drop_to)
+		os.setgroups([])
+		os.setgid(pw.pw_gid)
+		os.setuid(pw.pw_uid)
+	time.sleep(a.accept_delay)
 	if a.mode == 'threads':
 		serve_threads(ls)
 	else:
@@ -471,6 +479,10 @@ def main():
 	s.add_argument('--mode', choices=('threads', 'asyncio', 'prefork'),
 		       default='threads')
 	s.add_argument('--workers', type=int, default=4)
+	s.add_argument('--drop-to', metavar='USER',
+		       help='become USER once listening (threads, prefork)')
+	s.add_argument('--accept-delay', type=float, default=0,
+		       help='seconds between listen and the first accept')
 	s = sub.add_parser('echo-client')
 	s.add_argument('port', type=int)
 	s.add_argument('--conns', type=int, default=4)

@@ -628,6 +628,23 @@ def t_scm_worker_nobody(ctx):
 	return '2 x 48 MiB exact, passed from root to nobody, on TCP'
 
 
+def t_users_drop_after_listen(ctx):
+	"""A server that listens as root, then becomes nobody and accepts
+	late (lighttpd, and any server that drops privileges after bind):
+	its clients learnt the owner of the other end (root, the listener's)
+	before the accept made the socket nobody's. The provider connection
+	from nobody is the accepting server's all the same, and is let in."""
+	need_root()
+	open_dirs(ctx)
+	st, cli, srv, _ = R.echo_test(ctx, 'threads', 'threads', 4, 4 * R.MIB,
+				      sargs=('--drop-to', 'nobody',
+					     '--accept-delay', '0.5'))
+	cs = R.by_pid(st, cli.pid)
+	R.check_all_san(cs, 'client of a server that became nobody', need=4)
+	R.check_pairs(cs, R.by_pid(st, srv.pid), 'root client, nobody server')
+	return '4 x 4 MiB echoed by a server that became nobody after listen'
+
+
 def register(run):
 	global R
 	R = run
@@ -635,6 +652,7 @@ def register(run):
 			 ('users-nobody-client', t_users_nobody_client),
 			 ('users-nginx', t_nginx_users),
 			 ('users-outsider', t_users_outsider),
+			 ('users-drop-after-listen', t_users_drop_after_listen),
 			 ('scm-worker-plain', t_scm_worker_plain),
 			 ('scm-worker-plain-idle', t_scm_worker_plain_idle),
 			 ('scm-worker-nobody', t_scm_worker_nobody),
