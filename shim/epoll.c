@@ -989,7 +989,7 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 	int64_t end, spin_end, slept;
 	struct timespec ts;
 	int n, special;
-	unsigned int i;
+	unsigned int i, sig0 = sdp_sig_seen;
 
 	end = rd_deadline(timeout);
 	if (end == -2) {
@@ -1014,7 +1014,8 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 			continue;
 		rd_ep_idle(ep);
 		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&ep->spin);
-		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
+		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end) &&
+			    sdp_sig_seen == sig0; i++) {
 			if (!(i & 7))
 				rd_yield(); /* the peer may need this core */
 			n = rd_ep_pass(ep, &o, kev, false,
@@ -1023,6 +1024,13 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 		}
 		if (n)
 			break;
+		/* a handler ran while we polled: the kernel's epoll_wait
+		 * returns EINTR then, whatever SA_RESTART says */
+		if (sdp_sig_seen != sig0) {
+			errno = EINTR;
+			n = -1;
+			break;
+		}
 		slept = rd_now();
 		n = rd_ep_pass(ep, &o, kev, true, true,
 			       rd_left_sleep(end, &ts), mask,

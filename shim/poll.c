@@ -185,7 +185,7 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 {
 	struct timespec ts;
 	int64_t spin_end, slept;
-	unsigned int i;
+	unsigned int i, sig0 = sdp_sig_seen;
 	int n;
 
 	for (;;) {
@@ -196,7 +196,8 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 			if (ps->socks[i])
 				sw_poll_idle(ps->socks[i]);
 		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&rd_ps_spin);
-		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end); i++) {
+		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end) &&
+			    sdp_sig_seen == sig0; i++) {
 			if (!(i & 7))
 				rd_yield(); /* the peer may need this core */
 			n = rd_ps_pass(ps, false,
@@ -205,6 +206,12 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		}
 		if (n)
 			return n;
+		/* a handler ran while we polled: poll and select return
+		 * EINTR then, whatever SA_RESTART says */
+		if (sdp_sig_seen != sig0) {
+			errno = EINTR;
+			return -1;
+		}
 		slept = rd_now();
 		n = rd_ps_pass(ps, true, true, rd_left_sleep(end, &ts), mask);
 		sw_spin_slept(&rd_ps_spin, (uint64_t)(rd_now() - slept), n > 0);

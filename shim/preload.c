@@ -56,6 +56,7 @@ static void shim_atfork_child(void)
 {
 	fdt_atfork_child();
 	rd_atfork_child();
+	shim_signals_atfork_child();
 }
 
 /* The switch's fork handlers run inside the switch, as its calls from a

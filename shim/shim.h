@@ -112,6 +112,8 @@ void shim_closed_range(unsigned int first, unsigned int last);
 void shim_let_go(struct sw_sock *s);
 void shim_let_go_all(void);
 
+/* signals.c: a fork's child starts with the handler table unlocked */
+void shim_signals_atfork_child(void);
 /* process.c: at start, the fds an exec'd-from switch named (SW_EXEC_ENV) */
 void shim_inherit(void);
 /* process.c: the fds an SCM_RIGHTS message carries, sent or received */

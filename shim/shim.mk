@@ -5,7 +5,8 @@
 
 SHIM_SRCS := shim/preload.c shim/fdtable.c shim/sock_setup.c \
 	shim/sock_data.c shim/sock_poll.c shim/process.c \
-	shim/rd_wait.c shim/poll.c shim/epoll.c shim/around.c
+	shim/rd_wait.c shim/poll.c shim/epoll.c shim/around.c \
+	shim/signals.c
 SHIM_OBJS := $(SHIM_SRCS:%.c=$(O)/obj/%.o)
 SHIM_LIB  := $(O)/lib/libsdp_switch.so
 

@@ -10,6 +10,7 @@
 struct sdp_sys sdp_sys;
 __thread int sdp_in_switch __attribute__((tls_model("initial-exec")));
 __thread int sdp_wait_depth __attribute__((tls_model("initial-exec")));
+__thread unsigned int sdp_sig_seen __attribute__((tls_model("initial-exec")));
 
 #define RESOLVE(name) \
 	__atomic_store_n(&sdp_sys.name, dlsym(RTLD_NEXT, #name), \
@@ -72,6 +73,14 @@ void sdp_sys_init(void)
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
 	RESOLVE(prctl);
+	RESOLVE(sigaction);
+	RESOLVE(__sigaction);
+	RESOLVE(signal);
+	RESOLVE(bsd_signal);
+	RESOLVE(ssignal);
+	RESOLVE(sysv_signal);
+	RESOLVE(__sysv_signal);
+	RESOLVE(sigset);
 }
 
 /* Before other constructors of the same object (the shim's included). */

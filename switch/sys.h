@@ -84,6 +84,14 @@ struct sdp_sys {
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
 	int (*prctl)(int, ...);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	int (*__sigaction)(int, const struct sigaction *, struct sigaction *);
+	__sighandler_t (*signal)(int, __sighandler_t);
+	__sighandler_t (*bsd_signal)(int, __sighandler_t);
+	__sighandler_t (*ssignal)(int, __sighandler_t);
+	__sighandler_t (*sysv_signal)(int, __sighandler_t);
+	__sighandler_t (*__sysv_signal)(int, __sighandler_t);
+	__sighandler_t (*sigset)(int, __sighandler_t);
 };
 
 /*
@@ -123,6 +131,16 @@ static inline void sdp_guard_leave(void)
  * restores (a handler's own call may wait too).
  */
 extern __thread int sdp_wait_depth __attribute__((tls_model("initial-exec")));
+
+/*
+ * How many signal handlers of the program have run on this thread (only
+ * counts; shim/signals.c). A wait of the switch's that busy-polls before
+ * it sleeps compares it with its value at the start: a handler that ran
+ * while it polled, outside any system call, interrupted the program's
+ * blocking call as surely as one that interrupts the sleep, and the call
+ * answers as the kernel's would (EINTR, or a restart under SA_RESTART).
+ */
+extern __thread unsigned int sdp_sig_seen __attribute__((tls_model("initial-exec")));
 
 static inline int sdp_wait_begin(void)
 {

@@ -166,7 +166,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	uint64_t start = sw_now_ns();
 	uint64_t spin_end = start + sw_spin_budget_ns(&s->spin);
 	uint64_t slept;
-	unsigned spins = 0;
+	unsigned spins = 0, sig0 = sdp_sig_seen;
 	int timeout, r, cfd, w;
 	bool nap;
 
@@ -193,6 +193,10 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 			return r;
 		if (atomic_load(&s->event_seq) != seq)
 			return 0;
+		/* a handler ran while we polled: as if it had interrupted
+		 * the sleep (the caller restarts under SA_RESTART) */
+		if (sdp_sig_seen != sig0)
+			return -EINTR;
 	}
 	/* then ask to be woken, check once more, and sleep in the kernel */
 	sw_credit_adapt(s);
@@ -214,9 +218,10 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	/* from here until the sleep ends, a doorbell is left for us */
 	atomic_fetch_add(&s->sleepers, 1);
 	r = sw_progress(s);
-	if (r < 0 || atomic_load(&s->event_seq) != seq) {
+	if (r < 0 || atomic_load(&s->event_seq) != seq ||
+	    sdp_sig_seen != sig0) {
 		atomic_fetch_sub(&s->sleepers, 1);
-		return r < 0 ? r : 0;
+		return r < 0 ? r : sdp_sig_seen != sig0 ? -EINTR : 0;
 	}
 	/* what we wait for may need the peer's progress (our queued sends,
 	 * our RDMA in the provider's staging mode): a peer asleep must be

@@ -7,6 +7,7 @@
 #   peers.py echo-client PORT --conns K --bytes B --mode threads|asyncio
 #   peers.py send PORT BYTES [--forever]      peers.py sink PORT [--send B]
 #   peers.py side BYTES SEED RESULT   (stdin/stdout are the stream: socat)
+#   peers.py stop-idle PORT PID --proto http|line   (SIGTERM to an idle server)
 import argparse
 import asyncio
 import errno
@@ -144,6 +145,10 @@ async def serve_asyncio(port):
 
 
 def cmd_echo_server(a):
+	if a.exit_on_term:
+		# a Python handler: it runs once the interpreter's wait
+		# returns EINTR, as a C server's loop sees its flag
+		signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 	if a.mode == 'asyncio':
 		asyncio.run(serve_asyncio(a.port))
 		return 0
@@ -471,6 +476,58 @@ def cmd_http_get(a):
 	return 0
 
 
+def gone(pid):
+	"""pid has exited: no such process, or a zombie its parent (the test
+	runner) has not reaped yet."""
+	try:
+		with open('/proc/%d/stat' % pid) as f:
+			return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+	except OSError:
+		return True
+
+
+def round_trip(s, proto, rfile):
+	if proto == 'line':
+		s.sendall(b'ping ' * 8 + b'\n')
+		line = rfile.readline()
+		if not line.endswith(b'\n'):
+			raise OSError('the echo ended')
+		return
+	s.sendall(b'GET /small.bin HTTP/1.1\r\nHost: x\r\n\r\n')
+	size = None
+	while True:
+		h = rfile.readline()
+		if not h:
+			raise OSError('the response ended')
+		if h in (b'\r\n', b'\n'):
+			break
+		k, _, v = h.partition(b':')
+		if k.strip().lower() == b'content-length':
+			size = int(v)
+	if rfile.read(size or 0) is None:
+		raise OSError('no body')
+
+
+def cmd_stop_idle(a):
+	"""Requests in turn on one connection, then SIGTERM to the server,
+	the connection left open and idle: the server's wait (epoll_wait,
+	poll) must return EINTR for its loop to see the handler's flag. The
+	kill follows the last response at once, while the server's wait
+	may still be busy-polling."""
+	s = socket.create_connection((HOST, a.port), timeout=10)
+	rfile = s.makefile('rb')
+	for _ in range(a.rounds):
+		round_trip(s, a.proto, rfile)
+	os.kill(a.pid, signal.SIGTERM)
+	t0 = time.monotonic()
+	while not gone(a.pid) and time.monotonic() - t0 < a.wait:
+		time.sleep(0.01)
+	out({'exited': gone(a.pid), 'secs': round(time.monotonic() - t0, 3),
+	     'rounds': a.rounds})
+	s.close()
+	return 0
+
+
 def main():
 	p = argparse.ArgumentParser(description=__doc__)
 	sub = p.add_subparsers(dest='cmd', required=True)
@@ -479,6 +536,8 @@ def main():
 	s.add_argument('--mode', choices=('threads', 'asyncio', 'prefork'),
 		       default='threads')
 	s.add_argument('--workers', type=int, default=4)
+	s.add_argument('--exit-on-term', action='store_true',
+		       help='exit by a Python SIGTERM handler')
 	s.add_argument('--drop-to', metavar='USER',
 		       help='become USER once listening (threads, prefork)')
 	s.add_argument('--accept-delay', type=float, default=0,
@@ -519,10 +578,16 @@ def main():
 	s.add_argument('output')
 	s.add_argument('--timeout', type=float, default=60)
 	s.add_argument('--count', type=int, default=1)
+	s = sub.add_parser('stop-idle')
+	s.add_argument('port', type=int)
+	s.add_argument('pid', type=int)
+	s.add_argument('--proto', choices=('http', 'line'), default='http')
+	s.add_argument('--rounds', type=int, default=200)
+	s.add_argument('--wait', type=float, default=5)
 	a = p.parse_args()
 	fn = {'echo-server': cmd_echo_server, 'echo-client': cmd_echo_client,
 	      'send': cmd_send, 'sink': cmd_sink, 'side': cmd_side,
-	      'http-get': cmd_http_get}[a.cmd]
+	      'http-get': cmd_http_get, 'stop-idle': cmd_stop_idle}[a.cmd]
 	try:
 		return fn(a)
 	except KeyboardInterrupt:

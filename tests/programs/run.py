@@ -903,6 +903,39 @@ def t_nginx_nocma(ctx):
 	return '100 MiB 4 times in %s s' % ', '.join('%.2f' % t for t in times)
 
 
+def stop_idle(ctx, srv, port, proto, what):
+	"""SIGTERM to srv right after the last of 200 round trips on one
+	carried connection, which then stays open and idle: srv must exit
+	all the same (its wait returns EINTR; its loop sees its flag)."""
+	cli = ctx.run('stop-idle-' + proto, [PY, PEERS, 'stop-idle', str(port),
+					     str(srv.pid), '--proto', proto],
+		      30)
+	r = cli.json_lines()[-1]
+	check(r['exited'], '%s still ran %.1f s after its SIGTERM, a carried '
+	      'connection open and idle: the signal interrupted no wait' %
+	      (what, r['secs']))
+	return cli, '%s exited %.3f s after SIGTERM' % (what, r['secs'])
+
+
+@test('sigterm-idle-server')
+def t_sigterm_idle(ctx):
+	need('nginx')
+	conf = NGINX_CONF.replace('master_process on;', 'master_process off;')
+	srv, port, _ = nginx_serving(ctx, conf)
+	make_random_file(ctx.path('www/small.bin'), 4096)
+	os.chmod(ctx.path('www/small.bin'), 0o644)
+	done = [stop_idle(ctx, srv, port, 'http', 'nginx')]
+	port = free_port()
+	py = ctx.spawn('echo-server', [PY, PEERS, 'echo-server', str(port),
+				       '--mode', 'asyncio', '--exit-on-term'])
+	ctx.wait_listen(port, py)
+	done.append(stop_idle(ctx, py, port, 'line', 'asyncio server'))
+	st = ctx.stats()
+	for (cli, _), what in zip(done, ('nginx', 'asyncio server')):
+		check_all_san(by_pid(st, cli.pid), '%s client' % what)
+	return '; '.join(t for _, t in done)
+
+
 def send_to_sink(ctx, n, args, env=None):
 	"""peers.py send of n bytes to its sink, both with args (and env):
 	the bytes and their hash must arrive whole, and the sink see EOF.

@@ -6,6 +6,11 @@
  * poll, epoll_wait, select, accept and connect, each with the handler
  * installed without and with SA_RESTART, and recv/send with a timeout set
  * (never restarted). The return value, errno and the bytes are compared.
+ *
+ * Then the program runs itself again with a busy-poll floor of 300 ms
+ * (SDP_SPIN_US), and the signal goes 50 ms into each call without waiting
+ * for the thread to sleep: the handler runs while the switch polls, in no
+ * system call, and the call must answer all the same.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +29,8 @@ static pid_t main_tid;
 static volatile sig_atomic_t hits;
 static atomic_bool call_done;	/* the main thread's call returned */
 static bool restart;
+static bool during_spin;	/* the signal comes while the switch polls */
+static int pair;		/* 0: the plain pair's call, 1: the carried */
 
 static void on_sig(int sig)
 {
@@ -86,7 +93,7 @@ static void *helper(void *arg)
 	 * handler that ran before the call interrupts nothing */
 	usleep(50 * 1000);
 	end = tp_ms() + 5000;
-	while (!asleep(main_tid) && tp_ms() < end)
+	while (!(during_spin && pair) && !asleep(main_tid) && tp_ms() < end)
 		usleep(1000);
 	pthread_kill(main_thr, SIGUSR1);
 	end = tp_ms() + 50;
@@ -396,7 +403,8 @@ int main(int argc, char **argv)
 	int m, res[2];
 
 	family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
-	tp_start("intr_diff", 50);
+	during_spin = getenv("INTR_DIFF_SPIN") != NULL;
+	tp_start("intr_diff", during_spin ? 30 : 25);
 	main_thr = pthread_self();
 	main_tid = (pid_t)syscall(SYS_gettid);
 	tp_raw_pair(family, &fds[0], &fds[1]);
@@ -412,13 +420,16 @@ int main(int argc, char **argv)
 	for (m = 0; m < 2; m++) {
 		handler(m);
 		for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			pair = 0;
 			cases[i].fn(0, &res[0]);
 			settle();
+			pair = 1;
 			cases[i].fn(1, &res[1]);
 			settle();
-			snprintf(what, sizeof(what), "%s interrupted (%s)",
+			snprintf(what, sizeof(what), "%s interrupted (%s%s)",
 				 cases[i].name,
-				 m ? "SA_RESTART" : "no SA_RESTART");
+				 m ? "SA_RESTART" : "no SA_RESTART",
+				 during_spin ? ", while the switch polls" : "");
 			same(what, res[0], res[1]);
 			if (getenv("DIFF_VERBOSE"))
 				fprintf(stderr, "%s: %d\n", what, res[0]);
@@ -433,6 +444,13 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < 4; i++)
 		close(fds[i]);
+	if (!during_spin) {
+		setenv("INTR_DIFF_SPIN", "1", 1);
+		setenv("SDP_SPIN_US", "300000", 1);
+		setenv("SDP_SPIN_MAX_US", "0", 1);
+		execv("/proc/self/exe", argv);
+		TP_CHECK(0, "exec of itself: %s", strerror(errno));
+	}
 	tp_pass();
 	return 0;
 }
