@@ -27,6 +27,7 @@
 #include "sys.h"
 #include "upgrade.h"
 #include "util.h"
+#include "wakeup.h"
 
 /* May the kernel move s's bytes itself? Receiving: plain TCP with nothing
  * of the switch's still to take or deliver first. */
@@ -150,7 +151,10 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 			errno = EAGAIN;
 			return -1;
 		}
-		if (sw_wait_fd_call(pipe_fd, POLLOUT))
+		/* a handler interrupted the wait for room: the kernel's
+		 * splice restarts under SA_RESTART, else fails */
+		if (sw_wait_fd_call(pipe_fd, POLLOUT) &&
+		    (errno != EINTR || !sw_intr_restarts(s, true)))
 			return -1;
 	}
 	if (room < 0)
@@ -214,12 +218,13 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 	for (;;) {
 		n = tee(pipe_fd, priv[1], len < cap ? len : cap,
 			SPLICE_F_NONBLOCK);
-		if (n < 0 && errno == EAGAIN && !(flags & SPLICE_F_NONBLOCK) &&
-		    !sw_wait_fd_call(pipe_fd, POLLIN))
+		if (n >= 0 || (errno == EAGAIN && (flags & SPLICE_F_NONBLOCK)))
+			break;
+		if (errno == EAGAIN && !sw_wait_fd_call(pipe_fd, POLLIN))
 			continue;
-		if (n < 0 && errno == EINTR)
-			continue;
-		break;
+		/* a handler interrupted the wait for bytes: as above */
+		if (errno != EINTR || !sw_intr_restarts(s, false))
+			break;
 	}
 	while (n > 0 && got < (size_t)n) {
 		ssize_t r = sdp_sys.read(priv[0], buf + got, n - got);

@@ -3,7 +3,8 @@
  * intr_diff.c - a blocked socket call interrupted by a signal handler
  * answers on a carried connection as the kernel answers on a plain one:
  * recv, recv(MSG_WAITALL) with part of the bytes there, send with no room,
- * poll, epoll_wait, select, accept and connect, each with the handler
+ * poll, epoll_wait, select, accept, connect and splice (from the socket
+ * into a full pipe, from an empty pipe to the socket), each with the handler
  * installed without and with SA_RESTART, and recv/send with a timeout set
  * (never restarted). The return value, errno and the bytes are compared.
  *
@@ -145,6 +146,22 @@ static void act_drain(struct act *a)
 			usleep(1000);
 }
 
+/* Reads the pipe a->fd (non-blocking) until the blocked call returned. */
+static void act_drain_pipe(struct act *a)
+{
+	static char b[1 << 16];
+	long end = tp_ms() + 2000;
+
+	while (!atomic_load(&call_done) && tp_ms() < end)
+		if (read(a->fd, b, sizeof(b)) <= 0)
+			usleep(1000);
+}
+
+static void act_write10(struct act *a)
+{
+	TP_CHECK(write(a->fd, "0123456789", 10) == 10, "write 10");
+}
+
 static void act_connect(struct act *a)
 {
 	a->made = a->raw ? tp_raw_connect(&a->ss, a->len) :
@@ -250,6 +267,47 @@ static int do_send(int p, int *ret)
 	*ret = send_class(RES((int)send(fds[2 * p], b, sizeof(b),
 					MSG_NOSIGNAL)));
 	finish(t, h0, "send");
+	return 0;
+}
+
+/* splice from the socket, which holds 10 bytes, into a full pipe: the
+ * call waits for room in the pipe */
+static int do_splice_in(int p, int *ret)
+{
+	static char b[1 << 16];
+	struct act a = { .fn = act_drain_pipe };
+	int pp[2], h0 = hits;
+	pthread_t t;
+
+	TP_CHECK(!pipe2(pp, O_NONBLOCK), "pipe");
+	while (write(pp[1], b, sizeof(b)) > 0)
+		;
+	fcntl(pp[1], F_SETFL, 0);
+	a.fd = pp[0];
+	act_send10(&(struct act){ .fd = fds[2 * p] });
+	usleep(20 * 1000);
+	t = start(&a);
+	*ret = RES((int)splice(fds[2 * p + 1], NULL, pp[1], NULL, 10, 0));
+	finish(t, h0, "splice into a full pipe");
+	close(pp[0]);
+	close(pp[1]);
+	return 0;
+}
+
+/* splice from an empty pipe to the socket: the call waits for bytes */
+static int do_splice_out(int p, int *ret)
+{
+	struct act a = { .fn = act_write10 };
+	int pp[2], h0 = hits;
+	pthread_t t;
+
+	TP_CHECK(!pipe2(pp, 0), "pipe");
+	a.fd = pp[1];
+	t = start(&a);
+	*ret = RES((int)splice(pp[0], NULL, fds[2 * p], NULL, 10, 0));
+	finish(t, h0, "splice from an empty pipe");
+	close(pp[0]);
+	close(pp[1]);
 	return 0;
 }
 
@@ -392,6 +450,8 @@ static const struct {
 	{ "select", do_select },
 	{ "accept", do_accept },
 	{ "connect to a full queue", do_connect },
+	{ "splice into a full pipe", do_splice_in },
+	{ "splice from an empty pipe", do_splice_out },
 	{ "recv with SO_RCVTIMEO", do_recv_timeo },
 	{ "send with SO_SNDTIMEO", do_send_timeo },
 };
