@@ -13,10 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "fd_budget.h"
 #include "fdtable.h"
 #include "rd_wait.h"
 #include "readiness.h"
+#include "ownfd.h"
 #include "spin.h"
 #include "sys.h"
 
@@ -32,11 +37,12 @@
  * and small integers, what programs put there, never have these top bits.
  * Reports with RD_TAG as well are for an fd of the switch (a provider
  * listener) that a sleep watched for the pending upgrade of the program's
- * fd in the low bits.
+ * fd in the low bits; with RD_BELL, for the set's own bell (rd_ep_bell).
  */
 #define RD_OWN_MASK (0xffffull << 48)
 #define RD_OWN (0x5dbfull << 48)
 #define RD_TAG (1ull << 40)
+#define RD_BELL (1ull << 41)
 #define RD_FD_MASK 0xffffffffull
 
 /* ---- epoll bookkeeping -------------------------------------------------- */
@@ -92,6 +98,20 @@ struct rd_ep {
 	 * on every call: under wrk with 16 connections to nginx the highest
 	 * got half the requests of the lowest) */
 	int scan_from;
+	/*
+	 * The set's bell, an eventfd of the switch's in the kernel set, made
+	 * when the first switch socket joins it (-1 before, or when no
+	 * descriptor could be spared). Threads inside epoll_wait on the set
+	 * count themselves in waiters. Another thread's EPOLL_CTL_ADD or
+	 * MOD of a switch socket meanwhile rings the bell: the waiter, asleep
+	 * in the kernel, had asked no "wake me" of that socket, and its bytes
+	 * would come without a doorbell (Apache's event MPM hands each
+	 * keep-alive connection back to its listener thread's set so, and
+	 * waited for its keep-alive timeout: 2-5 s per stalled request). The
+	 * kernel's epoll_ctl wakes its waiters for a ready fd alike.
+	 */
+	int bellfd;
+	atomic_int waiters;
 };
 
 struct rd_reg {
@@ -108,6 +128,10 @@ static void rd_ep_free(struct rd_ep *ep)
 {
 	int i;
 
+	if (ep->bellfd >= 0) {
+		sw_fd_forget(ep->bellfd);
+		sdp_sys.close(ep->bellfd);
+	}
 	for (i = 0; i < ep->cap; i++)
 		free(ep->ent[i]);
 	free(ep->ent);
@@ -175,6 +199,7 @@ void rd_epoll_created(int epfd)
 		return;	/* the set then simply passes to the kernel */
 	ep->epfd = epfd;
 	ep->refs = 1;
+	ep->bellfd = -1;
 	pthread_mutex_init(&ep->lock, NULL);
 	pthread_mutex_lock(&rd_reg_lock);
 	if (rd_reg_grow(epfd)) {
@@ -374,6 +399,47 @@ static int rd_ent_recarry(struct rd_ent *e, int op,
 	return 0;
 }
 
+/* Under ep->lock: the set's bell, made and put in the kernel set once. */
+static void rd_ep_bell(struct rd_ep *ep)
+{
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = RD_OWN | RD_BELL };
+	int fd;
+
+	if (ep->bellfd >= 0 || !sw_fd_may_open(1))
+		return;
+	fd = (int)syscall(SYS_eventfd2, 0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return;
+	fd = sw_fd_own(fd, &ep->bellfd);
+	if (fd < 0)
+		return;
+	if (sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		sw_fd_forget(fd);
+		sdp_sys.close(fd);
+		return;
+	}
+	__atomic_store_n(&ep->bellfd, fd, __ATOMIC_RELEASE);
+}
+
+static void rd_ep_ring(struct rd_ep *ep)
+{
+	uint64_t one = 1;
+	int fd = __atomic_load_n(&ep->bellfd, __ATOMIC_ACQUIRE);
+
+	if (fd >= 0 && atomic_load(&ep->waiters))
+		(void)!sdp_sys.write(fd, &one, sizeof(one));
+}
+
+static void rd_ep_bell_drain(struct rd_ep *ep)
+{
+	uint64_t n;
+	int fd = __atomic_load_n(&ep->bellfd, __ATOMIC_ACQUIRE);
+
+	if (fd >= 0)
+		(void)!sdp_sys.read(fd, &n, sizeof(n));
+}
+
 int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 {
 	struct rd_ep *ep, *inner;
@@ -439,6 +505,8 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		}
 		ep->ent[fd] = e;
 		free(old);
+		if (s)
+			rd_ep_bell(ep);
 		break;
 	case EPOLL_CTL_DEL:
 		if (old && !old->live) {
@@ -466,6 +534,9 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		break;
 	}
 	pthread_mutex_unlock(&ep->lock);
+	/* a waiter asleep on the set looks again, arming this socket */
+	if (!ret && s && op != EPOLL_CTL_DEL)
+		rd_ep_ring(ep);
 	if (inner)
 		rd_ep_put(inner);
 	if (s)
@@ -820,6 +891,11 @@ static void rd_ep_merge(struct rd_ep *ep, struct rd_out *o,
 			rd_report_foreign(o, &kev[i]);
 			continue;
 		}
+		if (kev[i].data.u64 & RD_BELL) {
+			/* the next pass arms what joined the set */
+			rd_ep_bell_drain(ep);
+			continue;
+		}
 		fd = (int)(kev[i].data.u64 & RD_FD_MASK);
 		/* a switch fd of a pending upgrade: news for its socket,
 		 * nothing the kernel knows of the socket itself */
@@ -1057,7 +1133,9 @@ int rd_epoll_wait(int epfd, struct epoll_event *evs, int max,
 	ep = max > 0 ? rd_ep_get(epfd) : NULL;
 	if (!ep)
 		return rd_kernel_wait(epfd, evs, max, timeout, mask);
+	atomic_fetch_add(&ep->waiters, 1);
 	n = rd_ep_wait(ep, evs, max, timeout, mask);
+	atomic_fetch_sub(&ep->waiters, 1);
 	rd_ep_put(ep);
 	return n;
 }
