@@ -445,6 +445,7 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	struct rd_ep *ep, *inner;
 	struct rd_ent *e, *old;
 	struct sw_sock *s;
+	bool carried = false;
 	int ret = -1;
 
 	ep = rd_ep_get(epfd);
@@ -533,9 +534,15 @@ int rd_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		ret = sdp_sys.epoll_ctl(epfd, op, fd, event);
 		break;
 	}
+	if (!ret && s && op != EPOLL_CTL_DEL && fd < ep->cap && ep->ent[fd])
+		carried = ep->ent[fd]->carried && ep->ent[fd]->live;
 	pthread_mutex_unlock(&ep->lock);
-	/* a waiter asleep on the set looks again, arming this socket */
-	if (!ret && s && op != EPOLL_CTL_DEL)
+	/* a waiter asleep on the set asked no "wake me" of this socket: a
+	 * carried one is asked here, and its doorbell wakes the waiter when
+	 * bytes come; one with bytes (or room) already, or not carried
+	 * yet, rings the set's bell, and the waiter looks again */
+	if (!ret && s && op != EPOLL_CTL_DEL && atomic_load(&ep->waiters) &&
+	    (!carried || sw_poll_arm(s, (short)event->events)))
 		rd_ep_ring(ep);
 	if (inner)
 		rd_ep_put(inner);
