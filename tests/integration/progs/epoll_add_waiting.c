@@ -31,26 +31,6 @@ static void *waiter(void *arg)
 	return NULL;
 }
 
-/* Whether thread tid sleeps ('S' in its stat). */
-static bool asleep(pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] == 'S';
-}
-
 /* Starts the waiter and returns once it sleeps in the kernel (past any
  * busy-poll: asleep twice, 20 ms apart). */
 static pthread_t start_waiter(void)
@@ -61,9 +41,9 @@ static pthread_t start_waiter(void)
 	waiter_tid = 0;
 	TP_CHECK(!pthread_create(&t, NULL, waiter, NULL), "thread");
 	while (tp_ms() < end) {
-		if (waiter_tid && asleep(waiter_tid)) {
+		if (waiter_tid && tp_asleep(waiter_tid)) {
 			usleep(20 * 1000);
-			if (asleep(waiter_tid))
+			if (tp_asleep(waiter_tid))
 				return t;
 		}
 		usleep(1000);

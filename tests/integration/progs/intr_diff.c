@@ -63,27 +63,6 @@ struct act {
 	int made;	/* an fd the act made, closed afterwards */
 };
 
-/* Whether thread tid sleeps ('S' in its stat: in the blocking call, since
- * the main thread goes from start() straight to the call). */
-static bool asleep(pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] == 'S';
-}
-
 static void *helper(void *arg)
 {
 	struct act *a = arg;
@@ -94,7 +73,7 @@ static void *helper(void *arg)
 	 * handler that ran before the call interrupts nothing */
 	usleep(50 * 1000);
 	end = tp_ms() + 5000;
-	while (!(during_spin && pair) && !asleep(main_tid) && tp_ms() < end)
+	while (!(during_spin && pair) && !tp_asleep(main_tid) && tp_ms() < end)
 		usleep(1000);
 	pthread_kill(main_thr, SIGUSR1);
 	end = tp_ms() + 50;

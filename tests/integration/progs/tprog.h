@@ -385,6 +385,26 @@ static inline long tp_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Whether thread tid of this process sleeps ('S' in its stat). */
+static inline bool tp_asleep(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'S';
+}
+
 /* Reads what a non-blocking fd has until EAGAIN, checking the bytes;
  * returns how many arrived. Waits up to 2 s for at least `least`. */
 static inline size_t tp_drain(int fd, unsigned int id, size_t off,
