@@ -117,6 +117,16 @@ static void table_set(int sig, void *fn, int flags)
 	atomic_store_explicit(&acts[sig].fn, fn, memory_order_release);
 }
 
+/* The program's handler h, installed with k's flags, runs through the
+ * trampoline: the table records both, and k becomes the trampoline's
+ * action (the program's mask and flags, and SA_SIGINFO). */
+static void through_tramp(int sig, void *h, struct sigaction *k)
+{
+	table_set(sig, h, k->sa_flags);
+	k->sa_sigaction = tramp;
+	k->sa_flags |= SA_SIGINFO;
+}
+
 typedef int (*sigaction_fn)(int, const struct sigaction *,
 			    struct sigaction *);
 
@@ -140,9 +150,7 @@ static int act_set(sigaction_fn real, int sig, const struct sigaction *act,
 			/* an action read by a way round this file (a raw
 			 * system call): the table still holds its handler */
 		} else if (is_function(h)) {
-			table_set(sig, h, act->sa_flags);
-			k.sa_sigaction = tramp;
-			k.sa_flags |= SA_SIGINFO;
+			through_tramp(sig, h, &k);
 		} else {
 			table_set(sig, NULL, 0);
 		}
@@ -207,9 +215,7 @@ static __sighandler_t adopt(signal_fn real, int sig, __sighandler_t h)
 			table_set(sig, NULL, 0);
 		} else if (!REAL(sigaction)(sig, NULL, &k) &&
 			   handler_of(&k) == (void *)h) {
-			table_set(sig, (void *)h, k.sa_flags);
-			k.sa_sigaction = tramp;
-			k.sa_flags |= SA_SIGINFO;
+			through_tramp(sig, (void *)h, &k);
 			if (REAL(sigaction)(sig, &k, NULL))
 				table_set(sig, NULL, 0);
 		}
