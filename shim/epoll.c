@@ -106,9 +106,9 @@ struct rd_ep {
 	 * MOD of a switch socket meanwhile rings the bell: the waiter, asleep
 	 * in the kernel, had asked no "wake me" of that socket, and its bytes
 	 * would come without a doorbell (Apache's event MPM hands each
-	 * keep-alive connection back to its listener thread's set so, and
-	 * waited for its keep-alive timeout: 2-5 s per stalled request). The
-	 * kernel's epoll_ctl wakes its waiters for a ready fd alike.
+	 * keep-alive connection back to its listener thread's set so; not
+	 * woken, a request waits for the keep-alive timeout). The kernel's
+	 * epoll_ctl wakes its waiters for a ready fd alike.
 	 */
 	int bellfd;
 	atomic_int waiters;
