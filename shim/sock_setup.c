@@ -223,10 +223,18 @@ int shim_close_fd(int fd)
 	int ret, primary;
 	bool last;
 
-	if (fdt_next_managed(fd, fd) == fd)
+	/* the fd's registrations in the program's epoll sets end as the
+	 * kernel ends them, with the last fd of the file anywhere (a forked
+	 * child that closes what it inherited leaves its parent's, in the
+	 * set both share); only a connection whose file the switch may keep
+	 * after this close is taken out of the sets here */
+	s = fdt_get(fd);
+	if (s && sw_close_may_keep(s))
 		rd_sock_closed(fd);
 	else
 		rd_fds_closed(fd, fd);
+	if (s)
+		sw_sock_unref(s);
 	fdi_clear(fd, fd);
 	s = fdt_remove(fd, &last, &primary);
 	if (!s)

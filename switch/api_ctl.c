@@ -132,6 +132,18 @@ static bool close_wait(struct sw_sock *s, uint64_t until, uint64_t stall_ns)
  * keeps its own copy of the TCP fd, which also keeps TCP's FIN back until
  * the SAN's end of stream is delivered.
  */
+bool sw_close_may_keep(struct sw_sock *s)
+{
+	bool r;
+
+	/* sw_close adopts only such a connection (sw_orphan_adopt): one
+	 * shared across fork went back to TCP, and is another process's too */
+	pthread_mutex_lock(&s->lock);
+	r = s->state == SW_SAN && !s->holders && !s->closed;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 int sw_close(struct sw_sock *s, int fd)
 {
 	int r;

@@ -87,6 +87,12 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 void sw_note_nospace(struct sw_sock *s);
 
 int sw_shutdown(struct sw_sock *s, int how);
+/* May the program's close of s leave the switch holding its file (a
+ * connection on the SAN that still sends what was left, which no other
+ * process holds)? Then the shim takes the fd out of the program's epoll
+ * sets at the close; the kernel would keep it there while the switch holds
+ * the file. */
+bool sw_close_may_keep(struct sw_sock *s);
 /* The program closed the last fd naming s (the shim has already removed it
  * from the table, and dropped its epoll registrations: the switch may keep
  * the connection open after this, to send what is left). Does the real

@@ -10,7 +10,8 @@ ITEST_PROGS := epoll_et epoll_carried plain_idle epoll_oneshot epoll_two_sets ep
 	raw_close_epoll idle_readers close_under_read idle_ready fd_limit \
 	idle_send recv_outparams hello_reader epoll_et_edges fdx_echo \
 	sock_diff poll_threads intr_diff handler_write busy_reader \
-	stdio_sock orphan_close read_release epoll_add_waiting
+	stdio_sock orphan_close read_release epoll_add_waiting \
+	fork_close_epoll
 ITEST_BINS := $(ITEST_PROGS:%=$(O)/tests/integration/%)
 
 $(O)/tests/integration/%: $(O)/obj/tests/integration/progs/%.o

@@ -726,6 +726,92 @@ def t_redis(ctx):
 	return '; '.join(rates)
 
 
+def redis_info(ctx, port, name, field):
+	"""A field of redis-cli INFO (the client preloaded), '' when absent."""
+	r = ctx.run(name, ['redis-cli', '-p', str(port), 'INFO'], 10, ok=None)
+	for ln in r.out().splitlines():
+		if ln.startswith(field + ':'):
+			return ln.split(':', 1)[1].strip()
+	return ''
+
+
+@test('redis-fork')
+def t_redis_fork(ctx):
+	# redis forks for BGSAVE and for a replica's full sync; the child
+	# closes the listeners it inherited, in the epoll set it shares with
+	# the parent. The parent still answers new connections, and the
+	# replica, fed by the child's stream, ends up with the same data.
+	need('redis-server', 'redis-benchmark', 'redis-cli')
+	port, rport = free_port(), free_port()
+	common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+		  '--enable-debug-command', 'yes']
+	srv = ctx.spawn('redis-master', ['redis-server', '--port', str(port),
+					 '--dir', ctx.dir,
+					 '--repl-diskless-sync-delay', '0'] +
+			common)
+	ctx.wait_listen(port, srv)
+	cli = ['redis-cli', '-p', str(port)]
+	r = ctx.run('redis-populate', cli + ['DEBUG', 'POPULATE', '200000',
+					     'key', '100'], 30)
+	check(r.out().strip() == 'OK', 'DEBUG POPULATE: %r' % r.out()[:200])
+	r = ctx.run('redis-bgsave', cli + ['BGSAVE'], 10)
+	end = time.monotonic() + 20
+	while time.monotonic() < end and \
+	      redis_info(ctx, port, 'redis-info', 'rdb_bgsave_in_progress') != '0':
+		time.sleep(0.2)
+	check(redis_info(ctx, port, 'redis-info-saved',
+			 'rdb_last_bgsave_status') == 'ok',
+	      'BGSAVE did not finish: %r' % r.out()[:200])
+	# a connection after the fork: answered
+	r = ctx.run('redis-after-save', cli + ['DBSIZE'], 5, ok=None)
+	check(r.p.returncode == 0 and r.out().strip() == '200000',
+	      'after BGSAVE, DBSIZE answered %r (exit %s): the server no '
+	      'longer takes connections' % (r.out()[:200], r.p.returncode))
+	os.makedirs(ctx.path('replica'), exist_ok=True)
+	rep = ctx.spawn('redis-replica', ['redis-server', '--port', str(rport),
+					  '--dir', ctx.path('replica'),
+					  '--replicaof', '127.0.0.1', str(port)] +
+			common)
+	ctx.wait_listen(rport, rep)
+	end = time.monotonic() + 30
+	while time.monotonic() < end and \
+	      redis_info(ctx, rport, 'redis-rinfo', 'master_link_status') != 'up':
+		time.sleep(0.2)
+	check(redis_info(ctx, rport, 'redis-rinfo-up', 'master_link_status') ==
+	      'up', 'the replica did not finish its sync within 30 s')
+	bench = ctx.run('redis-fork-bench', ['redis-benchmark', '-p', str(port),
+					     '-n', '20000', '-r', '100000', '-q',
+					     '-t', 'set,incr,lpush'], 60)
+	rates = [ln.split('\r')[-1].strip() for ln in bench.out().splitlines()
+		 if 'requests per second' in ln]
+	check(len(rates) == 3, 'redis-benchmark did not finish its 3 tests: '
+	      '%s %s' % (bench.out()[-600:], bench.err()[-300:]))
+	end = time.monotonic() + 20
+	while time.monotonic() < end:
+		mo = redis_info(ctx, port, 'redis-moff', 'master_repl_offset')
+		ro = redis_info(ctx, rport, 'redis-roff', 'slave_repl_offset')
+		if mo and mo == ro:
+			break
+		time.sleep(0.2)
+	check(mo and mo == ro, 'the replica did not catch up: master offset '
+	      '%s, replica %s' % (mo, ro))
+	dm = ctx.run('redis-mdigest', cli + ['DEBUG', 'DIGEST'], 10).out()
+	dr = ctx.run('redis-rdigest', ['redis-cli', '-p', str(rport), 'DEBUG',
+				       'DIGEST'], 10).out()
+	check(dm.strip() and dm == dr, 'digests differ: master %r, replica %r'
+	      % (dm.strip(), dr.strip()))
+	ctx.stop(rep)
+	ctx.stop(srv)
+	st = ctx.stats()
+	s_srv = [s for s in st if s['pid'] == srv.pid]
+	check(s_srv and s_srv[0]['conns_san'] >= 50,
+	      'redis master: %s connections on shm, expected the 50 '
+	      'benchmark clients' % (s_srv[0]['conns_san'] if s_srv else
+				      'no stats,'))
+	return 'after BGSAVE and a full sync: %s; replica at offset %s, ' \
+	       'digests equal' % ('; '.join(rates), mo)
+
+
 NGINX_CONF = """
 user root;
 master_process on;
