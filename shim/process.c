@@ -435,3 +435,28 @@ SHIM_EXPORT int prctl(int option, ...)
 		sw_sandboxed();
 	return r;
 }
+
+/*
+ * vfork(2) runs the child in the parent's memory until it execs or exits,
+ * so what the child's calls change in the switch's tables changes them for
+ * the parent: a child that closes the descriptors it inherited before its
+ * exec (Python's subprocess does, with close_fds) took the parent's
+ * listeners out of the fd table, and the parent then accepted connections
+ * the switch never saw, whose hello the program read. The child is made
+ * with fork instead, which POSIX allows vfork to be: it gets memory of its
+ * own, the fork handlers run, and its closes and its exec are those of any
+ * forked child. A vfork cannot be wrapped by a function that returns in
+ * both processes, which is the other reason for fork. The cost is the copy
+ * of the page tables, which vfork saves.
+ */
+SHIM_EXPORT pid_t vfork(void)
+{
+	return fork();
+}
+
+pid_t __vfork(void);
+
+SHIM_EXPORT pid_t __vfork(void)
+{
+	return fork();
+}

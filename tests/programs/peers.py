@@ -19,6 +19,7 @@ import random
 import select
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -68,8 +69,20 @@ def listener(port):
 	return s
 
 
+# set by echo-server --spawn: each connection starts a program first
+SPAWN = False
+
+
+def spawn():
+	"""Runs a program as Python's subprocess does (vfork where it can; the
+	child closes every descriptor it inherited, then execs)."""
+	subprocess.run(['true'], close_fds=True, check=True)
+
+
 def echo_conn(c):
 	"""Echoes until EOF, half-closes, reports what passed through."""
+	if SPAWN:
+		spawn()
 	n, sha = drain(c.recv, c.sendall)
 	c.shutdown(socket.SHUT_WR)
 	c.close()
@@ -130,6 +143,8 @@ async def adrain(reader, echo=None):
 
 
 async def aecho(reader, writer):
+	if SPAWN:
+		spawn()
 	n, sha = await adrain(reader, writer)
 	writer.write_eof()
 	await writer.drain()
@@ -145,6 +160,8 @@ async def serve_asyncio(port):
 
 
 def cmd_echo_server(a):
+	global SPAWN
+	SPAWN = a.spawn
 	if a.exit_on_term:
 		# a Python handler: it runs once the interpreter's wait
 		# returns EINTR, as a C server's loop sees its flag
@@ -540,6 +557,8 @@ def main():
 		       help='exit by a Python SIGTERM handler')
 	s.add_argument('--drop-to', metavar='USER',
 		       help='become USER once listening (threads, prefork)')
+	s.add_argument('--spawn', action='store_true',
+		       help='start a program (subprocess) for each connection')
 	s.add_argument('--accept-delay', type=float, default=0,
 		       help='seconds between listen and the first accept')
 	s = sub.add_parser('echo-client')
