@@ -45,6 +45,13 @@ int sw_downgrade_start(struct sw_sock *s)
 		ss->error = -r;
 	else
 		sw_reup_tx_base(s);
+	/* our stream ended on the SAN (FIN) before this: it ends on TCP
+	 * right after the marker, where the peer reads it from now on (a
+	 * peer that reads on would wait for our end for ever) */
+	if (!r && ss->fin_sent &&
+	    sdp_sys.shutdown(s->fd, SHUT_WR) && errno != ENOTCONN)
+		SW_DBG("fd %d: shutdown after the marker: %s", s->fd,
+		       strerror(errno));
 	/* the peer may sleep on TCP: the marker itself wakes it; our
 	 * threads waiting to send look again (their bytes go on TCP) */
 	sw_event(s);

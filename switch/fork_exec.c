@@ -184,20 +184,37 @@ ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags)
 
 /* Reads exactly len bytes of the peer's from TCP (they were sent before
  * its switch point, which came already). */
-static int head_read_all(struct sw_sock *s, uint8_t *buf, size_t len)
+/*
+ * Reads the len bytes the peer sent on TCP before its switch point into
+ * buf. They were all sent before its SWITCH, but not all need be here yet:
+ * TCP's window holds the rest back until the first are read. The program's
+ * socket may be non-blocking, so each read takes what is here and a poll
+ * waits for more, up to DG_TIMEOUT_NS. Returns the bytes read (len unless
+ * the connection ended or the peer stopped sending).
+ */
+static size_t head_read_all(struct sw_sock *s, uint8_t *buf, size_t len)
 {
+	uint64_t end = sw_now_ns() + DG_TIMEOUT_NS;
 	size_t got = 0;
 
 	while (got < len) {
-		ssize_t n = sdp_sys.recv(s->fd, buf + got, len - got, 0);
+		ssize_t n = sdp_sys.recv(s->fd, buf + got, len - got,
+					 MSG_DONTWAIT);
 
+		if (n > 0) {
+			got += n;
+			continue;
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return -EIO;
-		got += n;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+		    sw_now_ns() < end) {
+			sw_wait_fd(s->fd, POLLIN, 10);
+			continue;
+		}
+		break;
 	}
-	return 0;
+	return got;
 }
 
 /* The peer's bytes taken off the SAN while its DOWNGRADE is awaited
@@ -296,11 +313,18 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 	}
 	s->exec_buf_fd = mfd;
 	sw_fork_buf_init(fb, map_len, 0);
-	if (head && head_read_all(s, fb->data, head) == 0) {
-		fb->len = head;
-		s->tcp_rx += head;
+	if (head) {
+		size_t got = head_read_all(s, fb->data, head);
+
+		/* what was read is kept, whatever came of the rest */
+		fb->len = got;
+		s->tcp_rx += got;
 		if (s->st)
-			s->st->rx_tcp += head;
+			s->st->rx_tcp += got;
+		if (got < head)
+			SW_ERR("fd %d: %zu of the peer's %zu bytes before its switch point did not come on TCP within %llu ms (the connection ended, or the peer stopped): they are lost",
+			       s->fd, head - got, head,
+			       DG_TIMEOUT_NS / 1000000ull);
 	}
 	s->rx_san = true;
 	if (h->len)
