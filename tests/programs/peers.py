@@ -80,12 +80,13 @@ def spawn():
 
 
 def echo_conn(c):
-	"""Echoes until EOF, half-closes, reports what passed through."""
-	if SPAWN:
-		spawn()
+	"""Echoes until EOF, half-closes, reports what passed through (with
+	--spawn, after running a program)."""
 	n, sha = drain(c.recv, c.sendall)
 	c.shutdown(socket.SHUT_WR)
 	c.close()
+	if SPAWN:
+		spawn()
 	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
 
 
@@ -143,13 +144,13 @@ async def adrain(reader, echo=None):
 
 
 async def aecho(reader, writer):
-	if SPAWN:
-		spawn()
 	n, sha = await adrain(reader, writer)
 	writer.write_eof()
 	await writer.drain()
 	writer.close()
 	await writer.wait_closed()
+	if SPAWN:
+		spawn()
 	out({'pid': os.getpid(), 'echoed': n, 'sha': sha})
 
 
