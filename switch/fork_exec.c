@@ -392,8 +392,11 @@ static void downgrade_list(struct sw_sock **v, int n, enum dg_capture capture)
 				sw_progress(s);
 				/* the peer's bytes before its DOWNGRADE hold
 				 * our buffers: taken, the credits go back */
-				if (capture && held)
+				if (capture && held) {
+					s->rx_held = true;
+					s->rx_held_by = pthread_self();
 					hold_rx(s, &held[i]);
+				}
 				if (s->state == SW_SAN && !s->ss.dg_rcvd &&
 				    !s->ss.peer_dead && !s->tcp_eof &&
 				    !s->ss.error)
@@ -427,7 +430,14 @@ static void downgrade_list(struct sw_sock **v, int n, enum dg_capture capture)
 			sw_downgrade_rx_point(s);
 			if (s->state == SW_TCP)
 				sw_dg_marker_skip(s, true);
+		} else if (held && held[i].len) {
+			/* the peer never answered: what was taken goes
+			 * first all the same */
+			capture_rx(s, &held[i], capture == DG_EXEC);
 		}
+		/* another thread's read may wait for this, on the SAN */
+		s->rx_held = false;
+		sw_event(s);
 		pthread_mutex_unlock(&s->lock);
 		if (held)
 			free(held[i].buf);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -286,11 +287,30 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		ssize_t n;
 
 		sw_progress(s);
-		if (ss->rxq && ss->rxq->kind == RX_DOWNGRADE) {
-			/* the peer's data continues on TCP */
+		/* the peer's data continues on TCP: at its DOWNGRADE, or
+		 * once another thread (a fork's, fork_exec.c) took the
+		 * connection back to TCP while this one waited */
+		if ((ss->rxq && ss->rxq->kind == RX_DOWNGRADE) ||
+		    s->state == SW_TCP) {
 			if (got)
 				break;
 			return SW_RX_DOWNGRADE;
+		}
+		/* a fork's downgrade, in another thread, is taking the
+		 * peer's bytes aside (s->rx_held): nothing is delivered
+		 * here, nor the end seen, until it has put them in
+		 * s->fork_buf (a few milliseconds; the connection is then
+		 * on TCP, above) */
+		if (s->rx_held &&
+		    !pthread_equal(s->rx_held_by, pthread_self())) {
+			if (got)
+				break;
+			if (nb)
+				return -EAGAIN;
+			pthread_mutex_unlock(&s->lock);
+			usleep(100);
+			pthread_mutex_lock(&s->lock);
+			continue;
 		}
 		if (ss->rxq) {
 			struct iovec part[16];

@@ -306,6 +306,11 @@ struct sw_sock {
 	bool tx_san;		/* SWITCH sent: our bytes go on the SAN */
 	bool rx_san;		/* all the peer's TCP bytes read: its bytes
 				 * come from the SAN */
+	/* a fork's or exec's downgrade (fork_exec.c), in thread
+	 * rx_held_by, is taking the peer's SAN bytes aside: no other thread
+	 * delivers any until they are in fork_buf, in order */
+	bool rx_held;
+	pthread_t rx_held_by;
 	uint32_t nap_ms;	/* a sleep's bound while only looking sees the
 				 * next step (sw_upgrade_nap_ms) */
 	/* its turn among the process's pending upgrades (upgrade_turns.c):

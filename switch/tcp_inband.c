@@ -441,8 +441,11 @@ void sw_doorbell_drain(struct sw_sock *s)
 {
 	uint8_t buf[256];
 
-	/* the peer's program bytes are still on TCP before its doorbells */
-	if (!s->rx_san)
+	/* the peer's program bytes are still on TCP before its doorbells;
+	 * or the connection is back on TCP (a fork's downgrade, made by
+	 * another thread while this one waited): what follows the peer's
+	 * marker there is the program's */
+	if (!s->rx_san || s->state == SW_TCP)
 		return;
 
 	for (;;) {
