@@ -182,8 +182,6 @@ ssize_t sw_fork_buf_read(struct sw_sock *s, struct msghdr *msg, int flags)
 	return got;
 }
 
-/* Reads exactly len bytes of the peer's from TCP (they were sent before
- * its switch point, which came already). */
 /*
  * Reads the len bytes the peer sent on TCP before its switch point into
  * buf. They were all sent before its SWITCH, but not all need be here yet:
