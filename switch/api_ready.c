@@ -203,6 +203,9 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 			sw_doorbell_drain_shared(s);
 		sw_progress(s);
 		r = san_revents(s, events, true);
+		/* bytes a fork's downgrade set aside (fork_exec.c) */
+		if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
+			r |= events & (POLLIN | POLLRDNORM);
 	} else {
 		r = tcp_revents(s, events, kernel_revents);
 	}

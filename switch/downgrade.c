@@ -19,6 +19,7 @@
 #include "reupgrade.h"
 #include "session_msg.h"
 #include "session_rx.h"
+#include "session_tx.h"
 #include "sock.h"
 #include "util.h"
 #include "wire.h"
@@ -41,10 +42,14 @@ int sw_downgrade_start(struct sw_sock *s)
 	memcpy(m.magic, SDP_DOWNGRADE_MAGIC, SDP_MAGIC_LEN);
 	memcpy(m.key, s->key, sizeof(m.key));
 	r = sw_tcp_write_all(s->fd, &m, sizeof(m));
-	if (r)
+	if (r) {
 		ss->error = -r;
-	else
+	} else {
 		sw_reup_tx_base(s);
+		/* bytes the program sent that wait for credits go first:
+		 * a later send goes on TCP directly */
+		sw_ptx_to_tcp(s);
+	}
 	/* our stream ended on the SAN (FIN) before this: it ends on TCP
 	 * right after the marker, where the peer reads it from now on (a
 	 * peer that reads on would wait for our end for ever) */
@@ -64,7 +69,8 @@ void sw_downgrade_rx_point(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 	struct rx_item *it = ss->rxq;
 
-	if (!it || it->kind != RX_DOWNGRADE)
+	/* a fork's thread takes the bytes before it aside first */
+	if (!it || it->kind != RX_DOWNGRADE || sw_rx_held_elsewhere(s))
 		return;
 	if (!ss->dg_sent && sw_downgrade_start(s))
 		return; /* no credit yet: try again on the next call */

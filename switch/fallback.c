@@ -13,6 +13,7 @@
 #include "hello_token.h"
 #include "log.h"
 #include "session.h"
+#include "session_tx.h"
 #include "sock.h"
 #include "stats.h"
 #include "upgrade_turns.h"
@@ -115,13 +116,7 @@ void sw_fallback(struct sw_sock *s, int reason, const char *detail)
 	s->state = SW_TCP;
 	sw_turn_give(s);
 	/* bytes kept while the upgrade was pending go first */
-	if (s->ptx_len &&
-	    sw_tcp_write_all(s->fd, s->ptx, s->ptx_len) == 0 && s->st)
-		s->st->tx_tcp += s->ptx_len;
-	free(s->ptx);
-	s->ptx = NULL;
-	s->ptx_cap = 0;
-	s->ptx_len = 0;
+	sw_ptx_to_tcp(s);
 	sw_event(s);
 }
 

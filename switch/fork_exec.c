@@ -106,6 +106,7 @@ void sw_atfork_parent(void)
 void sw_atfork_child(void)
 {
 	sw_stats_after_fork_child();
+	sw_sock_child_stats();
 	parked_done(true);
 }
 
@@ -282,21 +283,31 @@ static int exec_buf_fd(struct sw_sock *s, size_t map_len)
 }
 
 /* Moves the unread bytes of s into a buffer parent and child share (or,
- * before an exec, the new program): the peer's bytes still on TCP before
- * its switch point, then those that came on the SAN (taken before, in h,
- * then what is left). */
+ * before an exec, the new program): those an earlier fork set aside and
+ * the program has not read (the peer did not answer that one in time),
+ * the peer's bytes still on TCP before its switch point, then those that
+ * came on the SAN (taken before, in h, then what is left). */
 static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 {
 	struct sw_session *ss = &s->ss;
+	struct sw_fork_buf *old = s->fork_buf;
 	size_t head = s->rx_san ? 0 : s->tcp_rx_limit - s->tcp_rx;
-	size_t len = head + h->len + ss->rx_queued, map_len;
+	size_t prev, len, map_len;
 	struct sw_fork_buf *fb;
 	struct iovec iov;
 	ssize_t n;
 	int mfd = -1;
 
-	if (!len)
-		return 0;
+	if (old)
+		pthread_mutex_lock(&old->lock);
+	prev = old ? old->len - old->off : 0;
+	len = prev + head + h->len + ss->rx_queued;
+	if (!len || !prev) {
+		if (old)
+			pthread_mutex_unlock(&old->lock);
+		if (!len)
+			return 0;
+	}
 	map_len = sizeof(*fb) + len;
 	if (exec)
 		mfd = exec_buf_fd(s, map_len);
@@ -307,15 +318,32 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 			sw_fd_forget(mfd);
 			sdp_sys.close(mfd);
 		}
+		if (prev)
+			pthread_mutex_unlock(&old->lock);
 		return -ENOMEM;
 	}
+	sw_fork_buf_init(fb, map_len, prev);
+	if (old) {
+		/* the earlier buffer's bytes first; it goes (and the
+		 * memory file behind it, if any) */
+		if (prev) {
+			memcpy(fb->data, old->data + old->off, prev);
+			old->off = old->len;
+			pthread_mutex_unlock(&old->lock);
+		}
+		munmap(old, old->map_len);
+		s->fork_buf = NULL;
+		if (s->exec_buf_fd >= 0) {
+			sw_fd_forget(s->exec_buf_fd);
+			sdp_sys.close(s->exec_buf_fd);
+		}
+	}
 	s->exec_buf_fd = mfd;
-	sw_fork_buf_init(fb, map_len, 0);
 	if (head) {
-		size_t got = head_read_all(s, fb->data, head);
+		size_t got = head_read_all(s, fb->data + fb->len, head);
 
 		/* what was read is kept, whatever came of the rest */
-		fb->len = got;
+		fb->len += got;
 		s->tcp_rx += got;
 		if (s->st)
 			s->st->rx_tcp += got;
@@ -429,8 +457,9 @@ static void downgrade_list(struct sw_sock **v, int n, enum dg_capture capture)
 			if (s->state == SW_TCP)
 				sw_dg_marker_skip(s, true);
 		} else if (held && held[i].len) {
-			/* the peer never answered: what was taken goes
-			 * first all the same */
+			/* the peer never answered: what was taken comes
+			 * first all the same, on the SAN as on TCP
+			 * (sw_session_recv reads the buffer first) */
 			capture_rx(s, &held[i], capture == DG_EXEC);
 		}
 		/* another thread's read may wait for this, on the SAN */

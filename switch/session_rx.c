@@ -18,6 +18,7 @@
 
 #include "buffers.h"
 #include "credits.h"
+#include "fork_exec.h"
 #include "iov.h"
 #include "log.h"
 #include "rdma_read.h"
@@ -287,22 +288,14 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		ssize_t n;
 
 		sw_progress(s);
-		/* the peer's data continues on TCP: at its DOWNGRADE, or
-		 * once another thread (a fork's, fork_exec.c) took the
-		 * connection back to TCP while this one waited */
-		if ((ss->rxq && ss->rxq->kind == RX_DOWNGRADE) ||
-		    s->state == SW_TCP) {
-			if (got)
-				break;
-			return SW_RX_DOWNGRADE;
-		}
 		/* a fork's downgrade, in another thread, is taking the
 		 * peer's bytes aside (s->rx_held): nothing is delivered
-		 * here, nor the end seen, until it has put them in
-		 * s->fork_buf (a few milliseconds; the connection is then
-		 * on TCP, above) */
-		if (s->rx_held &&
-		    !pthread_equal(s->rx_held_by, pthread_self())) {
+		 * here, nor the end or the peer's DOWNGRADE seen, until it
+		 * has put them in s->fork_buf (a few milliseconds; the
+		 * connection is then on TCP, below). Taken here, the
+		 * DOWNGRADE would let this thread read TCP's bytes, which
+		 * follow those */
+		if (sw_rx_held_elsewhere(s)) {
 			if (got)
 				break;
 			if (nb)
@@ -311,6 +304,28 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 			usleep(100);
 			pthread_mutex_lock(&s->lock);
 			continue;
+		}
+		/* bytes a fork's downgrade set aside when the peer did not
+		 * answer it in time (fork_exec.c) precede the queue */
+		if (s->fork_buf && s->fork_buf->off < s->fork_buf->len) {
+			struct iovec part[16];
+			struct msghdr m = { .msg_iov = part };
+
+			m.msg_iovlen = sw_iov_slice(iov, iovcnt, got,
+						    want - got, part);
+			got += sw_fork_buf_read(s, &m, peek ? MSG_PEEK : 0);
+			if (got >= target || peek)
+				break;
+			continue;
+		}
+		/* the peer's data continues on TCP: at its DOWNGRADE, or
+		 * once another thread (a fork's, fork_exec.c) took the
+		 * connection back to TCP while this one waited */
+		if ((ss->rxq && ss->rxq->kind == RX_DOWNGRADE) ||
+		    s->state == SW_TCP) {
+			if (got)
+				break;
+			return SW_RX_DOWNGRADE;
 		}
 		if (ss->rxq) {
 			struct iovec part[16];

@@ -15,6 +15,7 @@
 #include "downgrade.h"
 #include "flusher.h"
 #include "iov.h"
+#include "log.h"
 #include "rdma_read.h"
 #include "rdma_write.h"
 #include "session_msg.h"
@@ -59,6 +60,15 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 		     size_t total, size_t limit);
 
+static void ptx_drop(struct sw_sock *s)
+{
+	free(s->ptx);
+	s->ptx = NULL;
+	s->ptx_cap = 0;
+	s->ptx_len = 0;
+	atomic_store_explicit(&s->ptx_since_ns, 0, memory_order_relaxed);
+}
+
 /* Sends what the program wrote while the upgrade was pending (s->ptx), as
  * far as credits allow, without waiting and without releasing the lock
  * (copies only), so it may run from any progress call. What is left stays
@@ -90,17 +100,35 @@ int sw_ptx_flush(struct sw_sock *s)
 	}
 	ptx_busy = false;
 	if (done == s->ptx_len) {
-		free(s->ptx);
-		s->ptx = NULL;
-		s->ptx_cap = 0;
-		s->ptx_len = 0;
-		atomic_store_explicit(&s->ptx_since_ns, 0,
-				      memory_order_relaxed);
+		ptx_drop(s);
 	} else if (done) {
 		memmove(s->ptx, s->ptx + done, s->ptx_len - done);
 		s->ptx_len -= done;
 	}
+	/* our DOWNGRADE went during the flush (sw_downgrade_start left
+	 * the rest to us): the rest follows the marker */
+	if (s->ptx_len && s->ss.dg_sent)
+		sw_ptx_to_tcp(s);
 	return r;
+}
+
+/* The connection's bytes go on TCP from here (our downgrade marker went,
+ * or it fell back): the bytes kept in s->ptx, sends the program was told
+ * went, go there now, before the bytes of any later send, which go on TCP
+ * directly. Not from inside a flush of them (it calls this when done). */
+void sw_ptx_to_tcp(struct sw_sock *s)
+{
+	int r;
+
+	if (ptx_busy || !s->ptx_len)
+		return;
+	r = sw_tcp_write_all(s->fd, s->ptx, s->ptx_len);
+	if (!r && s->st)
+		s->st->tx_tcp += s->ptx_len;
+	else if (r)
+		SW_WARN("fd %d: %zu byte(s) the program sent, kept for the SAN, could not go on TCP (%s): the connection is broken",
+			s->fd, s->ptx_len, strerror(-r));
+	ptx_drop(s);
 }
 
 /* Appends the whole of iov to s->ptx (the bytes that wait for credits).
@@ -309,23 +337,26 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 		uint8_t *p;
 		size_t plen;
 
-		e = sw_tx_error(s);
-		if (e) {
-			if (sent)
-				break;
-			return -e;
-		}
 		/* the peer's DOWNGRADE came while this call waited (lock
 		 * released) or inside a message of ours (sw_send_ctrl): ours
 		 * answers it here, between two messages. Once it went, the
 		 * peer takes nothing more on the SAN; the rest follows our
-		 * marker on TCP (the caller sends it) */
-		if (ss->dg_rcvd && !ss->dg_sent)
+		 * marker on TCP (the caller sends it), whatever becomes of
+		 * the provider connection (the peer closes it once both
+		 * DOWNGRADEs went: not an error of this stream, which TCP
+		 * carries on) */
+		if (ss->dg_rcvd && !ss->dg_sent && !sw_tx_error(s))
 			sw_downgrade_start(s);
 		if (ss->dg_sent || s->state != SW_SAN) {
 			if (sent)
 				break;
 			return SW_TX_DOWNGRADE;
+		}
+		e = sw_tx_error(s);
+		if (e) {
+			if (sent)
+				break;
+			return -e;
 		}
 		if (!sw_credit_can_send(ss, SDP_MSG_DATA)) {
 			if (s->st && !stalled)

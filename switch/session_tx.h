@@ -24,6 +24,8 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 
 /* Sends the bytes kept in s->ptx as far as credits allow, never waiting. */
 int sw_ptx_flush(struct sw_sock *s);
+/* The bytes kept in s->ptx go on TCP (our marker went, or a fallback). */
+void sw_ptx_to_tcp(struct sw_sock *s);
 
 /* Why no byte can be sent any more (a positive errno), or 0. */
 int sw_tx_error(struct sw_sock *s);

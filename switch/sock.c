@@ -152,6 +152,19 @@ bool sw_sock_taken(struct sw_sock *s)
 	       __atomic_load_n(&s->dg_marker, __ATOMIC_RELAXED);
 }
 
+void sw_sock_child_stats(void)
+{
+	struct sw_sock *s;
+
+	pthread_mutex_lock(&list_lock);
+	for (s = list_head; s; s = s->list_next)
+		if (s->closed && s->st) {
+			sw_stats_conn_drop(s->st);
+			s->st = NULL;
+		}
+	pthread_mutex_unlock(&list_lock);
+}
+
 void sw_sock_ref(struct sw_sock *s)
 {
 	atomic_fetch_add(&s->refs, 1);

@@ -380,6 +380,14 @@ static inline bool sw_pending(const struct sw_sock *s)
 }
 
 /* No byte of the program's can be read yet: the peer's hello comes first. */
+/* Is another thread (a fork's downgrade) taking the peer's SAN bytes
+ * aside (s locked)? Then no byte of the peer's, its DOWNGRADE included,
+ * is this thread's to take. */
+static inline bool sw_rx_held_elsewhere(const struct sw_sock *s)
+{
+	return s->rx_held && !pthread_equal(s->rx_held_by, pthread_self());
+}
+
 static inline bool sw_hello_ahead(const struct sw_sock *s)
 {
 	return s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
@@ -388,6 +396,10 @@ static inline bool sw_hello_ahead(const struct sw_sock *s)
 
 /* Every managed socket of the process (fork, exec). */
 int sw_sock_list(struct sw_sock ***out);
+/* A forked child: the statistics records of sockets the program closed
+ * (the parent's orphans, or kept by a reference a while) leave the
+ * child's copy of the file. */
+void sw_sock_child_stats(void);
 
 /* fork (pthread_atfork, after every other prepare handler and before every
  * other child handler): the socket list stays locked across the fork, and

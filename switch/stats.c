@@ -487,6 +487,12 @@ static void conn_free_locked(struct sw_conn_stats *c)
 	c->in_use = 0;
 }
 
+void sw_stats_conn_drop(struct sw_conn_stats *c)
+{
+	/* single-threaded (a forked child's handler): no slot_lock */
+	c->in_use = 0;
+}
+
 void sw_stats_conn_free(struct sw_conn_stats *c)
 {
 	if (!c)

@@ -164,6 +164,9 @@ static inline uint64_t sw_stats_rx_san(const struct sw_conn_stats *c)
 
 struct sw_conn_stats *sw_stats_conn_new(void);
 void sw_stats_conn_free(struct sw_conn_stats *c);
+/* A forked child's copy of a record that is not the child's: gone from
+ * its file, its bytes not counted (they are the parent's). */
+void sw_stats_conn_drop(struct sw_conn_stats *c);
 struct sw_proc_stats *sw_stats_proc(void);
 void sw_stats_init(void);
 /* Why the process publishes no statistics ("" when it does). */
