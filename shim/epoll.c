@@ -286,11 +286,16 @@ static void fds_closed(unsigned int first, unsigned int last, bool detach)
 		hi = last >= (unsigned int)ep->cap ? ep->cap - 1 : (int)last;
 		for (fd = (int)first; fd >= 0 && fd <= hi; fd++) {
 			/* the program's registrations end with the fd (or
-			 * with the last fd of its file, as in the kernel);
-			 * a ghost was the switch's, and goes now; so does
-			 * every one of a switch socket, whose file the
-			 * switch may hold open after the close */
-			if (ep->ent[fd] && (detach || !ep->ent[fd]->live))
+			 * with the last fd of its file, as in the kernel),
+			 * and so do the switch's own (a ghost, kept for a
+			 * later ADD): the kernel ends them with the file's
+			 * last fd in any process. A forked process that
+			 * closes what it inherited must leave them in the
+			 * set it shares with the other, which still holds
+			 * the file and its entry. Every registration of a
+			 * switch socket whose file the switch may hold open
+			 * after the close (detach) goes now */
+			if (ep->ent[fd] && detach)
 				sdp_sys.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, fd,
 						  NULL);
 			free(ep->ent[fd]);

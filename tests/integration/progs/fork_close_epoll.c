@@ -5,7 +5,10 @@
  * so): the parent's registrations live on, as the kernel keeps them while
  * the parent holds the files. The parent then takes a new connection on
  * the listener and reads a carried connection's bytes, both reported by
- * its set within a second; bytes checked.
+ * its set within a second; bytes checked. A carried connection the
+ * parent took out of the set before the fork (asyncio's flow control
+ * does, while it writes) and puts back after the child's close is
+ * accepted and reported as well.
  */
 #include <sys/epoll.h>
 #include <sys/wait.h>
@@ -27,10 +30,11 @@ int main(int argc, char **argv)
 {
 	struct epoll_event lev = { .events = EPOLLIN, .data.u32 = 1 };
 	struct epoll_event cev = { .events = EPOLLIN, .data.u32 = 2 };
+	struct epoll_event dev = { .events = EPOLLIN, .data.u32 = 3 };
 	int family = argc > 1 ? AF_INET6 : AF_INET;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l, c, s, c2, s2, ep;
+	int l, c, s, c2, s2, c3, s3, ep;
 	uint32_t data = 0;
 	pid_t pid;
 	char buf[100];
@@ -43,10 +47,16 @@ int main(int argc, char **argv)
 	TP_CHECK(s >= 0, "accept");
 	tp_carry_both(c, s);
 	tp_nonblock(s);
+	c3 = tp_connect(&ss, len);
+	s3 = accept(l, NULL, NULL);
+	TP_CHECK(s3 >= 0, "accept");
+	tp_carry_both(c3, s3);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	TP_CHECK(ep >= 0, "epoll_create1");
 	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, l, &lev), "ADD listener");
 	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, s, &cev), "ADD connection");
+	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, s3, &dev), "ADD third");
+	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_DEL, s3, NULL), "DEL third");
 	TP_CHECK(wait_one(ep, 0, &data) == 0, "a report before any byte");
 
 	pid = fork();
@@ -56,9 +66,14 @@ int main(int argc, char **argv)
 		tp_name = "fork_close_epoll (child)";
 		close(l);
 		close(s);
+		close(s3);
 		_exit(0);
 	}
 	tp_reap(pid, "child failed");
+	/* the connection taken out before the fork goes back in (before
+	 * any wait on the set) */
+	TP_CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, s3, &dev),
+		 "ADD again of a connection taken out before the fork");
 
 	/* a new connection: the parent's set reports the listener */
 	c2 = tp_connect(&ss, len);
@@ -81,7 +96,15 @@ int main(int argc, char **argv)
 	tp_send(s, 7, 0, 1000);
 	tp_recv(c, 7, 0, 1000);
 
+	tp_send(c3, 8, 0, 100);
+	TP_CHECK(wait_one(ep, 1000, &data) == 1 && data == 3,
+		 "the third connection's bytes were not reported within 1 s (data %u)",
+		 data);
+	tp_recv(s3, 8, 0, 100);
+
 	close(ep);
+	close(s3);
+	close(c3);
 	close(s2);
 	close(c2);
 	close(s);
