@@ -1579,9 +1579,13 @@ def t_spawn(ctx):
 	# subprocess: vfork, and the child closes what it inherited before
 	# its exec) serves the next connections as it served the first: each
 	# carried, its bytes exact. Three clients one after the other, each
-	# once the server ran its program for the one before, so that no
-	# transfer runs while the server forks (docs/semantics.md, "fork").
+	# once the server ran its program for the one before; then, for the
+	# asyncio server, four at once, so that the server forks while the
+	# others transfer both ways (asyncio takes a socket out of its epoll
+	# set while it writes: the child's closes must leave the switch's
+	# registrations in the set both share).
 	every = []
+	together = []
 	for mode in ('asyncio', 'threads'):
 		port = free_port()
 		srv = ctx.spawn('spawn-server-' + mode,
@@ -1605,18 +1609,55 @@ def t_spawn(ctx):
 			while len(srv.json_lines()) < rnd + 1 and \
 			      time.monotonic() < end:
 				time.sleep(0.05)
+		total = 3
+		for rnd in range(3 if mode == 'asyncio' else 0):
+			cli = ctx.run('spawn-clients-4-%d' % rnd,
+				      [PY, PEERS, 'echo-client', str(port),
+				       '--conns', '4', '--bytes', str(16 * MIB),
+				       '--mode', 'threads'], 90, ok=None)
+			res = cli.json_lines()
+			bad = [r for r in res if not r.get('ok')]
+			check(cli.p.returncode == 0 and len(res) == 4 and
+			      not bad, 'asyncio server, 4 clients at once '
+			      '(round %d): exit %d, %d results, bad: %s; stderr '
+			      '%s' % (rnd, cli.p.returncode, len(res), bad[:2],
+				      cli.err()[-600:]))
+			together.append(cli)
+			total += 4
+			end = time.monotonic() + 20
+			while len(srv.json_lines()) < total and \
+			      time.monotonic() < end:
+				time.sleep(0.05)
 		time.sleep(0.2)
 		ctx.stop(srv)
 		served = srv.json_lines()
-		check(sum(r['echoed'] for r in served) == 3 * 16 * MIB,
+		check(sum(r['echoed'] for r in served) == total * 16 * MIB,
 		      '%s server echoed %d bytes, expected %d' %
-		      (mode, sum(r['echoed'] for r in served), 3 * 16 * MIB))
+		      (mode, sum(r['echoed'] for r in served),
+		       total * 16 * MIB))
 	# 16 MiB is more than the kernel's loopback buffers take, so no
 	# client is done sending before its upgrade (cut)
 	st = ctx.stats()
 	for mode, cli in every:
 		check_all_san(by_pid(st, cli.pid), '%s client' % mode)
-	return '2 servers x 3 clients x 16 MiB, each after a program'
+	# the four at once return to TCP at each of the server's forks and
+	# are carried again once its child is gone: most of their bytes
+	# go by shm (how many depends on when the forks come)
+	shares = []
+	for cli in together:
+		cs = by_pid(st, cli.pid)
+		check(len(cs) == 4, '4 clients at once: %d connections in the '
+		      'stats file' % len(cs))
+		for c in cs:
+			tx = san_tx(c) / max(1, san_tx(c) + c['tx_tcp'])
+			rx = san_rx(c) / max(1, san_rx(c) + c['rx_tcp'])
+			check(c['provider'] == 'shm' and min(tx, rx) >= 0.5,
+			      '4 clients at once: less than half of the bytes '
+			      'by shm: %s' % fmt_conn(c))
+			shares.append(min(tx, rx))
+	return '2 servers x 3 clients x 16 MiB, each after a program; ' \
+	       '3 x 4 clients at once on the asyncio server (shm share ' \
+	       'at least %d%%)' % int(100 * min(shares))
 
 
 @test('python-threads')
