@@ -1592,38 +1592,28 @@ def t_spawn(ctx):
 				[PY, PEERS, 'echo-server', str(port), '--mode',
 				 mode, '--spawn'])
 		ctx.wait_listen(port, srv)
-		for rnd in range(3):
+		# three clients one at a time, then (asyncio) three rounds
+		# of four at once; each round waits for the server's reports
+		rounds = [1, 1, 1] + ([4, 4, 4] if mode == 'asyncio' else [])
+		total = 0
+		for rnd, conns in enumerate(rounds):
 			cli = ctx.run('spawn-client-%s-%d' % (mode, rnd),
 				      [PY, PEERS, 'echo-client', str(port),
-				       '--conns', '1', '--bytes', str(16 * MIB),
-				       '--mode', 'threads'], 60, ok=None)
+				       '--conns', str(conns), '--bytes',
+				       str(16 * MIB), '--mode', 'threads'], 90,
+				      ok=None)
 			res = cli.json_lines()
 			bad = [r for r in res if not r.get('ok')]
-			check(cli.p.returncode == 0 and len(res) == 1 and
-			      not bad, '%s server, client %d: exit %d, '
-			      '%d results, bad: %s; stderr %s' %
-			      (mode, rnd, cli.p.returncode, len(res), bad[:2],
-			       cli.err()[-600:]))
-			every.append((mode, cli))
-			end = time.monotonic() + 20
-			while len(srv.json_lines()) < rnd + 1 and \
-			      time.monotonic() < end:
-				time.sleep(0.05)
-		total = 3
-		for rnd in range(3 if mode == 'asyncio' else 0):
-			cli = ctx.run('spawn-clients-4-%d' % rnd,
-				      [PY, PEERS, 'echo-client', str(port),
-				       '--conns', '4', '--bytes', str(16 * MIB),
-				       '--mode', 'threads'], 90, ok=None)
-			res = cli.json_lines()
-			bad = [r for r in res if not r.get('ok')]
-			check(cli.p.returncode == 0 and len(res) == 4 and
-			      not bad, 'asyncio server, 4 clients at once '
-			      '(round %d): exit %d, %d results, bad: %s; stderr '
-			      '%s' % (rnd, cli.p.returncode, len(res), bad[:2],
-				      cli.err()[-600:]))
-			together.append(cli)
-			total += 4
+			check(cli.p.returncode == 0 and len(res) == conns and
+			      not bad, '%s server, round %d (%d client(s)): '
+			      'exit %d, %d results, bad: %s; stderr %s' %
+			      (mode, rnd, conns, cli.p.returncode, len(res),
+			       bad[:2], cli.err()[-600:]))
+			if conns == 1:
+				every.append((mode, cli))
+			else:
+				together.append(cli)
+			total += conns
 			end = time.monotonic() + 20
 			while len(srv.json_lines()) < total and \
 			      time.monotonic() < end:
