@@ -150,8 +150,7 @@ static short tcp_revents(struct sw_sock *s, short events,
 	}
 	if (kernel_revents)
 		sw_event(s);
-	if (s->prefix_len ||
-	    (s->fork_buf && s->fork_buf->off < s->fork_buf->len))
+	if (s->prefix_len || sw_fork_buf_unread(s))
 		r |= events & (POLLIN | POLLRDNORM);
 	return r;
 }
@@ -203,8 +202,9 @@ short sw_poll_revents(struct sw_sock *s, short events, short kernel_revents)
 			sw_doorbell_drain_shared(s);
 		sw_progress(s);
 		r = san_revents(s, events, true);
-		/* bytes a fork's downgrade set aside (fork_exec.c) */
-		if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
+		/* bytes a fork's downgrade set aside when the peer did not
+		 * answer it in time (fork_exec.c) */
+		if (sw_fork_buf_unread(s))
 			r |= events & (POLLIN | POLLRDNORM);
 	} else {
 		r = tcp_revents(s, events, kernel_revents);
@@ -326,7 +326,7 @@ bool sw_poll_plain(struct sw_sock *s)
 	pthread_mutex_lock(&s->lock);
 	r = s->state == SW_TCP && !s->dg_marker && !s->skip_hello &&
 	    !s->prefix_len &&
-	    !(s->fork_buf && s->fork_buf->off < s->fork_buf->len);
+	    !sw_fork_buf_unread(s);
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }

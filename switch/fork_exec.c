@@ -302,11 +302,10 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 		pthread_mutex_lock(&old->lock);
 	prev = old ? old->len - old->off : 0;
 	len = prev + head + h->len + ss->rx_queued;
-	if (!len || !prev) {
+	if (!len) {
 		if (old)
 			pthread_mutex_unlock(&old->lock);
-		if (!len)
-			return 0;
+		return 0;
 	}
 	map_len = sizeof(*fb) + len;
 	if (exec)
@@ -318,20 +317,17 @@ static int capture_rx(struct sw_sock *s, struct dg_held *h, bool exec)
 			sw_fd_forget(mfd);
 			sdp_sys.close(mfd);
 		}
-		if (prev)
+		if (old)
 			pthread_mutex_unlock(&old->lock);
 		return -ENOMEM;
 	}
 	sw_fork_buf_init(fb, map_len, prev);
 	if (old) {
 		/* the earlier buffer's bytes first; it goes (and the
-		 * memory file behind it, if any) */
-		if (prev) {
-			memcpy(fb->data, old->data + old->off, prev);
-			old->off = old->len;
-			pthread_mutex_unlock(&old->lock);
-		}
-		munmap(old, old->map_len);
+		 * memory file behind it, if any). The new one is the
+		 * socket's only once filled: the reads below must not
+		 * take from it */
+		sw_fork_buf_move(s, fb);	/* unlocks, unmaps old */
 		s->fork_buf = NULL;
 		if (s->exec_buf_fd >= 0) {
 			sw_fd_forget(s->exec_buf_fd);
@@ -567,9 +563,8 @@ char *sw_exec_hello_skips(void)
 			sw_holders_cut(s);
 			s->reup_never = true;
 		}
-		if (!made && s->state == SW_TCP && !s->closed && s->fork_buf &&
-		    s->exec_buf_fd >= 0 &&
-		    s->fork_buf->off < s->fork_buf->len &&
+		if (!made && s->state == SW_TCP && !s->closed &&
+		    s->exec_buf_fd >= 0 && sw_fork_buf_unread(s) &&
 		    !fstat(s->fd, &sb) && !fstat(s->exec_buf_fd, &mb)) {
 			/* FD:INO:bMEMFD:MINO: bytes to read first */
 			k = snprintf(item, sizeof(item), "%s%d:%llu:b%d:%llu",
@@ -705,7 +700,7 @@ bool sw_sock_inherit_done(struct sw_sock *s)
 	pthread_mutex_lock(&s->lock);
 	done = s->state == SW_TCP && !s->skip_hello && !s->prefix_len &&
 	       !s->dg_marker && !s->holders && !s->closed &&
-	       (!s->fork_buf || s->fork_buf->off == s->fork_buf->len);
+	       !sw_fork_buf_unread(s);
 	pthread_mutex_unlock(&s->lock);
 	return done;
 }

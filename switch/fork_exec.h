@@ -21,6 +21,13 @@ struct sw_fork_buf {
 	uint8_t data[];
 };
 
+/* Bytes a fork's or exec's downgrade set aside that the program has not
+ * read yet (s locked): they come before any other byte of the peer's. */
+static inline bool sw_fork_buf_unread(const struct sw_sock *s)
+{
+	return s->fork_buf && s->fork_buf->off < s->fork_buf->len;
+}
+
 /* A fork buffer made at fb (map_len bytes mapped), its process-shared lock
  * made, len unread bytes in it (off 0). */
 void sw_fork_buf_init(struct sw_fork_buf *fb, size_t map_len, size_t len);

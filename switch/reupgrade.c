@@ -205,7 +205,7 @@ void sw_reup_maybe(struct sw_sock *s)
 	/* what is left of the last session, and of the peer's marker */
 	if (s->dg_marker || !s->dg_rx_based || s->skip_hello ||
 	    s->prefix_len || s->ptx_len || s->tcp_eof ||
-	    (s->fork_buf && s->fork_buf->off < s->fork_buf->len))
+	    sw_fork_buf_unread(s))
 		return;
 	if (sw_upgrade_held(s))
 		return;

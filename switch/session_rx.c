@@ -307,7 +307,7 @@ ssize_t sw_session_recv(struct sw_sock *s, struct iovec *iov, int iovcnt,
 		}
 		/* bytes a fork's downgrade set aside when the peer did not
 		 * answer it in time (fork_exec.c) precede the queue */
-		if (s->fork_buf && s->fork_buf->off < s->fork_buf->len) {
+		if (sw_fork_buf_unread(s)) {
 			struct iovec part[16];
 			struct msghdr m = { .msg_iov = part };
 

@@ -379,7 +379,6 @@ static inline bool sw_pending(const struct sw_sock *s)
 	       s->state == SW_HELLO_WAIT;
 }
 
-/* No byte of the program's can be read yet: the peer's hello comes first. */
 /* Is another thread (a fork's downgrade) taking the peer's SAN bytes
  * aside (s locked)? Then no byte of the peer's, its DOWNGRADE included,
  * is this thread's to take. */
@@ -388,6 +387,7 @@ static inline bool sw_rx_held_elsewhere(const struct sw_sock *s)
 	return s->rx_held && !pthread_equal(s->rx_held_by, pthread_self());
 }
 
+/* No byte of the program's can be read yet: the peer's hello comes first. */
 static inline bool sw_hello_ahead(const struct sw_sock *s)
 {
 	return s->state == SW_CONNECTING || s->state == SW_HELLO_SENT ||
