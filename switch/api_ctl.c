@@ -25,12 +25,50 @@
 #include "orphan.h"
 #include "session.h"
 #include "session_msg.h"
+#include "session_tx.h"
 #include "sock.h"
 #include "sys.h"
 #include "tcp_inband.h"
 #include "upgrade.h"
 #include "util.h"
 #include "wakeup.h"
+#include "xslot.h"
+
+/*
+ * The FIN never goes while a sendfile's lend is out (the rest of a lend
+ * taken back must go before it): shutdown and close first wait while the
+ * peer takes it, as close waits for kept bytes (SW_CLOSE_WAIT_NS in all,
+ * SW_CLOSE_STALL_NS without progress), looking after naps (the peer's
+ * reads ring nothing here); then what it has not taken goes as other
+ * sends do: into its staging ring as far as there is room (the peer's
+ * memory, which outlives this process), the rest kept.
+ */
+/* close of a carried connection with bytes kept or lent waits while the
+ * peer takes them: at most this long in all, and no longer than this
+ * without progress */
+#define SW_CLOSE_WAIT_NS 2000000000ull
+#define SW_CLOSE_STALL_NS 20000000ull
+#define SW_LEND_NAP_US 100
+
+static void lend_finish(struct sw_sock *s)
+{
+	uint64_t now = sw_now_ns(), until = now + SW_CLOSE_WAIT_NS;
+	uint64_t moved = now, left = sw_xslot_lend_left(s), l;
+
+	while (sw_lend_poll(s) && (now = sw_now_ns()) < until &&
+	       now - moved < SW_CLOSE_STALL_NS) {
+		pthread_mutex_unlock(&s->lock);
+		usleep(SW_LEND_NAP_US);
+		pthread_mutex_lock(&s->lock);
+		l = sw_xslot_lend_left(s);
+		if (l < left) {
+			left = l;
+			moved = sw_now_ns();
+		}
+	}
+	if (s->ss.lend.len)
+		sw_lend_settle(s, 0);
+}
 
 int sw_shutdown(struct sw_sock *s, int how)
 {
@@ -56,6 +94,7 @@ int sw_shutdown(struct sw_sock *s, int how)
 			}
 		}
 	} else if (how == SHUT_WR || how == SHUT_RDWR) {
+		lend_finish(s);
 		if (!s->ss.fin_sent && !s->ss.fin_pending)
 			s->ss.fin_pending = true;
 		sw_credit_maybe_update(s);
@@ -92,12 +131,6 @@ void sw_close_end(struct sw_sock *s)
 	}
 	sw_session_free(s);
 }
-
-/* close of a carried connection with bytes kept waits while the peer
- * takes them: at most this long in all, and no longer than this without
- * progress */
-#define SW_CLOSE_WAIT_NS 2000000000ull
-#define SW_CLOSE_STALL_NS 20000000ull
 
 /*
  * close waits while the peer takes the kept bytes and the FIN: until the
@@ -176,7 +209,8 @@ int sw_close(struct sw_sock *s, int fd)
 			sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0, 0);
 		goto end;
 	}
-	/* FIN carries EOF, after the bytes kept (sw_orphan_step) */
+	/* FIN carries EOF, after the bytes lent and kept (sw_orphan_step) */
+	lend_finish(s);
 	if (!s->ss.fin_sent)
 		s->ss.fin_pending = true;
 	sw_orphan_begin(s);

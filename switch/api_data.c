@@ -12,9 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "credits.h"
 #include "downgrade.h"
 #include "fork_exec.h"
@@ -32,6 +35,7 @@
 #include "upgrade.h"
 #include "util.h"
 #include "wakeup.h"
+#include "xslot.h"
 
 /* The result r of a call on the socket's TCP connection: -errno, or the
  * bytes it moved, counted on TCP (sent when tx). */
@@ -509,6 +513,7 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			one.iov_len = 1;
 			/* the urgent byte follows the bytes sent before it,
 			 * those still waiting for credits too */
+			sw_lend_settle(s, 0);
 			while (s->ptx_len && !s->ss.peer_dead &&
 			       !s->ss.error && !s->tcp_eof) {
 				if (sw_ptx_flush(s) < 0)
@@ -541,6 +546,70 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 	return on_tcp(s, sdp_sys.sendmsg(s->fd, msg, flags), true);
 }
 
+/*
+ * sendfile from a regular file on the SAN, where the peer reads us through
+ * the transfer slot: the file's pages are mapped and lent (xslot.h), and
+ * the call returns as TCP's does once its buffer holds the pages; the
+ * receiver copies them once, when its program reads, as the kernel's
+ * sendfile leaves one copy to the receiver. Up to SDP_SENDFILE_LEND bytes
+ * from pos. Returns the bytes lent, or 0 (not lent: the caller copies).
+ */
+static size_t sendfile_lend(struct sw_sock *s, int in_fd, off_t pos,
+			    size_t count)
+{
+	static long page;
+	struct stat st;
+	size_t len, delta;
+	uint8_t *map;
+	bool nb;
+	int r;
+
+	if (!sw_cfg.sendfile_lend || count < sw_cfg.rdma_min)
+		return 0;
+	if (!page)
+		page = sysconf(_SC_PAGESIZE);
+	if (fstat(in_fd, &st) || !S_ISREG(st.st_mode) || pos < 0 ||
+	    pos >= st.st_size)
+		return 0;
+	len = count;
+	if ((uint64_t)(st.st_size - pos) < len)
+		len = st.st_size - pos;
+	if (len > sw_cfg.sendfile_lend)
+		len = sw_cfg.sendfile_lend;
+	if (len < sw_cfg.rdma_min)
+		return 0;
+	/* counted as a data call: a reader waiting for the lock makes the
+	 * wait for the previous lend short */
+	atomic_fetch_add(&s->users, 1);
+	pthread_mutex_lock(&s->lock);
+	nb = sw_nonblocking(s, 0);
+	/* the previous lend ends first (the receiver is reading it, or its
+	 * rest is kept and goes before these bytes) */
+	if (s->state == SW_SAN && s->ss.lend.len &&
+	    sw_lend_settle(s, (uint64_t)(nb ? sw_cfg.xslot_nb_us :
+					 sw_cfg.xslot_block_us) * 1000) < 0)
+		goto unlock;
+	if (!sw_xslot_can_lend(s))
+		goto unlock;
+	delta = (size_t)(pos % page);
+	map = mmap(NULL, len + delta, PROT_READ, MAP_SHARED, in_fd,
+		   pos - (off_t)delta);
+	if (map == MAP_FAILED)
+		goto unlock;
+	r = sw_xslot_lend(s, map + delta, len, map, len + delta);
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_sub(&s->users, 1);
+	if (r) {
+		munmap(map, len + delta);
+		return 0;
+	}
+	return len;
+unlock:
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_sub(&s->users, 1);
+	return 0;
+}
+
 ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 {
 	const size_t bufsz = SW_BOUNCE_SIZE;
@@ -567,10 +636,17 @@ ssize_t sw_sendfile(struct sw_sock *s, int in_fd, off_t *offset, size_t count)
 	pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
 	while (done < count) {
 		size_t want = count - done < bufsz ? count - done : bufsz;
-		ssize_t n = pread(in_fd, buf, want, pos);
+		size_t lent = sendfile_lend(s, in_fd, pos, count - done);
 		struct iovec iov;
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-		ssize_t w;
+		ssize_t n, w;
+
+		if (lent) {
+			done += lent;
+			pos += lent;
+			continue;
+		}
+		n = pread(in_fd, buf, want, pos);
 
 		if (n < 0) {
 			if (done)

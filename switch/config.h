@@ -34,6 +34,8 @@ struct sw_config {
 	unsigned xslot_block_us; /* blocking send: wait for a claim */
 	size_t xslot_split;	/* a read this large is copied by both */
 	unsigned xslot_claim_ms; /* a claim or a push may stand this long */
+	size_t sendfile_lend;	/* largest sendfile piece lent from the
+				 * file's pages; 0: sendfile copies */
 	unsigned upgrade_after_us;  /* provider connection once this old */
 	size_t upgrade_after_bytes; /* ... or once this much went on TCP */
 	unsigned upgrade_timeout_ms; /* the rest of an upgrade, once begun */

@@ -33,6 +33,13 @@ int sw_downgrade_start(struct sw_sock *s)
 
 	if (ss->dg_sent)
 		return 0;
+	/* a sendfile's lend cannot outlive the provider connection: what
+	 * the peer has not taken goes as kept bytes, before the marker */
+	if (ss->lend.len && !ss->dg_hold) {
+		ss->dg_hold++;
+		sw_lend_settle(s, 0);
+		ss->dg_hold--;
+	}
 	if (ss->dg_hold || !sw_credit_can_send(ss, SDP_MSG_DOWNGRADE))
 		return -EAGAIN;
 	r = sw_send_ctrl(s, SDP_MSG_DOWNGRADE, NULL, 0, NULL, 0, 0);

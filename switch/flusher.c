@@ -436,6 +436,14 @@ static void flusher_exit(void)
 				goto next;
 			sw_wait_fd(-1, 0, 1);
 		}
+		/* a sendfile's lend, until the peer has taken it */
+		while (!s->closed && s->state == SW_SAN && sw_lend_poll(s) &&
+		       !s->ss.peer_dead && !s->tcp_eof &&
+		       sw_now_ns() < deadline) {
+			pthread_mutex_unlock(&s->lock);
+			usleep(100);
+			pthread_mutex_lock(&s->lock);
+		}
 		while (s->ptx_len && !s->closed && s->state == SW_SAN &&
 		       s->ss.cq && !s->ss.error && !s->ss.peer_dead &&
 		       !s->tcp_eof && sw_now_ns() < deadline) {

@@ -89,6 +89,10 @@ void sw_session_free(struct sw_sock *s)
 
 	if (!p)
 		return;
+	/* a lend still out dies with the connection (the peer is gone,
+	 * or took nothing for SDP_ORPHAN_TIMEOUT_MS) */
+	sw_xslot_lend_free(s);
+	free(ss->ahead);
 	sw_staging_drop(s);
 	if (ss->ep)
 		p->mod.ops.ep_close(ss->ep);

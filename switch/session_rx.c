@@ -96,6 +96,54 @@ int sw_rxq_remote(struct sw_session *ss, enum rx_kind kind,
 }
 
 
+/*
+ * A program that reads an offer in small pieces (an HTTP client's 8 or 16
+ * KiB) would pay a claim and a cross-process copy, a system call, per
+ * piece: reads below SW_AHEAD_MIN take up to SW_AHEAD bytes of the offer
+ * at once into a buffer of this side's, and the next reads copy from it.
+ */
+#define SW_AHEAD_MIN (32 * 1024)
+#define SW_AHEAD (256 * 1024)
+
+static void rx_ahead_free(struct sw_session *ss)
+{
+	free(ss->ahead);
+	ss->ahead = NULL;
+	ss->ahead_len = 0;
+}
+
+/* Pulls up to SW_AHEAD bytes of the head offer it and copies the first n
+ * into dst. Returns n, 0 (not pulled ahead: the caller takes n itself), or
+ * what sw_xslot_take returned. */
+static ssize_t rx_xslot_ahead(struct sw_sock *s, struct rx_item *it,
+			      uint8_t *dst, size_t n, bool consume)
+{
+	struct sw_session *ss = &s->ss;
+	size_t a = it->len < SW_AHEAD ? it->len : SW_AHEAD;
+	uint8_t *buf;
+	ssize_t m;
+
+	if (!consume || n >= SW_AHEAD_MIN || a <= n)
+		return 0;
+	buf = malloc(a);
+	if (!buf)
+		return 0;
+	/* a copy into our own buffer, short: no push asked of the sender */
+	it->no_push = true;
+	m = sw_xslot_take(s, it, buf, a, 0, true);
+	if (m != (ssize_t)a) {
+		free(buf);
+		return m;
+	}
+	rx_ahead_free(ss);
+	ss->ahead = buf;
+	ss->ahead_at = it->off;
+	ss->ahead_len = a;
+	ss->ahead_seq = it->xfer_id;
+	memcpy(dst, buf, n);
+	return n;
+}
+
 /* Copies up to len bytes from the head of the queue into dst. consume:
  * advance the queue (not for MSG_PEEK). Returns bytes or < 0. */
 static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
@@ -157,7 +205,23 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 		break;
 	}
 	case RX_XSLOT: {
-		ssize_t m = sw_xslot_take(s, it, dst, n, skip, consume);
+		uint64_t at = it->off + skip;
+		ssize_t m;
+
+		if (ss->ahead_len && ss->ahead_seq == it->xfer_id &&
+		    at >= ss->ahead_at && at < ss->ahead_at + ss->ahead_len) {
+			size_t k = ss->ahead_at + ss->ahead_len - at;
+
+			if (n > k)
+				n = k;
+			memcpy(dst, ss->ahead + (at - ss->ahead_at), n);
+			if (consume && at + n == ss->ahead_at + ss->ahead_len)
+				rx_ahead_free(ss);
+			break;
+		}
+		m = rx_xslot_ahead(s, it, dst, n, consume);
+		if (!m)
+			m = sw_xslot_take(s, it, dst, n, skip, consume);
 
 		if (m == -EAGAIN) {
 			sw_xslot_drop(ss, it, consume ? NULL : peek_it, peek_off);
@@ -170,6 +234,12 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 		}
 		if (m == -EPROTO)	/* logged: the connection is closed */
 			return -ECONNRESET;
+		if (m == -EFAULT) {
+			/* the offer's memory is gone from the sender (a
+			 * file it lent to a sendfile was truncated) */
+			sw_proto_error(s, "XOFFER region unreadable: the sender's memory changed under its offer");
+			return -ECONNRESET;
+		}
 		if (m < 0)
 			return m;
 		break;

@@ -9,6 +9,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "credits.h"
@@ -22,6 +25,7 @@
 #include "session_tx.h"
 #include "sock.h"
 #include "status.h"
+#include "sys.h"
 #include "util.h"
 #include "wakeup.h"
 #include "wire.h"
@@ -55,8 +59,12 @@ int sw_tx_error(struct sw_sock *s)
 	return 0;
 }
 
+/* How session_send may move the bytes: any path; not through the
+ * transfer slot; only copied into DATA messages. */
+enum tx_paths { TX_ANY, TX_NO_OFFER, TX_COPY };
+
 static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
-			    int iovcnt, int flags, bool copy_only);
+			    int iovcnt, int flags, enum tx_paths paths);
 static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 		     size_t total, size_t limit);
 
@@ -73,7 +81,7 @@ static void ptx_drop(struct sw_sock *s)
  * far as credits allow, without waiting and without releasing the lock
  * (copies only), so it may run from any progress call. What is left stays
  * at the front of s->ptx. Returns 0 or < 0 (the peer is gone). */
-int sw_ptx_flush(struct sw_sock *s)
+static int ptx_flush(struct sw_sock *s, enum tx_paths paths)
 {
 	size_t done = 0;
 	int r = 0;
@@ -83,7 +91,7 @@ int sw_ptx_flush(struct sw_sock *s)
 	ptx_busy = true;
 	while (done < s->ptx_len) {
 		struct iovec iov = { s->ptx + done, s->ptx_len - done };
-		ssize_t n = session_send(s, &iov, 1, MSG_DONTWAIT, true);
+		ssize_t n = session_send(s, &iov, 1, MSG_DONTWAIT, paths);
 
 		if (n <= 0) {
 			/* session_send returns -errno; errno itself may be
@@ -112,6 +120,11 @@ int sw_ptx_flush(struct sw_sock *s)
 	return r;
 }
 
+int sw_ptx_flush(struct sw_sock *s)
+{
+	return ptx_flush(s, TX_COPY);
+}
+
 /* The connection's bytes go on TCP from here (our downgrade marker went,
  * or it fell back): the bytes kept in s->ptx, sends the program was told
  * went, go there now, before the bytes of any later send, which go on TCP
@@ -129,6 +142,112 @@ void sw_ptx_to_tcp(struct sw_sock *s)
 		SW_WARN("fd %d: %zu byte(s) the program sent, kept for the SAN, could not go on TCP (%s): the connection is broken",
 			s->fd, s->ptx_len, strerror(-r));
 	ptx_drop(s);
+}
+
+/*
+ * Copies len bytes out of a lent file mapping. A plain read of a page the
+ * file no longer has (truncated since the lend) raises SIGBUS in the
+ * program; process_vm_readv on this process reports EFAULT instead.
+ * Returns false when some byte could not be read.
+ */
+static bool lent_copy(uint8_t *dst, const uint8_t *src, size_t len)
+{
+	struct iovec l = { dst, len }, r = { (void *)src, len };
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+
+	return n == (ssize_t)len;
+}
+
+/*
+ * Ends the lend a sendfile left (sw_xslot_lend) before anything else of
+ * the stream goes: waits up to bound ns (from the last progress; 0: not at
+ * all) for the receiver to take the rest, else takes it back; what it had
+ * not taken goes to the front of s->ptx, the bytes kept for credits, which
+ * go first (the flusher sends them if the program does not). Returns 0 or
+ * < 0 (the connection is broken; the program's call fails).
+ */
+int sw_lend_settle(struct sw_sock *s, uint64_t bound)
+{
+	struct sw_xoffer *o = &s->ss.lend;
+	ssize_t got;
+	size_t rest, cap;
+	int r = 0;
+
+	if (!o->len)
+		return 0;
+	got = sw_xslot_lend_end(s, bound);
+	if (got < 0) {
+		r = (int)got;
+		goto out;
+	}
+	rest = o->len - (size_t)got;
+	if (!rest)
+		goto out;
+	if (s->ss.fin_sent || s->ss.peer_dead || s->ss.abort_rcvd ||
+	    s->ss.error) {
+		/* no way left for them: the stream ended or broke */
+		r = -EPIPE;
+		goto out;
+	}
+	cap = s->ptx_cap;
+	while (cap < s->ptx_len + rest)
+		cap = cap ? cap * 2 : 16384;
+	if (cap != s->ptx_cap) {
+		uint8_t *np = realloc(s->ptx, cap);
+
+		if (!np) {
+			r = -ENOMEM;
+			goto broken;
+		}
+		s->ptx = np;
+		s->ptx_cap = cap;
+	}
+	memmove(s->ptx + rest, s->ptx, s->ptx_len);
+	if (!lent_copy(s->ptx, o->p + got, rest)) {
+		memmove(s->ptx, s->ptx + rest, s->ptx_len);
+		r = -EFAULT;
+		goto broken;
+	}
+	s->ptx_len += rest;
+	if (!atomic_load_explicit(&s->ptx_since_ns, memory_order_relaxed))
+		atomic_store_explicit(&s->ptx_since_ns, sw_now_ns(),
+				      memory_order_relaxed);
+	/* into the peer's staging ring as far as it has room (the
+	 * peer's memory: they outlive this process), the rest kept */
+	ptx_flush(s, TX_NO_OFFER);
+	if (s->ptx_len)
+		sw_flusher_watch(s);
+	SW_DBG("fd %d: %zu byte(s) of a sendfile's %zu taken back from the transfer slot: they go as other sends (%zu kept)",
+	       s->fd, rest, o->len, s->ptx_len);
+	goto out;
+broken:
+	/* bytes the program was told went cannot go: the connection ends
+	 * with an error rather than with a hole in the stream */
+	SW_WARN("fd %d: %zu byte(s) a sendfile lent from its file could not be sent again (%s); the connection is reset",
+		s->fd, rest, r == -EFAULT ?
+		"the file shrank before the peer read them" : strerror(-r));
+	if (sw_credit_can_send(&s->ss, SDP_MSG_ABORT))
+		sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0, 0);
+	s->ss.error = EIO;
+	sdp_sys.shutdown(s->fd, SHUT_RDWR);
+	sw_event(s);
+out:
+	sw_xslot_lend_free(s);
+	return r;
+}
+
+/* The lend's end when no one must wait for it: once the receiver took it
+ * all (or can no longer take it), it ends here. True while it is out. */
+bool sw_lend_poll(struct sw_sock *s)
+{
+	switch (sw_xslot_lend_state(s)) {
+	case SW_LEND_NONE:
+		return false;
+	case SW_LEND_OUT:
+		return true;
+	}
+	sw_lend_settle(s, 0);
+	return false;
 }
 
 /* Appends the whole of iov to s->ptx (the bytes that wait for credits).
@@ -280,6 +399,13 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 
 	if (!total)
 		return 0;
+	/* a sendfile's lend goes first: ended, or its rest kept */
+	if (s->ss.lend.len) {
+		r = sw_lend_settle(s, (uint64_t)(nb ? sw_cfg.xslot_nb_us :
+						 sw_cfg.xslot_block_us) * 1000);
+		if (r < 0)
+			return r == -EPIPE || r == -ECONNRESET ? r : -EPIPE;
+	}
 	sw_switch_bell(s);
 	if (sw_cfg.coalesce_max && (s->ptx_len || peer_behind(&s->ss))) {
 		/* while bytes gather, the completion queue is looked at once
@@ -310,18 +436,19 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 			return r;
 	}
 	return session_send(s, iov, iovcnt, flags,
-			    sw_cfg.path == SW_PATH_COPY);
+			    sw_cfg.path == SW_PATH_COPY ? TX_COPY : TX_ANY);
 }
 
 static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
-			    int iovcnt, int flags, bool copy_only)
+			    int iovcnt, int flags, enum tx_paths paths)
 {
+	bool copy_only = paths == TX_COPY;
 	struct sw_session *ss = &s->ss;
 	size_t total = sw_iov_total(iov, iovcnt), sent = 0;
 	ssize_t n = 0;
 	bool stalled = false;
 	bool nb = sw_nonblocking(s, flags);
-	bool xslot = !copy_only && s->ss.peer_xslot && !s->ss.xs_backoff;
+	bool xslot = paths == TX_ANY && s->ss.peer_xslot && !s->ss.xs_backoff;
 	bool force_copy = false;
 	struct sw_timeo timeo = { .rcv = false };	/* SO_SNDTIMEO */
 	int e, r;

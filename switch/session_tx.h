@@ -27,6 +27,12 @@ int sw_ptx_flush(struct sw_sock *s);
 /* The bytes kept in s->ptx go on TCP (our marker went, or a fallback). */
 void sw_ptx_to_tcp(struct sw_sock *s);
 
+/* Ends a sendfile's lend (xslot.h) before the next bytes of the stream:
+ * waits up to bound ns for the receiver, else its rest joins s->ptx. */
+int sw_lend_settle(struct sw_sock *s, uint64_t bound);
+/* Ends the lend if the receiver is done with it; true while it is out. */
+bool sw_lend_poll(struct sw_sock *s);
+
 /* Why no byte can be sent any more (a positive errno), or 0. */
 int sw_tx_error(struct sw_sock *s);
 

@@ -45,6 +45,22 @@ struct rx_item {
 				 * offset; REMOTE, XSLOT: offset in region */
 	uint64_t len;		/* bytes left */
 	struct sdp_rdma_desc desc; /* REMOTE */
+	bool no_push;		/* XSLOT: the sender left a push request
+				 * unanswered: it lent the offer and
+				 * returned (sendfile); pull it all */
+};
+
+/* One offer in our transfer slot (xslot.c): made, then ended when the
+ * receiver took it all or the sender took the rest back. A lent one (a
+ * sendfile's file pages) outlives the call that made it. */
+struct sw_xoffer {
+	uint8_t *p;
+	size_t len;		/* 0: none */
+	uint32_t seq;
+	struct sdp_mr *mr;
+	struct sdp_rmr *rmr;
+	void *map;		/* lent: the file mapping, unmapped at the end */
+	size_t map_len;
 };
 
 struct sw_session {
@@ -131,6 +147,13 @@ struct sw_session {
 	uint32_t xs_backoff;		/* large sends left without offers */
 	uint8_t xs_nap_missed_tx;	/* claims of ours ended unwoken */
 	uint8_t xs_nap_missed_rx;	/* pushes to us ended unwoken */
+	struct sw_xoffer lend;		/* our offer a sendfile left lent */
+	/* the peer's offer pulled ahead of small reads (session_rx.c):
+	 * bytes [ahead_at, ahead_at + ahead_len) of offer ahead_seq */
+	uint8_t *ahead;
+	uint64_t ahead_at;
+	size_t ahead_len;
+	uint32_t ahead_seq;
 
 	bool peer_can_read;	/* peer can RdmaRead: RDATA allowed */
 	bool can_read;		/* our provider offers RdmaRead */

@@ -246,63 +246,79 @@ static bool xslot_push_word_ok(uint64_t w, uint32_t seq)
 	return false;
 }
 
-/*
- * XOFFER: offers [p, p+len) in our transfer slot and works with the
- * receiver until it has taken all of it: it claims the offer when its
- * program reads, copies a part itself (RdmaRead) and may ask this side to
- * write another part into its buffer (push). An offer nobody claims within
- * the bound (nb: SDP_XSLOT_NB_US, else SDP_XSLOT_BLOCK_US, counted from
- * the last sign of progress) is taken back by CAS; a claim in progress is
- * a bounded copy and is waited for. Returns the bytes the receiver took
- * (0: none; the caller sends them another way) or < 0 (-ENOBUFS:
- * registration failed, nothing offered).
- */
-ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
-		      bool nb)
+/* Puts o (p and len set) in our transfer slot and sends XOFFER. Returns
+ * 0, -ENOBUFS (registration failed, nothing offered) or < 0 (the XOFFER
+ * could not go). */
+static int xslot_offer(struct sw_sock *s, struct sw_xoffer *o)
 {
 	struct sw_session *ss = &s->ss;
 	struct sw_provider *pv = ss->prov;
 	struct sdp_xslot *xs = ss->xs_mine;
-	uint64_t bound = (uint64_t)(nb ? sw_cfg.xslot_nb_us :
-				    sw_cfg.xslot_block_us) * 1000;
-	uint64_t claim_bound = (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
-	uint64_t got = 0, last = 0, pushed = 0, now, deadline, claim_end, w;
-	const char *bad = NULL;
 	struct sdp_msg_rdata rd;
 	struct sdp_rdma_desc desc;
-	struct sdp_rmr *rmr;
-	struct sdp_mr *mr;
-	unsigned spins = 0, steps = 0, relax = 0;
-	uint64_t claimed_at = 0;
-	bool hurry;
-	uint32_t seq;
 	int r;
 
-	r = pv->mod.ext.register_memory(pv->mod.prov, p, len, 0, &mr);
+	r = pv->mod.ext.register_memory(pv->mod.prov, o->p, o->len, 0, &o->mr);
 	if (r)
 		goto reg_failed;
-	r = pv->mod.ext.register_rdma_memory(ss->ep, p, len,
+	r = pv->mod.ext.register_rdma_memory(ss->ep, o->p, o->len,
 					     SDP_ACCESS_REMOTE_READ, &desc,
-					     &rmr);
+					     &o->rmr);
 	if (r)
 		goto dereg_mr;
-	seq = ++ss->xs_seq ? ss->xs_seq : ++ss->xs_seq;
-	if (!(seq % SW_XSLOT_NAP_RETRY))
+	o->seq = ++ss->xs_seq ? ss->xs_seq : ++ss->xs_seq;
+	if (!(o->seq % SW_XSLOT_NAP_RETRY))
 		ss->xs_nap_missed_tx = 0;
 	atomic_store_explicit(&xs->consumed, 0, memory_order_relaxed);
 	atomic_store_explicit(&xs->push, 0, memory_order_relaxed);
 	__atomic_store_n(&xs->reserved, 0, __ATOMIC_RELAXED);
-	atomic_store_explicit(&xs->state, SDP_XS_WORD(seq, SDP_XS_OFFERED),
+	atomic_store_explicit(&xs->state, SDP_XS_WORD(o->seq, SDP_XS_OFFERED),
 			      memory_order_release);
 	memset(&rd, 0, sizeof(rd));
-	rd.xfer_id = seq;
-	rd.total = len;
+	rd.xfer_id = o->seq;
+	rd.total = o->len;
 	rd.region = desc;
 	r = sw_send_ctrl(s, SDP_MSG_XOFFER, &rd, sizeof(rd), NULL, 0, 0);
-	if (r) {
-		atomic_store(&xs->state, 0);
-		goto dereg_rmr;
-	}
+	if (!r)
+		return 0;
+	atomic_store(&xs->state, 0);
+	pv->mod.ext.deregister_rdma_memory(ss->ep, o->rmr);
+dereg_mr:
+	pv->mod.ext.deregister_memory(pv->mod.prov, o->mr);
+	if (r == -ECONNRESET || r == -EPIPE)
+		return r;
+reg_failed:
+	if (s->st)
+		s->st->reg_failures++;
+	return -ENOBUFS;
+}
+
+/*
+ * Works with the receiver on offer o until it has taken all of it: it
+ * claims the offer when its program reads, copies a part itself (RdmaRead)
+ * and may ask this side to write another part into its buffer (push). An
+ * offer nobody claims within bound_ns (counted from the last sign of
+ * progress; 0: at once) is taken back by CAS; a claim in progress is a
+ * bounded copy and is waited for. Then the slot is idle again and the
+ * offer's memory deregistered (a lent offer's mapping is left to the
+ * caller, which may need the rest). Returns the bytes the receiver took
+ * (the caller sends the rest another way), or < 0.
+ */
+static ssize_t xslot_finish(struct sw_sock *s, struct sw_xoffer *o,
+			    uint64_t bound)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_provider *pv = ss->prov;
+	struct sdp_xslot *xs = ss->xs_mine;
+	uint64_t claim_bound = (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
+	uint64_t got = 0, last = 0, pushed = 0, now, deadline, claim_end, w;
+	const char *bad = NULL;
+	unsigned spins = 0, steps = 0, relax = 0;
+	uint64_t claimed_at = 0;
+	uint32_t seq = o->seq;
+	size_t len = o->len;
+	bool hurry;
+
 	deadline = sw_now_ns() + bound;
 	claim_end = sw_now_ns() + claim_bound;
 	for (;;) {
@@ -381,7 +397,7 @@ ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
 				break;
 			}
 			if (pw == SDP_XS_WORD(seq, SDP_XP_REQ)) {
-				bad = xslot_push(s, xs, seq, p, len, mr,
+				bad = xslot_push(s, xs, seq, o->p, len, o->mr,
 						 &pushed);
 				if (bad)
 					break;
@@ -437,34 +453,136 @@ relax:
 			      memory_order_release);
 	/* a program that reads in small pieces pays a system call per piece
 	 * here, and this side spins meanwhile: its staging ring serves it
-	 * better (one memcpy per piece), for the next sends */
-	if (steps && got / steps < SW_XSLOT_SMALL_READ)
+	 * better (one memcpy per piece), for the next sends (a lent offer
+	 * costs this side no spin while the program reads it) */
+	if (!o->map && steps && got / steps < SW_XSLOT_SMALL_READ)
 		ss->xs_backoff = SW_XSLOT_BACKOFF;
 	if (s->st) {
 		s->st->tx_rdma_write += pushed;
 		s->st->tx_rdma_read += got - (pushed < got ? pushed : got);
 	}
-	r = 0;
-dereg_rmr:
 	/* the descriptor dies now, whatever the peer still holds */
-	pv->mod.ext.deregister_rdma_memory(ss->ep, rmr);
-dereg_mr:
-	pv->mod.ext.deregister_memory(pv->mod.prov, mr);
-	if (!r)
-		return got;
-	if (r == -ECONNRESET || r == -EPIPE)
+	pv->mod.ext.deregister_rdma_memory(ss->ep, o->rmr);
+	pv->mod.ext.deregister_memory(pv->mod.prov, o->mr);
+	o->mr = NULL;
+	o->rmr = NULL;
+	return got;
+}
+
+/*
+ * XOFFER: offers [p, p+len) in our transfer slot until the receiver has
+ * taken it all or the bound (nb: SDP_XSLOT_NB_US, else SDP_XSLOT_BLOCK_US)
+ * ran out. Returns the bytes the receiver took (0: none; the caller sends
+ * them another way) or < 0 (-ENOBUFS: registration failed, nothing
+ * offered).
+ */
+ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len, bool nb)
+{
+	struct sw_xoffer o = { .p = p, .len = len };
+	int r;
+
+	r = xslot_offer(s, &o);
+	if (r)
 		return r;
-reg_failed:
-	if (s->st)
-		s->st->reg_failures++;
-	return -ENOBUFS;
+	return xslot_finish(s, &o, (uint64_t)(nb ? sw_cfg.xslot_nb_us :
+					      sw_cfg.xslot_block_us) * 1000);
+}
+
+bool sw_xslot_can_lend(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+
+	return s->state == SW_SAN && ss->peer_xslot && ss->peer_can_read &&
+	       !ss->lend.len && !ss->dg_sent && !ss->dg_rcvd &&
+	       !s->ptx_len && !sw_tx_error(s) &&
+	       sw_credit_can_send(ss, SDP_MSG_XOFFER);
+}
+
+int sw_xslot_lend(struct sw_sock *s, uint8_t *p, size_t len, void *map,
+		  size_t map_len)
+{
+	struct sw_xoffer *o = &s->ss.lend;
+	int r;
+
+	o->p = p;
+	o->len = len;
+	r = xslot_offer(s, o);
+	if (r) {
+		memset(o, 0, sizeof(*o));
+		return r;
+	}
+	o->map = map;
+	o->map_len = map_len;
+	return 0;
+}
+
+int sw_xslot_lend_state(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_xoffer *o = &ss->lend;
+	uint64_t w;
+
+	if (!o->len)
+		return SW_LEND_NONE;
+	if (ss->peer_dead || ss->error || ss->abort_rcvd || !ss->xs_mine)
+		return SW_LEND_ENDED;
+	w = atomic_load_explicit(&ss->xs_mine->state, memory_order_acquire);
+	if (w == SDP_XS_WORD(o->seq, SDP_XS_CLAIMED))
+		return SW_LEND_OUT;
+	if (w == SDP_XS_WORD(o->seq, SDP_XS_OFFERED) &&
+	    atomic_load_explicit(&ss->xs_mine->consumed,
+				 memory_order_relaxed) < o->len)
+		return SW_LEND_OUT;
+	/* taken whole, refused, or a state only a broken peer leaves:
+	 * sw_xslot_lend_end says which */
+	return SW_LEND_ENDED;
+}
+
+uint64_t sw_xslot_lend_left(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	uint64_t c;
+
+	if (!ss->lend.len || !ss->xs_mine)
+		return ss->lend.len;
+	c = atomic_load_explicit(&ss->xs_mine->consumed, memory_order_relaxed);
+	return c < ss->lend.len ? ss->lend.len - c : 0;
+}
+
+ssize_t sw_xslot_lend_end(struct sw_sock *s, uint64_t bound)
+{
+	struct sw_session *ss = &s->ss;
+
+	if (!ss->lend.len)
+		return 0;
+	if (!ss->xs_mine || !ss->ep)
+		return -EPIPE;
+	return xslot_finish(s, &ss->lend, bound);
+}
+
+void sw_xslot_lend_free(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct sw_xoffer *o = &ss->lend;
+	struct sw_provider *pv = ss->prov;
+
+	if (!o->len)
+		return;
+	if (pv && o->rmr && ss->ep)
+		pv->mod.ext.deregister_rdma_memory(ss->ep, o->rmr);
+	if (pv && o->mr)
+		pv->mod.ext.deregister_memory(pv->mod.prov, o->mr);
+	if (o->map)
+		munmap(o->map, o->map_len);
+	memset(o, 0, sizeof(*o));
 }
 
 /* Waits for the sender to finish the push of len bytes asked for in the
- * slot. Returns 0 when it wrote the bytes, 1 when this side must pull them
- * itself (the sender failed, or did not start within the spin budget and
- * the request was taken back; with all, which a side that cannot pull asks
- * for, the budget is SDP_XSLOT_CLAIM_MS), < 0 when the sender is gone
+ * slot. Returns 0 when it wrote the bytes, 1 or 2 when this side must pull
+ * them itself (1: the sender failed; 2: it did not start within the spin
+ * budget and the request was taken back; with all, which a side that
+ * cannot pull asks for, the budget is SDP_XSLOT_CLAIM_MS), < 0 when the
+ * sender is gone
  * (-ECONNRESET), broke the protocol (-EPROTO) or kept the push STARTED for
  * SDP_XSLOT_CLAIM_MS (-ETIMEDOUT). The sink stays registered until this
  * returns: while the push is STARTED the sender may be writing into it. */
@@ -489,7 +607,7 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 			    atomic_compare_exchange_strong(
 				    &xs->push, &w,
 				    SDP_XS_WORD(seq, SDP_XP_NONE)))
-				return 1;
+				return 2;
 		} else if (w != SDP_XS_WORD(seq, SDP_XP_STARTED)) {
 			return -EPROTO;
 		}
@@ -584,7 +702,8 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 		ss->xs_nap_missed_rx = 0;
 	if (!ss->can_read)
 		half = 0;
-	else if (consume && len >= sw_cfg.xslot_split && ss->peer_can_read)
+	else if (consume && len >= sw_cfg.xslot_split && ss->peer_can_read &&
+		 !it->no_push)
 		half = (len / 2) & ~(size_t)63;
 	if (half < len) {
 		struct sdp_rdma_desc sink;
@@ -619,6 +738,13 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	}
 	if (sink_rmr) {
 		pw = xslot_push_wait(s, xs, seq, !half, len - half);
+		/* a sender that lets a request stand unstarted is not
+		 * looking at its slot: it lent the offer and went on (a
+		 * sendfile); the rest of this offer is pulled alone */
+		if (pw == 2) {
+			it->no_push = true;
+			pw = 1;
+		}
 		if (pw == 1 && !r && !ss->can_read) {
 			/* the sender could not write us after all: the rest
 			 * of this offer and every later send go another way */

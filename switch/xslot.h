@@ -38,6 +38,33 @@ void sw_xslot_attach(struct sw_sock *s);
 ssize_t sw_xslot_send(struct sw_sock *s, uint8_t *p, size_t len,
 		      bool nb);
 
+/*
+ * A lent offer (sendfile): the file's pages stay offered after the call
+ * returns, and the receiver copies them once, when its program reads.
+ * Nothing of the stream may go after it until it ends (session_tx.c
+ * sw_lend_settle): only then could the rest go again, in order.
+ */
+/* Sender: may a lend be made now (slot free, nothing kept back, a
+ * credit for XOFFER)? */
+bool sw_xslot_can_lend(struct sw_sock *s);
+/* Sender: lends [p, p+len), inside map (unmapped when it ends). 0 or < 0
+ * (nothing lent; the mapping stays the caller's). */
+int sw_xslot_lend(struct sw_sock *s, uint8_t *p, size_t len, void *map,
+		  size_t map_len);
+enum { SW_LEND_NONE, SW_LEND_OUT, SW_LEND_ENDED };
+/* Sender: none, still out (the receiver has bytes left to take), or
+ * ended (taken whole, refused, the peer gone): a look, nothing changes. */
+int sw_xslot_lend_state(struct sw_sock *s);
+/* Sender: bytes of the lend the receiver has not taken (a hint: the
+ * count is the peer's). */
+uint64_t sw_xslot_lend_left(struct sw_sock *s);
+/* Sender: ends the lend as sw_xslot_send ends an offer, within bound ns
+ * (0: takes it back at once); the bytes the receiver took, or < 0. The
+ * mapping stays until sw_xslot_lend_free. */
+ssize_t sw_xslot_lend_end(struct sw_sock *s, uint64_t bound);
+/* Sender: forgets the lend, its registration and its mapping. */
+void sw_xslot_lend_free(struct sw_sock *s);
+
 /* An XOFFER from the peer: queues the offer to be claimed when read. */
 int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,
 		      const struct sdp_msg_hdr *h, const void *body);

@@ -133,6 +133,8 @@ def targets(rows):
 	for page in ('small', '1M'):
 		one('nginx/wrk %s' % page, ('nginx', 'wrk', page, 'req_s'),
 		    '>= 1.4x', lambda v: v >= 1.4)
+	one('nginx/wrk 1M, sendfile on', ('nginx', 'wrk', '1M-sendfile',
+	    'req_s'), '>= 1.0x', lambda v: v >= 1.0)
 	one('connection set-up', ('connrate', 'connect', '1B', 'conn_s'),
 	    '>= 0.7x', lambda v: v >= 0.7)
 	speed = [r for r in rows if not r['metric'].startswith('cpu_')

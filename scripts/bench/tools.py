@@ -286,6 +286,7 @@ error_log %(dir)s/nginx-error.log warn;
 events { worker_connections 1024; }
 http {
 	access_log off;
+	sendfile %(sendfile)s;
 	client_body_temp_path %(dir)s/body;
 	proxy_temp_path %(dir)s/proxy;
 	fastcgi_temp_path %(dir)s/fastcgi;
@@ -315,7 +316,9 @@ def nginx(ctx):
 		fh.write(small)
 	with open(os.path.join(www, 'big.bin'), 'wb') as fh:
 		fh.write(os.urandom(1 << 20))
-	sizes = {'small': len(small), '1M': 1 << 20}
+	# 1M-sendfile: nginx as Debian configures it (sendfile on), the
+	# file's pages handed to the socket
+	sizes = {'small': len(small), '1M': 1 << 20, '1M-sendfile': 1 << 20}
 
 	def parse(body):
 		def p(out):
@@ -349,13 +352,15 @@ def nginx(ctx):
 			return m
 		return p
 
-	for page in ('small', '1M'):
+	for page in ('small', '1M', '1M-sendfile'):
 		fname = 'small.html' if page == 'small' else 'big.bin'
+		sf = 'on' if page.endswith('sendfile') else 'off'
 
-		def cmds(port):
+		def cmds(port, sf=sf, fname=fname):
 			conf = os.path.join(d, 'nginx-%d.conf' % port)
 			with open(conf, 'w') as fh:
-				fh.write(NGINX_CONF % {'dir': d, 'port': port})
+				fh.write(NGINX_CONF % {'dir': d, 'port': port,
+						       'sendfile': sf})
 			return (['nginx', '-c', conf, '-p', d],
 				['wrk', '-t1', '-c16', '-d%ds' % t, '--latency',
 				 'http://127.0.0.1:%d/%s' % (port, fname)])
