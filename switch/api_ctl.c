@@ -67,7 +67,7 @@ static void lend_finish(struct sw_sock *s)
 		}
 	}
 	if (s->ss.lend.len)
-		sw_lend_settle(s, 0);
+		sw_lend_settle(s);
 }
 
 int sw_shutdown(struct sw_sock *s, int how)

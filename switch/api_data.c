@@ -513,7 +513,7 @@ static ssize_t sendmsg_do(struct sw_sock *s, const struct msghdr *msg,
 			one.iov_len = 1;
 			/* the urgent byte follows the bytes sent before it,
 			 * those still waiting for credits too */
-			sw_lend_settle(s, 0);
+			sw_lend_settle(s);
 			while (s->ptx_len && !s->ss.peer_dead &&
 			       !s->ss.error && !s->tcp_eof) {
 				if (sw_ptx_flush(s) < 0)
@@ -561,7 +561,6 @@ static size_t sendfile_lend(struct sw_sock *s, int in_fd, off_t pos,
 	struct stat st;
 	size_t len, delta;
 	uint8_t *map;
-	bool nb;
 	int r;
 
 	if (!sw_cfg.sendfile_lend || count < sw_cfg.rdma_min)
@@ -582,15 +581,16 @@ static size_t sendfile_lend(struct sw_sock *s, int in_fd, off_t pos,
 	 * wait for the previous lend short */
 	atomic_fetch_add(&s->users, 1);
 	pthread_mutex_lock(&s->lock);
-	nb = sw_nonblocking(s, 0);
-	/* the previous lend ends first (the receiver is reading it, or its
-	 * rest is kept and goes before these bytes) */
-	if (s->state == SW_SAN && s->ss.lend.len &&
-	    sw_lend_settle(s, (uint64_t)(nb ? sw_cfg.xslot_nb_us :
-					 sw_cfg.xslot_block_us) * 1000) < 0)
+	/* the previous lend ends first (taken whole, or its rest goes
+	 * before these bytes) */
+	if (s->state == SW_SAN && s->ss.lend.len && sw_lend_settle(s) < 0)
 		goto unlock;
 	if (!sw_xslot_can_lend(s))
 		goto unlock;
+	if (s->ss.lend_backoff) {
+		s->ss.lend_backoff--;
+		goto unlock;
+	}
 	delta = (size_t)(pos % page);
 	map = mmap(NULL, len + delta, PROT_READ, MAP_SHARED, in_fd,
 		   pos - (off_t)delta);

@@ -37,7 +37,7 @@ int sw_downgrade_start(struct sw_sock *s)
 	 * the peer has not taken goes as kept bytes, before the marker */
 	if (ss->lend.len && !ss->dg_hold) {
 		ss->dg_hold++;
-		sw_lend_settle(s, 0);
+		sw_lend_settle(s);
 		ss->dg_hold--;
 	}
 	if (ss->dg_hold || !sw_credit_can_send(ss, SDP_MSG_DOWNGRADE))

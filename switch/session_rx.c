@@ -125,9 +125,12 @@ static ssize_t rx_xslot_ahead(struct sw_sock *s, struct rx_item *it,
 
 	if (!consume || n >= SW_AHEAD_MIN || a <= n)
 		return 0;
-	buf = malloc(a);
+	/* the buffer stays while its offer lasts: new pages each time
+	 * cost a fault and a cleared page per 4 KiB */
+	buf = ss->ahead ? ss->ahead : malloc(SW_AHEAD);
 	if (!buf)
 		return 0;
+	ss->ahead = NULL;
 	/* a copy into our own buffer, short: no push asked of the sender */
 	it->no_push = true;
 	m = sw_xslot_take(s, it, buf, a, 0, true);
@@ -215,7 +218,11 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 			if (n > k)
 				n = k;
 			memcpy(dst, ss->ahead + (at - ss->ahead_at), n);
+			/* used up: the buffer serves the offer's next bytes,
+			 * and goes with its last */
 			if (consume && at + n == ss->ahead_at + ss->ahead_len)
+				ss->ahead_len = 0;
+			if (consume && it->len == n)
 				rx_ahead_free(ss);
 			break;
 		}

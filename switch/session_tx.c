@@ -160,13 +160,19 @@ static bool lent_copy(uint8_t *dst, const uint8_t *src, size_t len)
 
 /*
  * Ends the lend a sendfile left (sw_xslot_lend) before anything else of
- * the stream goes: waits up to bound ns (from the last progress; 0: not at
- * all) for the receiver to take the rest, else takes it back; what it had
- * not taken goes to the front of s->ptx, the bytes kept for credits, which
- * go first (the flusher sends them if the program does not). Returns 0 or
- * < 0 (the connection is broken; the program's call fails).
+ * the stream goes. Taken whole by the receiver, it just ends. Otherwise
+ * the receiver is the slower side (it has not read what was lent by the
+ * time this side sends more): waiting for it would leave this side idle,
+ * so the rest is taken back at once (a claim in progress is waited for)
+ * and this side copies it, as other sends go: into the receiver's staging
+ * ring as far as it has room, the rest kept in s->ptx, which goes first
+ * (the flusher sends it if the program does not); and the next
+ * SW_LEND_BACKOFF sendfile calls lend nothing. Returns 0 or < 0 (the
+ * connection is broken; the program's call fails).
  */
-int sw_lend_settle(struct sw_sock *s, uint64_t bound)
+#define SW_LEND_BACKOFF 32
+
+int sw_lend_settle(struct sw_sock *s)
 {
 	struct sw_xoffer *o = &s->ss.lend;
 	ssize_t got;
@@ -175,7 +181,7 @@ int sw_lend_settle(struct sw_sock *s, uint64_t bound)
 
 	if (!o->len)
 		return 0;
-	got = sw_xslot_lend_end(s, bound);
+	got = sw_xslot_lend_end(s);
 	if (got < 0) {
 		r = (int)got;
 		goto out;
@@ -183,6 +189,7 @@ int sw_lend_settle(struct sw_sock *s, uint64_t bound)
 	rest = o->len - (size_t)got;
 	if (!rest)
 		goto out;
+	s->ss.lend_backoff = SW_LEND_BACKOFF;
 	if (s->ss.fin_sent || s->ss.peer_dead || s->ss.abort_rcvd ||
 	    s->ss.error) {
 		/* no way left for them: the stream ended or broke */
@@ -246,7 +253,7 @@ bool sw_lend_poll(struct sw_sock *s)
 	case SW_LEND_OUT:
 		return true;
 	}
-	sw_lend_settle(s, 0);
+	sw_lend_settle(s);
 	return false;
 }
 
@@ -399,10 +406,9 @@ ssize_t sw_session_send(struct sw_sock *s, const struct iovec *iov,
 
 	if (!total)
 		return 0;
-	/* a sendfile's lend goes first: ended, or its rest kept */
+	/* a sendfile's lend goes first: ended, or its rest sent */
 	if (s->ss.lend.len) {
-		r = sw_lend_settle(s, (uint64_t)(nb ? sw_cfg.xslot_nb_us :
-						 sw_cfg.xslot_block_us) * 1000);
+		r = sw_lend_settle(s);
 		if (r < 0)
 			return r == -EPIPE || r == -ECONNRESET ? r : -EPIPE;
 	}

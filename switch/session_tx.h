@@ -28,8 +28,8 @@ int sw_ptx_flush(struct sw_sock *s);
 void sw_ptx_to_tcp(struct sw_sock *s);
 
 /* Ends a sendfile's lend (xslot.h) before the next bytes of the stream:
- * waits up to bound ns for the receiver, else its rest joins s->ptx. */
-int sw_lend_settle(struct sw_sock *s, uint64_t bound);
+ * what the receiver has not taken goes as other sends go. */
+int sw_lend_settle(struct sw_sock *s);
 /* Ends the lend if the receiver is done with it; true while it is out. */
 bool sw_lend_poll(struct sw_sock *s);
 

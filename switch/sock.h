@@ -148,6 +148,7 @@ struct sw_session {
 	uint8_t xs_nap_missed_tx;	/* claims of ours ended unwoken */
 	uint8_t xs_nap_missed_rx;	/* pushes to us ended unwoken */
 	struct sw_xoffer lend;		/* our offer a sendfile left lent */
+	uint32_t lend_backoff;		/* sendfile calls left without lends */
 	/* the peer's offer pulled ahead of small reads (session_rx.c):
 	 * bytes [ahead_at, ahead_at + ahead_len) of offer ahead_seq */
 	uint8_t *ahead;

@@ -549,7 +549,7 @@ uint64_t sw_xslot_lend_left(struct sw_sock *s)
 	return c < ss->lend.len ? ss->lend.len - c : 0;
 }
 
-ssize_t sw_xslot_lend_end(struct sw_sock *s, uint64_t bound)
+ssize_t sw_xslot_lend_end(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 
@@ -557,7 +557,7 @@ ssize_t sw_xslot_lend_end(struct sw_sock *s, uint64_t bound)
 		return 0;
 	if (!ss->xs_mine || !ss->ep)
 		return -EPIPE;
-	return xslot_finish(s, &ss->lend, bound);
+	return xslot_finish(s, &ss->lend, 0);
 }
 
 void sw_xslot_lend_free(struct sw_sock *s)

@@ -58,10 +58,10 @@ int sw_xslot_lend_state(struct sw_sock *s);
 /* Sender: bytes of the lend the receiver has not taken (a hint: the
  * count is the peer's). */
 uint64_t sw_xslot_lend_left(struct sw_sock *s);
-/* Sender: ends the lend as sw_xslot_send ends an offer, within bound ns
- * (0: takes it back at once); the bytes the receiver took, or < 0. The
- * mapping stays until sw_xslot_lend_free. */
-ssize_t sw_xslot_lend_end(struct sw_sock *s, uint64_t bound);
+/* Sender: ends the lend, taking back at once what the receiver has not
+ * taken (a claim in progress is waited for); the bytes the receiver took,
+ * or < 0. The mapping stays until sw_xslot_lend_free. */
+ssize_t sw_xslot_lend_end(struct sw_sock *s);
 /* Sender: forgets the lend, its registration and its mapping. */
 void sw_xslot_lend_free(struct sw_sock *s);
 
