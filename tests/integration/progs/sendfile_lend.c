@@ -59,24 +59,6 @@ static void verify(size_t off, const uint8_t *p, size_t n)
 		tp_verify(1, off + k, p + k, n - k);
 }
 
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLOUT };
-	ssize_t r;
-
-	while (n) {
-		r = send(fd, p, n, MSG_NOSIGNAL);
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			TP_CHECK(poll(&pf, 1, 10000) == 1,
-				 "never writable again (10 s)");
-			continue;
-		}
-		TP_CHECK(r > 0, "send of %zu bytes", n);
-		p += r;
-		n -= (size_t)r;
-	}
-}
-
 /* sendfile of [off, end) of the file, in calls of at most chunk bytes
  * (0: one call for all), waiting in poll on EAGAIN; small writes of the
  * stream's own bytes between the calls when mixed (from the file's
@@ -103,7 +85,7 @@ static void send_file(int c, size_t off, size_t end, size_t chunk, bool mixed,
 			if (k > end - off)
 				k = end - off;
 			tp_fill(1, off, small, k);
-			write_all(c, small, k);
+			tp_write_all(c, small, k);
 			off += k;
 			continue;
 		}
@@ -135,7 +117,7 @@ static void send_trailer(int c)
 	uint8_t t[TRAILER];
 
 	tp_fill(1, FILE_LEN, t, sizeof(t));
-	write_all(c, t, sizeof(t));
+	tp_write_all(c, t, sizeof(t));
 }
 
 enum mode {

@@ -28,24 +28,6 @@ static size_t piece(unsigned int i)
 	return sz[i % (sizeof(sz) / sizeof(sz[0]))];
 }
 
-static void write_all(int fd, const uint8_t *p, size_t n, bool nb)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLOUT };
-	ssize_t r;
-
-	while (n) {
-		r = send(fd, p, n, MSG_NOSIGNAL);
-		if (r < 0 && nb && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			TP_CHECK(poll(&pf, 1, 10000) == 1,
-				 "never writable again (10 s)");
-			continue;
-		}
-		TP_CHECK(r > 0, "send of %zu bytes", n);
-		p += r;
-		n -= (size_t)r;
-	}
-}
-
 /* Client: writes TOTAL bytes of stream 1 in large pieces, closes, exits.
  * The upgrade runs while the first bytes travel on TCP: this test is about
  * the SAN's paths at close, so the bulk waits until the connection is
@@ -58,7 +40,7 @@ static void client_send(int c, bool nb)
 
 	TP_CHECK(buf != NULL, "malloc");
 	tp_fill(1, 0, buf, off);
-	write_all(c, buf, off, false);
+	tp_write_all(c, buf, off);
 	tp_wait_carried(c);
 	if (nb)
 		tp_nonblock(c);
@@ -67,7 +49,7 @@ static void client_send(int c, bool nb)
 		if (n > TOTAL - off)
 			n = TOTAL - off;
 		tp_fill(1, off, buf, n);
-		write_all(c, buf, n, nb);
+		tp_write_all(c, buf, n);
 		off += n;
 	}
 	TP_CHECK(!close(c), "close");
@@ -86,7 +68,7 @@ static void client_echo(int c)
 	TP_CHECK(out && in, "malloc");
 	/* the first bytes, and their echo, while the upgrade runs */
 	tp_fill(2, 0, out, 4096);
-	write_all(c, out, 4096, false);
+	tp_write_all(c, out, 4096);
 	off = 4096;
 	while (got < off) {
 		ssize_t r = recv(c, in, off - got, 0);
@@ -187,7 +169,7 @@ static size_t server_echo(int s)
 		}
 		tp_verify(2, got, buf, (size_t)r);
 		got += (size_t)r;
-		write_all(s, buf, (size_t)r, true);
+		tp_write_all(s, buf, (size_t)r);
 	}
 	TP_CHECK(!shutdown(s, SHUT_WR), "echo server shutdown");
 	free(buf);

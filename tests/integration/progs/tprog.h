@@ -312,6 +312,27 @@ static inline void tp_raw_pair(int family, int *c, int *s)
 	syscall(SYS_close, l);
 }
 
+/* Sends all n bytes at p (MSG_NOSIGNAL); on a non-blocking fd waits in
+ * poll (10 s at most) whenever the socket is full. */
+static inline void tp_write_all(int fd, const void *buf, size_t n)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLOUT };
+	const uint8_t *p = buf;
+	ssize_t r;
+
+	while (n) {
+		r = send(fd, p, n, MSG_NOSIGNAL);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			TP_CHECK(poll(&pf, 1, 10000) == 1,
+				 "never writable again (10 s)");
+			continue;
+		}
+		TP_CHECK(r > 0, "send of %zu bytes", n);
+		p += r;
+		n -= (size_t)r;
+	}
+}
+
 static inline void tp_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
