@@ -20,6 +20,7 @@
 #include "config.h"
 #include "credits.h"
 #include "downgrade.h"
+#include "flusher.h"
 #include "fork_exec.h"
 #include "holders.h"
 #include "providers.h"
@@ -591,6 +592,10 @@ static size_t sendfile_lend(struct sw_sock *s, int in_fd, off_t pos,
 		s->ss.lend_backoff--;
 		goto unlock;
 	}
+	/* the flusher looks at the lend while the program may make no call
+	 * (without one, no lend) */
+	if (sw_flusher_watch_lend(s))
+		goto unlock;
 	delta = (size_t)(pos % page);
 	map = mmap(NULL, len + delta, PROT_READ, MAP_SHARED, in_fd,
 		   pos - (off_t)delta);

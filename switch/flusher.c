@@ -80,6 +80,8 @@ static uint64_t due_ns(struct sw_sock *s)
 }
 
 #define SW_FLUSH_RETRY_MAX_NS 10000000ull
+/* how often a sendfile's lend is looked at */
+#define SW_LEND_LOOK_NS 2000000ull
 
 static uint64_t retry_ns(struct sw_sock *s, uint64_t now)
 {
@@ -141,6 +143,10 @@ static bool flush_one(struct sw_sock *s, uint64_t now)
 		pthread_mutex_unlock(&s->lock);
 		return done;
 	}
+	/* a sendfile's lend ends once the receiver took it; one it can no
+	 * longer take goes by copy from here (sw_lend_poll) */
+	if (s->ss.lend.len && !s->closed && s->state == SW_SAN && s->ss.cq)
+		sw_lend_poll(s);
 	if ((s->ptx_len || s->ss.fin_pending) && !s->closed &&
 	    s->state == SW_SAN && s->ss.cq && now >= due_ns(s)) {
 		SW_DBG("fd %d: flusher sends %zu kept bytes%s (credits %d)",
@@ -158,21 +164,26 @@ static bool flush_one(struct sw_sock *s, uint64_t now)
 		    !sw_credit_can_send(&s->ss, SDP_MSG_DATA))
 			sw_credit_ask(s);
 	}
-	done = (!s->ptx_len && !s->ss.fin_pending) || s->closed ||
-	       s->state != SW_SAN || !s->ss.cq || s->ss.error ||
+	done = (!s->ptx_len && !s->ss.fin_pending && !s->ss.lend.len) ||
+	       s->closed || s->state != SW_SAN || !s->ss.cq || s->ss.error ||
 	       s->ss.peer_dead;
 	if (done) {
 		s->flush_listed = false;
 		if (!s->ptx_len)
 			atomic_store_explicit(&s->ptx_since_ns, 0,
 					      memory_order_relaxed);
-	}
-	else
+	} else if (!s->ptx_len && !s->ss.fin_pending) {
+		/* a lend the receiver is still taking */
+		atomic_store_explicit(&s->flush_retry_ns,
+				      now + SW_LEND_LOOK_NS,
+				      memory_order_relaxed);
+	} else {
 		/* credits short (the peer has not read): look again, less
 		 * often the longer the peer's program stays away (a quarter
 		 * of the time waited, at most 10 ms) */
 		atomic_store_explicit(&s->flush_retry_ns, now + retry_ns(s, now),
 				      memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return done;
 }
@@ -540,5 +551,18 @@ int sw_flusher_watch(struct sw_sock *s)
 		pthread_cond_signal(&reg_cond);
 unlock:
 	pthread_mutex_unlock(&reg_lock);
+	return r;
+}
+
+int sw_flusher_watch_lend(struct sw_sock *s)
+{
+	bool listed = s->flush_listed;
+	int r = sw_flusher_watch(s);
+
+	/* not due before then, unless kept bytes made it due sooner */
+	if (!r && !listed)
+		atomic_store_explicit(&s->flush_retry_ns,
+				      sw_now_ns() + SW_LEND_LOOK_NS,
+				      memory_order_relaxed);
 	return r;
 }

@@ -17,6 +17,12 @@
  * when no flusher can run: the bytes must not be kept. */
 int sw_flusher_watch(struct sw_sock *s);
 
+/* Has the flusher look at s's sendfile lend now and then: a receiver the
+ * kernel no longer lets read us (REFUSED) waits for the rest, which only
+ * this side can send, and its program may make no call meanwhile (s->lock
+ * held). 0, or < 0 when no flusher can run. */
+int sw_flusher_watch_lend(struct sw_sock *s);
+
 /* Has the flusher finish s, which the program closed with bytes or its
  * FIN still to go (s->orphan set, s->lock held; orphan.c). 0, or < 0 when
  * no flusher can run. */

@@ -91,7 +91,7 @@ void sw_session_free(struct sw_sock *s)
 		return;
 	/* a lend still out dies with the connection (the peer is gone,
 	 * or took nothing for SDP_ORPHAN_TIMEOUT_MS) */
-	sw_xslot_lend_free(s);
+	sw_xslot_lend_free(s, &ss->lend);
 	free(ss->ahead);
 	sw_staging_drop(s);
 	if (ss->ep)

@@ -174,14 +174,18 @@ static bool lent_copy(uint8_t *dst, const uint8_t *src, size_t len)
 
 int sw_lend_settle(struct sw_sock *s)
 {
-	struct sw_xoffer *o = &s->ss.lend;
+	struct sw_xoffer lend = s->ss.lend, *o = &lend;
 	ssize_t got;
 	size_t rest, cap;
 	int r = 0;
 
 	if (!o->len)
 		return 0;
-	got = sw_xslot_lend_end(s);
+	/* ours alone from here: sending the rest may release the lock
+	 * (a staged RDMA write waits for the peer), and the flusher or
+	 * another thread must not end the same lend again */
+	memset(&s->ss.lend, 0, sizeof(s->ss.lend));
+	got = sw_xslot_lend_end(s, o);
 	if (got < 0) {
 		r = (int)got;
 		goto out;
@@ -220,8 +224,10 @@ int sw_lend_settle(struct sw_sock *s)
 		atomic_store_explicit(&s->ptx_since_ns, sw_now_ns(),
 				      memory_order_relaxed);
 	/* into the peer's staging ring as far as it has room (the
-	 * peer's memory: they outlive this process), the rest kept */
-	ptx_flush(s, TX_NO_OFFER);
+	 * peer's memory: they outlive this process), the rest kept. Not
+	 * where our RDMA writes are staged: one waits for the peer with
+	 * the lock released, and another thread could flush s->ptx then */
+	ptx_flush(s, s->ss.write_staged ? TX_COPY : TX_NO_OFFER);
 	if (s->ptx_len)
 		sw_flusher_watch(s);
 	SW_DBG("fd %d: %zu byte(s) of a sendfile's %zu taken back from the transfer slot: they go as other sends (%zu kept)",
@@ -239,7 +245,7 @@ broken:
 	sdp_sys.shutdown(s->fd, SHUT_RDWR);
 	sw_event(s);
 out:
-	sw_xslot_lend_free(s);
+	sw_xslot_lend_free(s, o);
 	return r;
 }
 

@@ -549,21 +549,20 @@ uint64_t sw_xslot_lend_left(struct sw_sock *s)
 	return c < ss->lend.len ? ss->lend.len - c : 0;
 }
 
-ssize_t sw_xslot_lend_end(struct sw_sock *s)
+ssize_t sw_xslot_lend_end(struct sw_sock *s, struct sw_xoffer *o)
 {
 	struct sw_session *ss = &s->ss;
 
-	if (!ss->lend.len)
+	if (!o->len)
 		return 0;
 	if (!ss->xs_mine || !ss->ep)
 		return -EPIPE;
-	return xslot_finish(s, &ss->lend, 0);
+	return xslot_finish(s, o, 0);
 }
 
-void sw_xslot_lend_free(struct sw_sock *s)
+void sw_xslot_lend_free(struct sw_sock *s, struct sw_xoffer *o)
 {
 	struct sw_session *ss = &s->ss;
-	struct sw_xoffer *o = &ss->lend;
 	struct sw_provider *pv = ss->prov;
 
 	if (!o->len)

@@ -58,12 +58,14 @@ int sw_xslot_lend_state(struct sw_sock *s);
 /* Sender: bytes of the lend the receiver has not taken (a hint: the
  * count is the peer's). */
 uint64_t sw_xslot_lend_left(struct sw_sock *s);
-/* Sender: ends the lend, taking back at once what the receiver has not
- * taken (a claim in progress is waited for); the bytes the receiver took,
- * or < 0. The mapping stays until sw_xslot_lend_free. */
-ssize_t sw_xslot_lend_end(struct sw_sock *s);
-/* Sender: forgets the lend, its registration and its mapping. */
-void sw_xslot_lend_free(struct sw_sock *s);
+/* Sender: ends lend o (taken out of s->ss.lend by the caller, so that
+ * no other thread ends it too while a later step releases the lock),
+ * taking back at once what the receiver has not taken (a claim in
+ * progress is waited for); the bytes the receiver took, or < 0. The
+ * mapping stays until sw_xslot_lend_free. */
+ssize_t sw_xslot_lend_end(struct sw_sock *s, struct sw_xoffer *o);
+/* Sender: forgets lend o, its registration and its mapping. */
+void sw_xslot_lend_free(struct sw_sock *s, struct sw_xoffer *o);
 
 /* An XOFFER from the peer: queues the offer to be claimed when read. */
 int sw_xslot_on_offer(struct sw_sock *s, uint32_t idx,

@@ -8,6 +8,7 @@
  * large ones, and its statistics must show the bytes came by its own pull
  * (rdma-read), not through its staging ring.
  */
+#include <grp.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -128,6 +129,9 @@ enum mode {
 	M_POS_NULL,	/* the file position, calls of 3 MiB */
 	M_UNREAD,	/* one call the receiver reads nothing of until it
 			 * returned; close and exit() */
+	M_REFUSED,	/* as M_UNREAD, but the receiver then becomes
+			 * nobody: it may no longer read the sender, whose
+			 * program makes no call until it has every byte */
 };
 
 #define UNREAD_LEN ((2u << 20) + 123)
@@ -172,7 +176,8 @@ static void sender(int c, enum mode m)
 		send_file(c, 0, FILE_LEN, 3u << 20, false, true);
 		send_trailer(c);
 		break;
-	case M_UNREAD: {
+	case M_UNREAD:
+	case M_REFUSED: {
 		/* a copy of the bytes would wait for the reader, who waits
 		 * for this call to return: only a lend returns */
 		off_t o = 0;
@@ -236,7 +241,7 @@ static void run(enum mode m, size_t rd, unsigned int nap_ms)
 	TP_CHECK(s >= 0, "accept");
 	close(l);
 	tp_wait_carried(s);
-	if (m == M_UNREAD) {
+	if (m == M_UNREAD || m == M_REFUSED) {
 		/* not a byte read, but the socket looked at (poll), as a
 		 * program would: the sender's upgrade needs this side's
 		 * calls to finish */
@@ -252,7 +257,10 @@ static void run(enum mode m, size_t rd, unsigned int nap_ms)
 			 "bytes were read");
 	}
 	close(unread_pipe[0]);
-	if (m == M_UNREAD) {
+	if (m == M_REFUSED)
+		TP_CHECK(!setgroups(0, NULL) && !setgid(65534) &&
+			 !setuid(65534), "become nobody");
+	if (m == M_UNREAD || m == M_REFUSED) {
 		/* every byte of the lend, pulled by this side while the
 		 * sender makes no call: the statistics must say so */
 		uint8_t *buf = malloc(rd);
@@ -267,7 +275,8 @@ static void run(enum mode m, size_t rd, unsigned int nap_ms)
 		}
 		free(buf);
 		st = tp_conn_stats(s);
-		TP_CHECK(st && st->rx_rdma_read == UNREAD_LEN,
+		TP_CHECK(st && (m == M_REFUSED ||
+				st->rx_rdma_read == UNREAD_LEN),
 			 "%llu of the %u lent bytes came by this side's pull "
 			 "(staging %llu, copy %llu)",
 			 st ? (unsigned long long)st->rx_rdma_read : 0ull,
@@ -281,7 +290,8 @@ static void run(enum mode m, size_t rd, unsigned int nap_ms)
 	}
 	close(read_pipe[1]);
 	tp_reap(kid, "the sender failed");
-	want = m == M_CLOSE_EXIT ? FILE_LEN : m == M_UNREAD ? UNREAD_LEN :
+	want = m == M_CLOSE_EXIT ? FILE_LEN :
+	       m == M_UNREAD || m == M_REFUSED ? UNREAD_LEN :
 	       FILE_LEN + TRAILER;
 	TP_CHECK(got == want, "%zu bytes sent, %zu arrived before EOF", want,
 		 got);
@@ -366,6 +376,7 @@ int main(int argc, char **argv)
 		{ M_UNREAD, 8192, 0 },
 	};
 	unsigned int i;
+	pid_t kid;
 
 	family = argc > 1 && !strcmp(argv[1], "6") ? AF_INET6 : AF_INET;
 	tp_start("sendfile_lend", 60);
@@ -379,5 +390,18 @@ int main(int argc, char **argv)
 	}
 	tp_name = "sendfile_lend";
 	run_truncated();
+	/* the receiver's setuid (as root: the suite runs as root in CI)
+	 * in a process of its own */
+	if (!geteuid()) {
+		tp_name = "sendfile_lend refused";
+		kid = fork();
+		TP_CHECK(kid >= 0, "fork");
+		if (!kid) {
+			run(M_REFUSED, 8192, 0);
+			_exit(0);
+		}
+		tp_reap(kid, "the case whose receiver becomes nobody failed");
+		tp_name = "sendfile_lend";
+	}
 	tp_pass();
 }
