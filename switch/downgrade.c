@@ -34,7 +34,7 @@ int sw_downgrade_start(struct sw_sock *s)
 	if (ss->dg_sent)
 		return 0;
 	/* a sendfile's lend cannot outlive the provider connection: what
-	 * the peer has not taken goes as kept bytes, before the marker */
+	 * the peer has not taken goes first, before the marker */
 	if (ss->lend.len && !ss->dg_hold) {
 		ss->dg_hold++;
 		sw_lend_settle(s);

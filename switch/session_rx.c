@@ -138,7 +138,6 @@ static ssize_t rx_xslot_ahead(struct sw_sock *s, struct rx_item *it,
 		free(buf);
 		return m;
 	}
-	rx_ahead_free(ss);
 	ss->ahead = buf;
 	ss->ahead_at = it->off;
 	ss->ahead_len = a;

@@ -68,6 +68,25 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 		     size_t total, size_t limit);
 
+/* Makes room in s->ptx for need bytes in all (doubling from 16 KiB).
+ * False when memory is short. */
+static bool ptx_room(struct sw_sock *s, size_t need)
+{
+	size_t cap = s->ptx_cap ? s->ptx_cap : 16384;
+	uint8_t *p;
+
+	if (need <= s->ptx_cap)
+		return true;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(s->ptx, cap);
+	if (!p)
+		return false;
+	s->ptx = p;
+	s->ptx_cap = cap;
+	return true;
+}
+
 static void ptx_drop(struct sw_sock *s)
 {
 	free(s->ptx);
@@ -176,7 +195,7 @@ int sw_lend_settle(struct sw_sock *s)
 {
 	struct sw_xoffer lend = s->ss.lend, *o = &lend;
 	ssize_t got;
-	size_t rest, cap;
+	size_t rest;
 	int r = 0;
 
 	if (!o->len)
@@ -200,18 +219,9 @@ int sw_lend_settle(struct sw_sock *s)
 		r = -EPIPE;
 		goto out;
 	}
-	cap = s->ptx_cap;
-	while (cap < s->ptx_len + rest)
-		cap = cap ? cap * 2 : 16384;
-	if (cap != s->ptx_cap) {
-		uint8_t *np = realloc(s->ptx, cap);
-
-		if (!np) {
-			r = -ENOMEM;
-			goto broken;
-		}
-		s->ptx = np;
-		s->ptx_cap = cap;
+	if (!ptx_room(s, s->ptx_len + rest)) {
+		r = -ENOMEM;
+		goto broken;
 	}
 	memmove(s->ptx + rest, s->ptx, s->ptx_len);
 	if (!lent_copy(s->ptx, o->p + got, rest)) {
@@ -271,20 +281,8 @@ static bool ptx_keep(struct sw_sock *s, const struct iovec *iov, int iovcnt,
 	size_t done = 0;
 	int i;
 
-	if (s->ptx_len + total > limit)
+	if (s->ptx_len + total > limit || !ptx_room(s, s->ptx_len + total))
 		return false;
-	if (s->ptx_len + total > s->ptx_cap) {
-		size_t cap = s->ptx_cap ? s->ptx_cap : 16384;
-		uint8_t *p;
-
-		while (cap < s->ptx_len + total)
-			cap *= 2;
-		p = realloc(s->ptx, cap);
-		if (!p)
-			return false;
-		s->ptx = p;
-		s->ptx_cap = cap;
-	}
 	for (i = 0; i < iovcnt; i++) {
 		memcpy(s->ptx + s->ptx_len + done, iov[i].iov_base,
 		       iov[i].iov_len);
