@@ -28,13 +28,19 @@ bool sw_credit_can_send(struct sw_session *ss, uint8_t type)
 {
 	/* messages that carry program data need two: the last credit is kept
 	 * for messages that only return credits, acknowledge or ask for a
-	 * wake-up, so a side can always tell the other what it needs */
+	 * wake-up, so a side can always tell the other what it needs. So
+	 * does CREDIT_RELEASE: the peer frees the buffer it lands in rather
+	 * than handing it back, so a release sent with the last credit
+	 * would leave this side none, for good, while the peer may hold the
+	 * rest of its buffers with bytes its program has not read (and not
+	 * read them: it waits in a send of its own for our credit return) */
 	int32_t need = (type == SDP_MSG_DATA || type == SDP_MSG_RDATA ||
 			type == SDP_MSG_WDATA || type == SDP_MSG_OOB ||
-			type == SDP_MSG_XOFFER) ?
+			type == SDP_MSG_XOFFER ||
+			type == SDP_MSG_CREDIT_RELEASE) ?
 			       2 : 1;
 
-	if (!ss->peer_nrecv || ss->credits < need)
+	if (!ss->peer_nrecv || ss->credits < need || ss->send_waiting)
 		return false;
 	/*
 	 * The last credit goes only with a buffer returned in its header
@@ -466,7 +472,8 @@ int sw_credit_send_releases(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
 
-	while (ss->release_owed && sw_credit_can_send(ss, SDP_MSG_CREDIT)) {
+	while (ss->release_owed &&
+	       sw_credit_can_send(ss, SDP_MSG_CREDIT_RELEASE)) {
 		uint32_t owed = ss->release_owed;
 		struct sdp_msg_release rl = { .last = owed == 1 };
 		int r = sw_send_ctrl(s, SDP_MSG_CREDIT_RELEASE, &rl,

@@ -159,6 +159,22 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		if (s->ptx_len)
 			return -EAGAIN;
 	}
+	/*
+	 * The credit this message uses, looked at again: the caller's look
+	 * may be older than progress it made since (an RDMA write's wait, or
+	 * the kept bytes a DOWNGRADE sends first), and a message beyond
+	 * the credits granted is a protocol error at the peer, which closes
+	 * the connection. -EAGAIN: the caller waits for credits as before
+	 * its look. SETUP and SWITCH open the session, with every credit
+	 * the peer announced still ours.
+	 */
+	if (type != SDP_MSG_SETUP && type != SDP_MSG_SWITCH &&
+	    !sw_credit_can_send(ss, type)) {
+		SW_DBG("fd %d: message type %u waits: %d credit(s), %u owed%s",
+		       s->fd, type, ss->credits, ss->credits_owed,
+		       ss->send_waiting ? ", another message waits for a send slot" : "");
+		return -EAGAIN;
+	}
 	peer_starved = ss->peer_credits <= 1;
 	/* the peer short of buffers: a credit return may be what it waits
 	 * for, if it asked (its count here can be high by the messages
@@ -170,7 +186,9 @@ int sw_send_ctrl(struct sw_sock *s, uint8_t type, const void *body,
 		/* its progress may take the peer's DOWNGRADE: ours goes
 		 * after this message, not inside it */
 		ss->dg_hold++;
+		ss->send_waiting++;
 		r = send_buf_get(s, &k);
+		ss->send_waiting--;
 		ss->dg_hold--;
 		if (r)
 			return r;

@@ -528,6 +528,8 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 				sent += n;
 			if (n == (ssize_t)plen)
 				continue;
+			if (n == -EAGAIN)	/* no credit for XOFFER */
+				continue;
 			if (n < 0 && n != -ENOBUFS)
 				goto fail;
 			/* taken back: the receiver is not reading now; the
@@ -566,6 +568,8 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					sent += n;
 					continue;
 				}
+				if (n == -EAGAIN)	/* no credit left */
+					continue;
 				if (n != -ENOBUFS)
 					goto fail;
 			} else if (use_write) {
@@ -598,6 +602,11 @@ static ssize_t session_send(struct sw_sock *s, const struct iovec *iov,
 					break;
 				if (n == 0)
 					goto copy;
+				/* the write's wait spent the credit of its
+				 * WDATA: the bytes, written but not announced,
+				 * are written again once credits come */
+				if (n == -EAGAIN)
+					continue;
 				if (n != -ENOBUFS)
 					goto fail;
 			}
@@ -615,6 +624,8 @@ copy:
 			for (i = 0; i < k; i++)
 				got += part[i].iov_len;
 			r = sw_send_ctrl(s, SDP_MSG_DATA, NULL, 0, part, k, got);
+			if (r == -EAGAIN)	/* no credit left */
+				continue;
 			if (r) {
 				n = r;
 				goto fail;

@@ -88,6 +88,10 @@ struct sw_session {
 	uint32_t sends_pending;		/* how many of send_busy are 1 */
 	uint32_t nsend;		/* send slots present */
 	uint32_t send_next;
+	/* a message of ours waits for a send slot (its provider's sends
+	 * are pending): the progress of that wait sends nothing else, which
+	 * would take the credit the waiting message was allowed to use */
+	uint32_t send_waiting;
 	uint64_t last_rx_ns;	/* last message that carried data */
 
 	/* credit deltas (credits.c) */

@@ -925,6 +925,10 @@ int sw_upgrade_step(struct sw_sock *s)
 		return r;
 	s->tx_san = true;
 	s->state = SW_SAN;
+	/* idle (the pool's shrink) counts from the switch point, not from
+	 * the set-up, which a slow provider connection can make seconds
+	 * long: the first data would meet a shrink at once, then a grow */
+	ss->last_rx_ns = sw_now_ns();
 	sw_turn_give(s);
 	/* From here our TCP stream carries only one-byte doorbells: each
 	 * must leave at once, not wait behind an unacknowledged one for the

@@ -285,7 +285,7 @@ static int xslot_offer(struct sw_sock *s, struct sw_xoffer *o)
 	pv->mod.ext.deregister_rdma_memory(ss->ep, o->rmr);
 dereg_mr:
 	pv->mod.ext.deregister_memory(pv->mod.prov, o->mr);
-	if (r == -ECONNRESET || r == -EPIPE)
+	if (r == -ECONNRESET || r == -EPIPE || r == -EAGAIN)
 		return r;
 reg_failed:
 	if (s->st)
