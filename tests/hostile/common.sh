@@ -49,13 +49,20 @@ alive() {	# NAME PID
 }
 
 # outcome NAME OUT RC: a client's verdict from its exit status RC: PASS
-# with the last line of its output OUT, or FAIL with the last three
+# with the last line of its output OUT, or FAIL with its exit status and
+# the last three lines; then the last lines the switch logged in $work
+# (which connection closed, and why)
 outcome() {
+	local how="exit $3"
+
 	if [ "$3" = 0 ]; then
 		result PASS "$1: $(tail -1 "$2")"
-	else
-		result FAIL "$1: $(tail -3 "$2" | tr '\n' ' ')"
+		return
 	fi
+	[ "$3" = 124 ] && how="timed out (exit 124): a transfer stalled"
+	result FAIL "$1: $how: $(tail -3 "$2" | tr '\n' ' ')"
+	grep -H -i 'error\|warn\|closing\|reset\|stalled' "$work"/*.log \
+		"$work"/*.err 2>/dev/null | tail -8 | sed 's/^/    /'
 }
 
 no_stray() {	# NAME SERVER

@@ -33,7 +33,9 @@ static int send_all(int fd, const uint8_t *p, size_t n)
 
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0)
+		if (k == 0)
+			return -2;	/* a send that took nothing */
+		if (k < 0)
 			return -1;
 		p += k;
 		n -= k;
@@ -47,6 +49,8 @@ static void *serve(void *arg)
 	uint8_t *buf = malloc(1 << 18);
 	unsigned long long total = 0;
 	const char *end = "EOF";
+	char why[96];
+	int sr;
 
 	if (!buf)
 		goto out;
@@ -82,8 +86,11 @@ static void *serve(void *arg)
 			}
 		}
 		total += n;
-		if (send_all(c->fd, buf, n)) {
-			end = "send failed";
+		sr = send_all(c->fd, buf, n);
+		if (sr) {
+			snprintf(why, sizeof(why), "send failed: %s",
+				 sr == -2 ? "it returned 0" : strerror(errno));
+			end = why;
 			break;
 		}
 	}

@@ -213,6 +213,22 @@ alive fuzz_server_lives_after_unsealed $fuzzpid
 bob fuzz_bob_after $fport 1 san
 kill $fuzzpid 2>/dev/null
 
+echo "== credits at their lowest: a 2-slot control ring, each pool shrunk after 1 ms idle"
+# bob's sends wait for ring room and his pool and alice's shrink and grow
+# all the time: releases and credit returns meet data both ways while
+# alice's one-thread echo is in a send with bob's bytes unread (a release
+# that took a side's last credit left both waiting for ever)
+qport=$((port + 4))
+printf 'shm libsdp-shm.so ring_slots=2\n' >"$work/squeeze.conf"
+chmod 644 "$work/squeeze.conf"
+start_server squeeze $qport "" SDP_PROVIDER_CATALOG="$work/squeeze.conf" \
+	SDP_IDLE_MS=1 || exit 1
+squeezepid=$srv
+bob squeeze_bob $qport 5 san SDP_PROVIDER_CATALOG="$work/squeeze.conf" \
+	SDP_IDLE_MS=1
+alive squeeze_server_lives $squeezepid
+kill $squeezepid 2>/dev/null
+
 echo "== a WATCH flood: 300 watches from mallory while bob makes 150 connections (RLIMIT_NOFILE 400)"
 wport=$((port + 3))
 start_server watch $wport 400 || exit 1
