@@ -5,16 +5,49 @@
  * POLLIN (as Python's sockets with a timeout do), against an echo server.
  * A doorbell taken by one of them must not be the wake-up the other sleeps
  * for. The switch's periodic idle wake-up is set far beyond the test's
- * bound (SDP_IDLE_MS), so a lost wake-up is a hang, not a slow run.
+ * bound (SDP_IDLE_MS), so a lost wake-up is a hang, not a slow run: a
+ * watchdog fails the run when no byte moved either way for PT_STALL_S
+ * seconds. A run that is only slow (a loaded host stretches the echo many
+ * times over) keeps moving and is not failed for it.
  */
 #include <pthread.h>
 #include <sys/wait.h>
 #include "tp_stats.h"
 
 #define PT_MAXCHUNK (256u << 10)
+#define PT_STALL_S 15
 
 static uint64_t total;
 static int fd;
+/* bytes sent and bytes echoed back so far, for the watchdog */
+static uint64_t sent, echoed;
+
+static void *watchdog(void *arg)
+{
+	uint64_t s = 0, e = 0;
+	unsigned int still = 0;
+
+	(void)arg;
+	for (;;) {
+		uint64_t s2 = __atomic_load_n(&sent, __ATOMIC_RELAXED);
+		uint64_t e2 = __atomic_load_n(&echoed, __ATOMIC_RELAXED);
+
+		sleep(1);
+		if (s2 != s || e2 != e) {
+			s = s2;
+			e = e2;
+			still = 0;
+		} else if (++still == PT_STALL_S) {
+			fprintf(stderr, "FAIL poll_threads: no byte moved for "
+				"%d s (%llu of %llu sent, %llu echoed): a lost "
+				"wake-up\n", PT_STALL_S, (unsigned long long)s,
+				(unsigned long long)total,
+				(unsigned long long)e);
+			_exit(3);
+		}
+	}
+	return NULL;
+}
 
 /* Deterministic chunk sizes from 1 byte to 256 KiB. */
 static size_t chunk(uint64_t *rnd)
@@ -57,8 +90,11 @@ static void *writer(void *arg)
 				 "send at byte %llu: %s",
 				 (unsigned long long)(off + done),
 				 strerror(errno));
-			if (w > 0)
+			if (w > 0) {
 				done += (size_t)w;
+				__atomic_store_n(&sent, off + done,
+						 __ATOMIC_RELAXED);
+			}
 		}
 		off += n;
 	}
@@ -89,6 +125,7 @@ static void reader(void)
 			 (unsigned long long)total);
 		tp_verify(1, (size_t)off, buf, (size_t)n);
 		off += (uint64_t)n;
+		__atomic_store_n(&echoed, off, __ATOMIC_RELAXED);
 	}
 	TP_CHECK(off == total, "EOF after %llu of %llu echoed bytes",
 		 (unsigned long long)off, (unsigned long long)total);
@@ -132,7 +169,7 @@ int main(int argc, char **argv)
 	const char *e = getenv("PT_BYTES");
 	struct sockaddr_storage ss;
 	socklen_t len;
-	pthread_t w;
+	pthread_t w, dog;
 	pid_t srv;
 
 	if (!getenv("PT_STEP")) {
@@ -143,15 +180,17 @@ int main(int argc, char **argv)
 		execv("/proc/self/exe", argv);
 		tp_fail("execv: %s", strerror(errno));
 	}
-	tp_start("poll_threads", 50);
+	/* the bound is the runner's (60 s); a hang is the watchdog's */
+	tp_start("poll_threads", 58);
 	total = e ? strtoull(e, NULL, 0) :
 		getenv("SANITIZE") && !strcmp(getenv("SANITIZE"), "1") ?
-		128ull << 20 : 1ull << 30;
+		128ull << 20 : 512ull << 20;
 	srv = tp_fork_server(family, "poll_threads server", serve, &ss, &len);
 	fd = tp_connect(&ss, len);
 	tp_wait_carried(fd);
 	tp_nonblock(fd);
-	TP_CHECK(!pthread_create(&w, NULL, writer, NULL), "pthread_create");
+	TP_CHECK(!pthread_create(&dog, NULL, watchdog, NULL) &&
+		 !pthread_create(&w, NULL, writer, NULL), "pthread_create");
 	reader();
 	pthread_join(w, NULL);
 	{
