@@ -7,9 +7,12 @@
  * turn (default, SDP_XSLOT=0, SDP_PATH=write, read, copy), each in a new
  * process since the switch reads its settings at start, and then a client
  * with one thread, non-blocking, in poll(). Every byte of the echo is
- * checked, the connection must be carried, and no run may stall.
- * FDX_BYTES sets the bytes per run: 3 GiB, under SANITIZE=1 too (the six
- * runs take about 11 s on an idle 2-core machine, 16 s under ASan).
+ * checked, the connection must be carried, and no run may stall: a run
+ * in which no echoed byte came for FX_STALL_S seconds fails (a loaded host
+ * stretches the runs many times over, and they keep moving).
+ * FDX_BYTES sets the bytes per run: 1 GiB, under SANITIZE=1 too (the six
+ * runs take about 4 s on an idle 2-core machine, 25-35 s beside two
+ * CPU-bound processes).
  */
 #include <pthread.h>
 #include <sys/wait.h>
@@ -18,10 +21,36 @@
 #define FX_BLOCK (4u << 20)
 #define FX_PERIOD ((size_t)FX_BLOCK + 4099)	/* the pattern's period */
 #define FX_RING (16u << 20)	/* the server's bytes between its threads */
+#define FX_STALL_S 15
 
 static unsigned char *pat;	/* 2 x FX_PERIOD bytes of the pattern */
 static uint64_t total;
 static int fd;
+static uint64_t echoed;	/* the client's count, for the watchdog */
+
+static void *watchdog(void *arg)
+{
+	uint64_t seen = 0;
+	unsigned int still = 0;
+
+	(void)arg;
+	for (;;) {
+		uint64_t now = __atomic_load_n(&echoed, __ATOMIC_RELAXED);
+
+		sleep(1);
+		if (now != seen) {
+			seen = now;
+			still = 0;
+		} else if (++still == FX_STALL_S) {
+			fprintf(stderr, "FAIL fdx_echo: no echoed byte for "
+				"%d s (%llu of %llu): a stall\n", FX_STALL_S,
+				(unsigned long long)seen,
+				(unsigned long long)total);
+			_exit(3);
+		}
+	}
+	return NULL;
+}
 
 static const unsigned char *expect(uint64_t off)
 {
@@ -166,6 +195,7 @@ static uint64_t cli_reader(void)
 	while ((r = recv(fd, b, FX_BLOCK, 0)) > 0) {
 		check(b, got, (size_t)r);
 		got += (uint64_t)r;
+		__atomic_store_n(&echoed, got, __ATOMIC_RELAXED);
 	}
 	TP_CHECK(r == 0, "client recv: %s", strerror(errno));
 	free(b);
@@ -212,6 +242,8 @@ static uint64_t cli_poll(void)
 			if (r > 0) {
 				check(b, got, (size_t)r);
 				got += (uint64_t)r;
+				__atomic_store_n(&echoed, got,
+						 __ATOMIC_RELAXED);
 			}
 		}
 	}
@@ -224,7 +256,7 @@ static void run(int family, bool polled)
 	struct sockaddr_storage ss;
 	const struct sw_conn_stats *st;
 	socklen_t len;
-	pthread_t wt;
+	pthread_t wt, dog;
 	uint64_t got;
 	pid_t pid;
 	long t0;
@@ -240,6 +272,7 @@ static void run(int family, bool polled)
 	TP_CHECK(fd >= 0 && !connect(fd, (struct sockaddr *)&ss, len),
 		 "connect");
 	t0 = tp_ms();
+	TP_CHECK(!pthread_create(&dog, NULL, watchdog, NULL), "thread");
 	if (polled) {
 		got = cli_poll();
 	} else {
@@ -274,7 +307,7 @@ int main(int argc, char **argv)
 	const char *step = getenv("FDX_STEP");
 	size_t i;
 
-	total = e ? strtoull(e, NULL, 0) : 3ull << 30;
+	total = e ? strtoull(e, NULL, 0) : 1ull << 30;
 	pat = malloc(2 * FX_PERIOD);
 	TP_CHECK(pat != NULL, "malloc");
 	for (i = 0; i < 2 * FX_PERIOD; i++)
