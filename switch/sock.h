@@ -354,6 +354,9 @@ struct sw_sock {
 	uint64_t turn_gap_ns;
 	uint32_t turn_stage;
 	bool turn_woken;
+	/* a server's connection in line: near enough to its head that the
+	 * client's listener may be due (sw_upgrade_client_ready's clock) */
+	bool turn_clock;
 	bool turn_ready;	/* server: its client listens: next turn */
 
 	/* session (when state == SW_SAN or SW_UPGRADING) */

@@ -219,7 +219,7 @@ static int connect_again(struct sw_sock *s)
 	return 0;
 }
 
-bool sw_upgrade_client_ready(struct sw_sock *s)
+bool sw_upgrade_client_ready(struct sw_sock *s, bool clock)
 {
 	uint64_t now = sw_now_ns(), wait;
 
@@ -227,6 +227,13 @@ bool sw_upgrade_client_ready(struct sw_sock *s)
 	if (!(s->up_prov->mod.info.caps & SDP_CAP_LOCAL_ONLY) ||
 	    client_listens(s))
 		return true;
+	if (!clock && !s->connect_tries) {
+		/* the client opens listeners only in its turns, in the
+		 * order it connected: its listener for a connection this
+		 * far back cannot be due yet, so its wait does not run */
+		s->turn_look_ns = now + SW_LOOK_UNCLOCKED_MS * 1000000ull;
+		return false;
+	}
 	if (!s->connect_tries) {
 		s->deadline_ns = now + (uint64_t)sw_cfg.upgrade_timeout_ms *
 					       1000000ull;
@@ -519,17 +526,21 @@ static void client_take_request(struct sw_sock *s)
  * (SDP_CONNECT_F_HELLO), and its refusal is that it never connects (our
  * wait runs out, having lost nothing). So nothing of its switch's is still
  * to come on TCP, whatever this process does next (io_uring: blind.c). The
- * connection waits in line for its turn once its listener is due
- * (sw_client_listen_due), in the order of its connect, which is the order
- * our hellos went and the server's turns come in
- * (sw_upgrade_server_hello_take): a connection that ends sooner never asks
- * for one, nor starts the upgrade thread.
+ * connection takes its place in line for a turn now, in the order our
+ * hellos went, which is the order of the server's line
+ * (sw_upgrade_server_hello_take); its listener opens once its turn came
+ * and it is due (sw_client_listen_due). Joining only once due put the
+ * connections in the order the program happened to call on them after
+ * that: a client that opened thousands at once under load held its turns
+ * on connections far back in the server's line, which the server does not
+ * look at, and every upgrade timed out on both ends.
  */
 void sw_upgrade_client_hello_out(struct sw_sock *s)
 {
 	s->upgrade_at_ns = sw_now_ns() +
 			   (uint64_t)sw_cfg.upgrade_after_us * 1000;
 	sw_upgrade_deadline_from(s, s->upgrade_at_ns);
+	sw_turn_take(s, true);
 }
 
 void sw_upgrade_deadline_from(struct sw_sock *s, uint64_t from_ns)

@@ -65,8 +65,12 @@ int sw_upgrade_fds(struct sw_sock *s, int *fds, int max, int *cq_fd);
 /* Server, its connection waiting for a turn (upgrade_turns.c): true when
  * the client's provider listener is there (its own turn came). Else looks
  * again 0.25, 0.5, 1 .. 64 ms later (s->turn_look_ns), and after
- * SDP_UPGRADE_TIMEOUT_MS of looks gives the upgrade up. s->lock held. */
-bool sw_upgrade_client_ready(struct sw_sock *s);
+ * SDP_UPGRADE_TIMEOUT_MS of looks gives the upgrade up. Looks with !clock
+ * (the connection is too far back in line for its client to have reached
+ * it) count toward nothing: they come every SW_LOOK_UNCLOCKED_MS and the
+ * timeout starts at the first look with clock. s->lock held. */
+#define SW_LOOK_UNCLOCKED_MS 8
+bool sw_upgrade_client_ready(struct sw_sock *s, bool clock);
 
 /* Server: acts on the client's hello in s->hello_buf (go on, or refuse by
  * never connecting). */

@@ -199,7 +199,7 @@ bool sw_turn_claim(struct sw_sock *s)
 	pthread_mutex_lock(&turn_lock);
 	alone = wq_live == 1 && held_live < sw_cfg.upgrade_max;
 	pthread_mutex_unlock(&turn_lock);
-	if (!alone || !sw_upgrade_client_ready(s))
+	if (!alone || !sw_upgrade_client_ready(s, true))
 		return false;
 	pthread_mutex_lock(&turn_lock);
 	if (atomic_load(&s->turn) != SW_TURN_WAITING) {
@@ -243,7 +243,14 @@ bool sw_turn_driven(const struct sw_sock *s)
  * client's connection as it comes, to a server's only once its client's
  * listener is there (the client's turn came: a look outside the lock,
  * cand), so that the two ends' turns stay on the same connections even
- * when one end gave some up or runs behind.
+ * when one end gave some up or runs behind. The server's wait for a
+ * listener runs (SDP_UPGRADE_TIMEOUT_MS) only for its first
+ * SDP_UPGRADE_MAX connections in line: a client holds at most that many
+ * turns, taken in the order it connected, which is this line's order, so
+ * the ones further back cannot have a listener due yet. A client that
+ * connected thousands of times at once under load took longer than the
+ * timeout to reach most of them, and each server-side give-up then cost
+ * the client a turn spent waiting for a connection that never came.
  */
 static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
 			 struct sw_sock ***cand, int *ncand, int *ccap,
@@ -253,6 +260,7 @@ static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
 	struct sw_sock *s;
 	size_t k;
 	int i, seen = 0;
+	uint32_t servers = 0;	/* server connections before s in line */
 
 	for (i = 0; i < held_n; i++) {
 		s = held[i];
@@ -267,6 +275,8 @@ static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
 		if (atomic_load(&s->turn) != SW_TURN_WAITING)
 			continue;
 		seen++;
+		if (!s->is_client)
+			s->turn_clock = servers++ < sw_cfg.upgrade_max;
 		if (s->is_client || s->turn_ready) {
 			if (held_live >= sw_cfg.upgrade_max ||
 			    push(&held, &held_n, &held_cap, s))
@@ -309,7 +319,7 @@ static void look_waiting(struct sw_sock *s, uint64_t *next_ns)
 	if (s->state == SW_UPGRADING && !s->is_client && !s->ss.ep &&
 	    atomic_load(&s->turn) == SW_TURN_WAITING &&
 	    now >= s->turn_look_ns)
-		s->turn_ready = sw_upgrade_client_ready(s);
+		s->turn_ready = sw_upgrade_client_ready(s, s->turn_clock);
 	if (s->turn_ready)
 		*next_ns = 0;	/* its turn, at once */
 	else if (s->state == SW_UPGRADING &&
