@@ -28,30 +28,6 @@ static uint64_t total;
 static int fd;
 static uint64_t echoed;	/* the client's count, for the watchdog */
 
-static void *watchdog(void *arg)
-{
-	uint64_t seen = 0;
-	unsigned int still = 0;
-
-	(void)arg;
-	for (;;) {
-		uint64_t now = __atomic_load_n(&echoed, __ATOMIC_RELAXED);
-
-		sleep(1);
-		if (now != seen) {
-			seen = now;
-			still = 0;
-		} else if (++still == FX_STALL_S) {
-			fprintf(stderr, "FAIL fdx_echo: no echoed byte for "
-				"%d s (%llu of %llu): a stall\n", FX_STALL_S,
-				(unsigned long long)seen,
-				(unsigned long long)total);
-			_exit(3);
-		}
-	}
-	return NULL;
-}
-
 static const unsigned char *expect(uint64_t off)
 {
 	return pat + off % FX_PERIOD;
@@ -195,7 +171,7 @@ static uint64_t cli_reader(void)
 	while ((r = recv(fd, b, FX_BLOCK, 0)) > 0) {
 		check(b, got, (size_t)r);
 		got += (uint64_t)r;
-		__atomic_store_n(&echoed, got, __ATOMIC_RELAXED);
+		tp_progress(&echoed, got);
 	}
 	TP_CHECK(r == 0, "client recv: %s", strerror(errno));
 	free(b);
@@ -242,8 +218,7 @@ static uint64_t cli_poll(void)
 			if (r > 0) {
 				check(b, got, (size_t)r);
 				got += (uint64_t)r;
-				__atomic_store_n(&echoed, got,
-						 __ATOMIC_RELAXED);
+				tp_progress(&echoed, got);
 			}
 		}
 	}
@@ -256,7 +231,7 @@ static void run(int family, bool polled)
 	struct sockaddr_storage ss;
 	const struct sw_conn_stats *st;
 	socklen_t len;
-	pthread_t wt, dog;
+	pthread_t wt;
 	uint64_t got;
 	pid_t pid;
 	long t0;
@@ -272,7 +247,7 @@ static void run(int family, bool polled)
 	TP_CHECK(fd >= 0 && !connect(fd, (struct sockaddr *)&ss, len),
 		 "connect");
 	t0 = tp_ms();
-	TP_CHECK(!pthread_create(&dog, NULL, watchdog, NULL), "thread");
+	tp_watch(FX_STALL_S, total, "echoed", &echoed, NULL, NULL);
 	if (polled) {
 		got = cli_poll();
 	} else {

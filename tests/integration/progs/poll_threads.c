@@ -22,33 +22,6 @@ static int fd;
 /* bytes sent and bytes echoed back so far, for the watchdog */
 static uint64_t sent, echoed;
 
-static void *watchdog(void *arg)
-{
-	uint64_t s = 0, e = 0;
-	unsigned int still = 0;
-
-	(void)arg;
-	for (;;) {
-		uint64_t s2 = __atomic_load_n(&sent, __ATOMIC_RELAXED);
-		uint64_t e2 = __atomic_load_n(&echoed, __ATOMIC_RELAXED);
-
-		sleep(1);
-		if (s2 != s || e2 != e) {
-			s = s2;
-			e = e2;
-			still = 0;
-		} else if (++still == PT_STALL_S) {
-			fprintf(stderr, "FAIL poll_threads: no byte moved for "
-				"%d s (%llu of %llu sent, %llu echoed): a lost "
-				"wake-up\n", PT_STALL_S, (unsigned long long)s,
-				(unsigned long long)total,
-				(unsigned long long)e);
-			_exit(3);
-		}
-	}
-	return NULL;
-}
-
 /* Deterministic chunk sizes from 1 byte to 256 KiB. */
 static size_t chunk(uint64_t *rnd)
 {
@@ -92,8 +65,7 @@ static void *writer(void *arg)
 				 strerror(errno));
 			if (w > 0) {
 				done += (size_t)w;
-				__atomic_store_n(&sent, off + done,
-						 __ATOMIC_RELAXED);
+				tp_progress(&sent, off + done);
 			}
 		}
 		off += n;
@@ -125,7 +97,7 @@ static void reader(void)
 			 (unsigned long long)total);
 		tp_verify(1, (size_t)off, buf, (size_t)n);
 		off += (uint64_t)n;
-		__atomic_store_n(&echoed, off, __ATOMIC_RELAXED);
+		tp_progress(&echoed, off);
 	}
 	TP_CHECK(off == total, "EOF after %llu of %llu echoed bytes",
 		 (unsigned long long)off, (unsigned long long)total);
@@ -169,7 +141,7 @@ int main(int argc, char **argv)
 	const char *e = getenv("PT_BYTES");
 	struct sockaddr_storage ss;
 	socklen_t len;
-	pthread_t w, dog;
+	pthread_t w;
 	pid_t srv;
 
 	if (!getenv("PT_STEP")) {
@@ -189,8 +161,8 @@ int main(int argc, char **argv)
 	fd = tp_connect(&ss, len);
 	tp_wait_carried(fd);
 	tp_nonblock(fd);
-	TP_CHECK(!pthread_create(&dog, NULL, watchdog, NULL) &&
-		 !pthread_create(&w, NULL, writer, NULL), "pthread_create");
+	tp_watch(PT_STALL_S, total, "sent", &sent, "echoed", &echoed);
+	TP_CHECK(!pthread_create(&w, NULL, writer, NULL), "pthread_create");
 	reader();
 	pthread_join(w, NULL);
 	{

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,6 +44,83 @@ static inline void tp_fail(const char *fmt, ...)
 
 #define TP_CHECK(cond, ...) do { if (!(cond)) tp_fail(__VA_ARGS__); } \
 	while (0)
+
+/*
+ * For a test about stalls: a watchdog thread fails the run (exit 3) when
+ * none of its byte counters moved for a number of seconds, and names them.
+ * A run that is only slow (a loaded host stretches it many times over)
+ * keeps moving and is not failed for it. The test's threads publish their
+ * counts with tp_progress.
+ */
+#define TP_WATCH_MAX 2
+static struct {
+	const char *what[TP_WATCH_MAX];
+	uint64_t *ctr[TP_WATCH_MAX];
+	int n;
+	unsigned int seconds;
+	uint64_t total;
+} tp_watched;
+
+static inline void tp_progress(uint64_t *ctr, uint64_t bytes)
+{
+	__atomic_store_n(ctr, bytes, __ATOMIC_RELAXED);
+}
+
+static inline void *tp_watch_main(void *arg)
+{
+	uint64_t seen[TP_WATCH_MAX] = { 0 };
+	unsigned int still = 0;
+	int i;
+
+	(void)arg;
+	for (;;) {
+		uint64_t now[TP_WATCH_MAX];
+		bool moved = false;
+
+		for (i = 0; i < tp_watched.n; i++)
+			now[i] = __atomic_load_n(tp_watched.ctr[i],
+						 __ATOMIC_RELAXED);
+		sleep(1);
+		for (i = 0; i < tp_watched.n; i++)
+			if (now[i] != seen[i]) {
+				seen[i] = now[i];
+				moved = true;
+			}
+		if (moved) {
+			still = 0;
+		} else if (++still == tp_watched.seconds) {
+			fprintf(stderr, "FAIL %s: no byte moved for %u s (of "
+				"%llu:", tp_name, tp_watched.seconds,
+				(unsigned long long)tp_watched.total);
+			for (i = 0; i < tp_watched.n; i++)
+				fprintf(stderr, " %llu %s",
+					(unsigned long long)seen[i],
+					tp_watched.what[i]);
+			fprintf(stderr, "): a stall\n");
+			_exit(3);
+		}
+	}
+	return NULL;
+}
+
+/* Watches ctr0 (and ctr1 unless NULL), called what0 and what1 in the
+ * failure, counting towards total. */
+static inline void tp_watch(unsigned int seconds, uint64_t total,
+			    const char *what0, uint64_t *ctr0,
+			    const char *what1, uint64_t *ctr1)
+{
+	pthread_t t;
+
+	tp_watched.seconds = seconds;
+	tp_watched.total = total;
+	tp_watched.what[0] = what0;
+	tp_watched.ctr[0] = ctr0;
+	tp_watched.what[1] = what1;
+	tp_watched.ctr[1] = ctr1;
+	tp_watched.n = ctr1 ? 2 : 1;
+	TP_CHECK(!pthread_create(&t, NULL, tp_watch_main, NULL),
+		 "pthread_create");
+}
 
 static void tp_alarm(int sig)
 {
