@@ -529,11 +529,11 @@ static void client_take_request(struct sw_sock *s)
  * connection takes its place in line for a turn now, in the order our
  * hellos went, which is the order of the server's line
  * (sw_upgrade_server_hello_take); its listener opens once its turn came
- * and it is due (sw_client_listen_due). Joining only once due put the
- * connections in the order the program happened to call on them after
- * that: a client that opened thousands at once under load held its turns
- * on connections far back in the server's line, which the server does not
- * look at, and every upgrade timed out on both ends.
+ * and it is due (sw_client_listen_due). A line joined only once due would
+ * be in the order the program happens to call on its connections again:
+ * a client that opens thousands at once would hold its turns on
+ * connections far back in the server's line, which the server does not
+ * look at, and both ends would time out on them.
  */
 void sw_upgrade_client_hello_out(struct sw_sock *s)
 {

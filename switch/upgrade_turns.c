@@ -247,10 +247,8 @@ bool sw_turn_driven(const struct sw_sock *s)
  * listener runs (SDP_UPGRADE_TIMEOUT_MS) only for its first
  * SDP_UPGRADE_MAX connections in line: a client holds at most that many
  * turns, taken in the order it connected, which is this line's order, so
- * the ones further back cannot have a listener due yet. A client that
- * connected thousands of times at once under load took longer than the
- * timeout to reach most of them, and each server-side give-up then cost
- * the client a turn spent waiting for a connection that never came.
+ * the ones further back cannot have a listener due yet, however long a
+ * client that connected thousands of times at once takes to reach them.
  */
 static void turns_settle(struct sw_sock ***drop, int *ndrop, int *dcap,
 			 struct sw_sock ***cand, int *ncand, int *ccap,
