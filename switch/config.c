@@ -23,6 +23,7 @@ struct sw_config sw_cfg = {
 	.log_level = 4,
 	.spin_us = 50,
 	.spin_max_us = 500,
+	.crowd_pct = 20,
 	.msg_size = 16400,	/* 16 KiB of payload and the header */
 	.recv_bufs = 16,
 	.recv_bufs_idle = 2,
@@ -76,6 +77,8 @@ static const struct num_var num_vars[] = {
 	    "busy-poll before sleeping, floor, in us"),
 	NUM("SDP_SPIN_MAX_US", spin_max_us, 0, 4000000,
 	    "busy-poll ceiling, in us"),
+	NUM("SDP_CROWD_PCT", crowd_pct, 0, 100,
+	    "a thread kept waiting for a CPU this share of the time stops busy-polling, 0 = never, in %"),
 	NUM("SDP_MSG_SIZE", msg_size, 256, 1 << 20,
 	    "control message size, in bytes"),
 	NUM("SDP_RECV_BUFS", recv_bufs, 2, SW_MAX_BUFS,

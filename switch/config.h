@@ -16,6 +16,7 @@ struct sw_config {
 	int log_level;		/* 0 off .. 3 error .. 6 info .. 7 debug */
 	unsigned spin_us;	/* busy-poll budget before sleeping: floor */
 	unsigned spin_max_us;	/* ceiling of the adaptive budget (spin.c) */
+	unsigned crowd_pct;	/* run-queue wait that stops polling; 0: never */
 	unsigned msg_size;	/* control message (receive buffer) size */
 	unsigned recv_bufs;	/* receive buffers posted per busy connection */
 	unsigned recv_bufs_idle; /* what an idle connection keeps */

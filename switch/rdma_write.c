@@ -147,7 +147,7 @@ ssize_t sw_wdata_send(struct sw_sock *s, uint8_t *p, size_t len)
 bool sw_staging_wait(struct sw_sock *s)
 {
 	struct sw_session *ss = &s->ss;
-	uint64_t end = sw_now_ns() + (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t end = sw_now_ns() + sw_spin_floor_ns();
 	unsigned relax = 0;
 
 	do {

@@ -8,20 +8,129 @@
  * delays the adaptation by one sleep.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "log.h"
 #include "spin.h"
+#include "util.h"
+
+/*
+ * A crowded CPU (spin.h). Each thread keeps its own view: the kernel's
+ * count of the time it ran and the time it waited, runnable, on a run
+ * queue (/proc/thread-self/schedstat), read at most every
+ * SW_CROWD_LOOK_NS when a wait is about to poll. A share of waiting above
+ * SDP_CROWD_PCT stops this thread's polls for a hold; then it polls again
+ * for one look to see if the crowd has gone, and each time it has not the
+ * hold doubles, up to SW_CROWD_HOLD_MAX_NS (so the polls it wastes stay
+ * below 2% of the time).
+ */
+#define SW_CROWD_LOOK_NS 20000000ull
+#define SW_CROWD_HOLD_NS 100000000ull
+#define SW_CROWD_HOLD_MAX_NS 1600000000ull
+/* a thread whose /proc cannot be read (none mounted, a sandbox) looks
+ * again this much later, and meanwhile polls as on a quiet host */
+#define SW_CROWD_UNREADABLE_NS 10000000000ull
+
+struct crowd {
+	uint64_t look;		/* when the counts below were read; 0: never */
+	uint64_t ran, waited;	/* schedstat's first two fields, in ns */
+	uint64_t until;		/* no polls before this */
+	uint64_t hold;		/* the next hold; 0 when the last look was quiet */
+	uint64_t blind_until;	/* /proc could not be read: no look before */
+};
+
+static __thread struct crowd crowd;
+
+static bool read_schedstat(uint64_t *ran, uint64_t *waited)
+{
+	char buf[96], *end;
+	ssize_t n;
+	int fd;
+
+	fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	*ran = strtoull(buf, &end, 10);
+	if (end == buf || *end != ' ')
+		return false;
+	*waited = strtoull(end + 1, &end, 10);
+	return *end == ' ' || *end == '\n';
+}
+
+bool sw_cpu_crowded(void)
+{
+	struct crowd *c = &crowd;
+	uint64_t now, ran, waited, dr, dw, wall;
+	bool was_held;
+
+	if (!sw_cfg.crowd_pct)
+		return false;
+	now = sw_now_ns();
+	if (now < c->until)
+		return true;
+	if ((c->look && now - c->look < SW_CROWD_LOOK_NS) ||
+	    now < c->blind_until)
+		return false;
+	if (!read_schedstat(&ran, &waited)) {
+		c->blind_until = now + SW_CROWD_UNREADABLE_NS;
+		c->look = 0;
+		return false;
+	}
+	/* the first look, the first after a hold (whose sleeps say
+	 * nothing of the polls), or the first in a child of fork (a new
+	 * thread, whose counts start again): only the counts to start from */
+	was_held = c->until && c->look < c->until;
+	if (!c->look || was_held || ran < c->ran || waited < c->waited) {
+		c->look = now;
+		c->ran = ran;
+		c->waited = waited;
+		return false;
+	}
+	dr = ran - c->ran;
+	dw = waited - c->waited;
+	wall = now - c->look;
+	c->look = now;
+	c->ran = ran;
+	c->waited = waited;
+	if (dw * 100 <= (dr + dw) * sw_cfg.crowd_pct) {
+		c->hold = 0;
+		return false;
+	}
+	c->hold = c->hold ? c->hold * 2 : SW_CROWD_HOLD_NS;
+	if (c->hold > SW_CROWD_HOLD_MAX_NS)
+		c->hold = SW_CROWD_HOLD_MAX_NS;
+	c->until = now + c->hold;
+	SW_DBG("thread %d waited for a CPU %llu%% of the last %llu ms: no busy-poll for %llu ms",
+	       (int)gettid(), (unsigned long long)(dw * 100 / (dr + dw)),
+	       (unsigned long long)(wall / 1000000),
+	       (unsigned long long)(c->hold / 1000000));
+	return true;
+}
+
+uint64_t sw_spin_floor_ns(void)
+{
+	return sw_cpu_crowded() ? 0 : (uint64_t)sw_cfg.spin_us * 1000;
+}
 
 uint64_t sw_spin_budget_ns(struct sw_spin *sp)
 {
 	uint64_t lo = (uint64_t)sw_cfg.spin_us * 1000;
 	uint64_t ns = __atomic_load_n(&sp->ns, __ATOMIC_RELAXED);
 
+	if (sw_cpu_crowded())
+		return 0;
 	return ns < lo ? lo : ns;
 }
 

@@ -18,8 +18,26 @@ struct sw_spin {
 	uint64_t ns;	/* current budget; 0 until first used */
 };
 
-/* The budget for the coming poll, in nanoseconds. */
+/* The budget for the coming poll, in nanoseconds (0 on a crowded CPU). */
 uint64_t sw_spin_budget_ns(struct sw_spin *sp);
+
+/*
+ * Is this thread's CPU crowded: did it wait, runnable, for a CPU more than
+ * SDP_CROWD_PCT of the time lately? Then a poll for the peer is worse than
+ * useless: the peer, or what it waits for, is likely waiting for a CPU
+ * too, and the poll takes that CPU's time from it (four runnable threads
+ * on two cores: iperf3 through the switch fell from 120 to 1 Gbit/s while
+ * both ends polled, and the kernel's fair scheduler starves a thread that
+ * yields in a loop). Every poll's budget is then 0: each wait sleeps at
+ * once, and a woken thread gets a CPU ahead of the one that kept it busy.
+ * Cheap: one read of /proc/thread-self/schedstat per thread per 20 ms of
+ * waits at most.
+ */
+bool sw_cpu_crowded(void);
+
+/* SDP_SPIN_US in nanoseconds, or 0 on a crowded CPU: the bound of a poll
+ * for a step the peer usually takes within microseconds. */
+uint64_t sw_spin_floor_ns(void);
 
 /*
  * A wait polled its whole budget and then slept slept_ns; event: it woke

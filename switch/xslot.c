@@ -591,7 +591,7 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 	struct sw_session *ss = &s->ss;
 	uint64_t now = sw_now_ns();
 	uint64_t give_up = now + (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
-	uint64_t end = all ? give_up : now + (uint64_t)sw_cfg.spin_us * 1000;
+	uint64_t end = all ? give_up : now + sw_spin_floor_ns();
 	unsigned spins = 0, relax = 0;
 	uint64_t w;
 
