@@ -97,20 +97,12 @@ struct sw_holders {
 static bool alive(pid_t pid)
 {
 	char path[32], buf[256], *p;
-	ssize_t n;
-	int fd;
 
 	if (kill(pid, 0) && errno != EPERM)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (sw_read_small(path, buf, sizeof(buf)) < 0)
 		return true;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
 	p = strrchr(buf, ')');
 	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }

@@ -8,7 +8,6 @@
  * delays the adaptation by one sleep.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -51,17 +50,9 @@ static __thread struct crowd crowd;
 static bool read_schedstat(uint64_t *ran, uint64_t *waited)
 {
 	char buf[96], *end;
-	ssize_t n;
-	int fd;
 
-	fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (sw_read_small("/proc/thread-self/schedstat", buf, sizeof(buf)) < 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
 	*ran = strtoull(buf, &end, 10);
 	if (end == buf || *end != ' ')
 		return false;

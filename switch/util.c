@@ -33,6 +33,21 @@ uint64_t sw_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+ssize_t sw_read_small(const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
 /*
  * Keys come from a pool of getrandom() bytes, refilled 512 at a time. The
  * pool, its lock included, lives in a page the kernel wipes in a child

@@ -15,6 +15,11 @@
 /* CLOCK_MONOTONIC in ns. */
 uint64_t sw_now_ns(void);
 
+/* The start of a small file (a /proc entry), NUL-terminated, in buf of
+ * size bytes: the length read, or -1 when it could not be opened or read
+ * (nothing in buf then). */
+ssize_t sw_read_small(const char *path, char *buf, size_t size);
+
 /* len random bytes (keys), from a per-process pool of getrandom(). */
 void sw_random(void *buf, size_t len);
 
