@@ -663,6 +663,9 @@ void sw_before_sandbox(void)
 	 * RLIMIT_FSIZE to 0, and a write to the log file would kill it with
 	 * SIGXFSZ), and the filter may forbid what the log does */
 	sw_cfg.log_level = -1;
+	/* nor is /proc read to see if the CPU is crowded (spin.h): the
+	 * filter may kill for an open */
+	sw_cfg.crowd_pct = 0;
 	/* a kept upgrade is another holder's, once this process is gone:
 	 * it does its I/O on TCP meanwhile, past the switch */
 	for (i = 0; i < n; i++) {

@@ -5,7 +5,6 @@
 import json
 import os
 import re
-import subprocess
 
 from sdptest import free_port, listening  # tests/lib
 
@@ -103,24 +102,24 @@ def iperf3(ctx):
 					 '-J'])
 			ctx.pair('iperf3', '1stream-1cpu', size, nbytes(size),
 				 cmds, parse, t + 1, same_cpu=True)
-	# beside two CPU-bound processes of the same session (the host's
-	# other work), nothing pinned: what a busy-poll costs when the CPUs
-	# are taken and the scheduler places every thread
+	# beside two CPU-bound processes in the server's session (its
+	# scheduling group: the work of the host or of the program that the
+	# server shares its CPU time with), nothing pinned: what a busy-poll
+	# costs when the CPUs are taken. The processes are the server
+	# command's children and end with it ($$ stays the server's pid).
+	hog = 'while kill -0 $$ 2>/dev/null; do :; done'
+
 	def cmds_busy(port):
-		return (['iperf3', '-s', '-p', str(port)],
+		return (['sh', '-c', '(%s) & (%s) & exec iperf3 -s -p %d' %
+			 (hog, hog, port)],
 			['iperf3', '-c', '127.0.0.1', '-p', str(port), '-t',
 			 str(t), '-l', '1M', '-J'])
-	hogs = [subprocess.Popen(['sh', '-c', 'while :; do :; done'])
-		for _ in range(2)]
 	pin, ctx.pin = ctx.pin, False
 	try:
 		ctx.pair('iperf3', '1stream-busy', '1M', nbytes('1M'),
 			 cmds_busy, parse, t + 1)
 	finally:
 		ctx.pin = pin
-		for h in hogs:
-			h.kill()
-			h.wait()
 
 
 # -- sockperf --------------------------------------------------------------
@@ -464,6 +463,7 @@ def pg_user():
 	"""The unprivileged user the postmaster runs as (postgres refuses
 	root), made once with useradd as the tests do. (uid, gid)."""
 	import pwd
+	import subprocess
 	try:
 		pw = pwd.getpwnam(PG_USER)
 	except KeyError:
@@ -494,6 +494,7 @@ def pg_client(port, extra):
 
 
 def pgbench(ctx):
+	import subprocess
 	import time
 	t = 5 if ctx.quick else 10
 	if os.getuid() != 0:
