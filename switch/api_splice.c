@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -22,6 +24,7 @@
 
 #include "fd_budget.h"
 #include "log.h"
+#include "ownfd.h"
 #include "sock.h"
 #include "status.h"
 #include "sys.h"
@@ -49,29 +52,154 @@ static bool raw_or_advance(struct sw_sock *s,
 	return r;
 }
 
-/* A pipe of the switch's own for one call, made as large as the bounce
- * buffer when the system allows; its capacity in *cap. 0 or -1. */
-static int priv_pipe(int fds[2], size_t *cap)
-{
-	int c;
+/*
+ * The switch's own pipes, into which sw_splice_write copies the program's
+ * pipe with tee: kept empty between calls, in a few slots any thread takes
+ * and gives back with one atomic exchange (no lock, so nothing to undo in
+ * a fork's child, which inherits them). Their descriptors are the
+ * switch's (ownfd.c): above the program's numbers, close-on-exec, out of
+ * reach of its close and dup2. Making one per call cost six system calls
+ * and the freeing of a pipe, a sixth of a splicing proxy's time.
+ */
+struct priv_pipe {
+	int fd[2];		/* read, write end; moved by a program's dup2 */
+	size_t cap;
+};
 
-	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK))
-		return -1;
-	c = sdp_sys.fcntl(fds[1], F_SETPIPE_SZ, SW_BOUNCE_SIZE);
-	if (c <= 0)
-		c = sdp_sys.fcntl(fds[1], F_GETPIPE_SZ);
-	*cap = c > 0 ? (size_t)c : 4096;
-	return 0;
+#define PRIV_KEEP 4
+static struct priv_pipe *_Atomic priv_kept[PRIV_KEEP];
+
+/* /dev/null, the switch's: what a splice into it drops off a pipe is not
+ * copied. -1 when it cannot be opened (then the bytes are read). */
+static int null_fd = -1;
+static pthread_once_t null_once = PTHREAD_ONCE_INIT;
+
+static void null_open(void)
+{
+	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC), own;
+
+	if (fd < 0)
+		return;
+	__atomic_store_n(&null_fd, fd, __ATOMIC_RELEASE);
+	own = sw_fd_own(fd, &null_fd);
+	if (own < 0) {
+		sdp_sys.close(fd);
+		own = -1;
+	}
+	__atomic_store_n(&null_fd, own, __ATOMIC_RELEASE);
 }
 
-/* Closes it, errno as it was. */
-static void priv_close(int fds[2])
+static void priv_free(struct priv_pipe *p)
 {
-	int e = errno;
+	int i;
 
-	sdp_sys.close(fds[0]);
-	sdp_sys.close(fds[1]);
+	for (i = 0; i < 2; i++) {
+		int fd = __atomic_load_n(&p->fd[i], __ATOMIC_ACQUIRE);
+
+		sw_fd_forget(fd);
+		sdp_sys.close(fd);
+	}
+	free(p);
+}
+
+/* The descriptor of an end, as the program's dup2 may have moved it. */
+static int priv_fd(struct priv_pipe *p, int end)
+{
+	return __atomic_load_n(&p->fd[end], __ATOMIC_ACQUIRE);
+}
+
+/* An empty pipe of the switch's holding at least want bytes when the
+ * system allows (its capacity in ->cap), or NULL with errno. */
+static struct priv_pipe *priv_take(size_t want)
+{
+	struct priv_pipe *p = NULL;
+	int fds[2], i, c;
+
+	for (i = 0; i < PRIV_KEEP && !p; i++)
+		p = atomic_exchange(&priv_kept[i], NULL);
+	if (!p) {
+		/* its two descriptors, outside the program's reserve */
+		if (!sw_fd_may_open(2)) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		if (pipe2(fds, O_CLOEXEC | O_NONBLOCK)) {
+			free(p);
+			return NULL;
+		}
+		for (i = 0; i < 2; i++) {
+			int own;
+
+			__atomic_store_n(&p->fd[i], fds[i], __ATOMIC_RELEASE);
+			own = sw_fd_own(fds[i], &p->fd[i]);
+			if (own >= 0)
+				__atomic_store_n(&p->fd[i], own,
+						 __ATOMIC_RELEASE);
+		}
+		c = sdp_sys.fcntl(priv_fd(p, 1), F_GETPIPE_SZ);
+		p->cap = c > 0 ? (size_t)c : 4096;
+	}
+	/* as large as the program's pipe (a tee takes no more than it
+	 * holds), within the bounce buffer; no larger, for a pipe's pages
+	 * count against the user's share (pipe-user-pages-soft) */
+	if (want > SW_BOUNCE_SIZE)
+		want = SW_BOUNCE_SIZE;
+	if (p->cap < want) {
+		c = sdp_sys.fcntl(priv_fd(p, 1), F_SETPIPE_SZ, want);
+		if (c > 0)
+			p->cap = (size_t)c;
+	}
+	return p;
+}
+
+/* Gives back p, empty: kept for the next call, or closed (errno kept). */
+static void priv_give(struct priv_pipe *p)
+{
+	struct priv_pipe *none;
+	int e = errno, i;
+
+	for (i = 0; i < PRIV_KEEP; i++) {
+		none = NULL;
+		if (atomic_compare_exchange_strong(&priv_kept[i], &none, p)) {
+			errno = e;
+			return;
+		}
+	}
+	priv_free(p);
 	errno = e;
+}
+
+/* Takes n bytes off the front of pipe fd and drops them: spliced into
+ * /dev/null (no copy) or, without it, read into buf (n at most
+ * SW_BOUNCE_SIZE). The bytes taken. */
+static size_t pipe_drop(int fd, size_t n, uint8_t *buf)
+{
+	size_t got = 0;
+	int nfd;
+
+	pthread_once(&null_once, null_open);
+	nfd = __atomic_load_n(&null_fd, __ATOMIC_ACQUIRE);
+	while (nfd >= 0 && got < n) {
+		ssize_t r = sdp_sys.splice(fd, NULL, nfd, NULL, n - got,
+					   SPLICE_F_NONBLOCK);
+
+		if (r <= 0)
+			break;
+		got += r;
+	}
+	while (got < n) {
+		ssize_t r = sdp_sys.read(fd, buf, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += r;
+	}
+	return got;
 }
 
 /*
@@ -188,8 +316,9 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 {
 	struct iovec iov;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int priv[2], mflags = (flags & SPLICE_F_MORE) ? MSG_MORE : 0;
-	size_t got = 0, cap;
+	int mflags = (flags & SPLICE_F_MORE) ? MSG_MORE : 0, pcap;
+	struct priv_pipe *priv;
+	size_t got = 0;
 	uint8_t *buf;
 	ssize_t n, w;
 
@@ -204,20 +333,25 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 	buf = sw_bounce_buf();
 	if (!buf)
 		return -1;
-	/* its two descriptors, outside the program's reserve */
-	if (!sw_fd_may_open(2)) {
-		SW_WARN("fd %d: splice: no descriptor to spare below RLIMIT_NOFILE: ENOMEM",
-			s->fd);
-		errno = ENOMEM;
+	pcap = sdp_sys.fcntl(pipe_fd, F_GETPIPE_SZ);
+	if (pcap < 0) {
+		/* an open file that is not a pipe: splice says EINVAL */
+		if (errno == EBADF && sdp_sys.fcntl(pipe_fd, F_GETFD) >= 0)
+			errno = EINVAL;
 		return -1;
 	}
-	if (priv_pipe(priv, &cap))
+	priv = priv_take(len < (size_t)pcap ? len : (size_t)pcap);
+	if (!priv) {
+		if (errno == ENOMEM)
+			SW_WARN("fd %d: splice: no descriptor to spare below RLIMIT_NOFILE, or no memory: ENOMEM",
+				s->fd);
 		return -1;
+	}
 	/* the private pipe is non-blocking: a blocking call waits for the
 	 * program's pipe to have bytes (or no writer) itself */
 	for (;;) {
-		n = tee(pipe_fd, priv[1], len < cap ? len : cap,
-			SPLICE_F_NONBLOCK);
+		n = tee(pipe_fd, priv_fd(priv, 1),
+			len < priv->cap ? len : priv->cap, SPLICE_F_NONBLOCK);
 		if (n >= 0 || (errno == EAGAIN && (flags & SPLICE_F_NONBLOCK)))
 			break;
 		if (errno == EAGAIN && !sw_wait_fd_call(pipe_fd, POLLIN))
@@ -227,48 +361,30 @@ ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 			break;
 	}
 	while (n > 0 && got < (size_t)n) {
-		ssize_t r = sdp_sys.read(priv[0], buf + got, n - got);
+		ssize_t r = sdp_sys.read(priv_fd(priv, 0), buf + got, n - got);
 
 		if (r <= 0) {
+			/* bytes may be left in it: not kept */
+			priv_free(priv);
+			priv = NULL;
 			n = -1;
 			break;
 		}
 		got += r;
 	}
-	if (n <= 0) {
-		priv_close(priv);
+	if (priv)
+		priv_give(priv);
+	if (n <= 0)
 		return n;
-	}
 	iov.iov_base = buf;
 	iov.iov_len = n;
 	w = sw_sendmsg(s, &m, mflags);
-	if (w <= 0) {
-		priv_close(priv);
+	if (w <= 0)
 		return w;
-	}
-	/* off the program's pipe: the bytes the socket took, moved into the
-	 * switch's pipe (emptied above, as large as the copy) and dropped
-	 * with it: no copy; read, should the move fail */
-	for (got = 0; got < (size_t)w;) {
-		ssize_t r = sdp_sys.splice(pipe_fd, NULL, priv[1], NULL,
-					   w - got, SPLICE_F_NONBLOCK);
-
-		if (r <= 0)
-			break;
-		got += r;
-	}
-	priv_close(priv);
-	while (got < (size_t)w) {
-		ssize_t r = sdp_sys.read(pipe_fd, buf, w - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			SW_ERR("fd %d: splice: %zu sent bytes could not be taken off the pipe",
-			       s->fd, (size_t)w - got);
-			break;
-		}
-		got += r;
-	}
+	/* off the program's pipe: the bytes the socket took */
+	got = pipe_drop(pipe_fd, w, buf);
+	if (got < (size_t)w)
+		SW_ERR("fd %d: splice: %zu sent bytes could not be taken off the pipe",
+		       s->fd, (size_t)w - got);
 	return w;
 }
