@@ -329,6 +329,13 @@ void fdi_set(int fd, int family)
 		atomic_store_explicit(&fdi[fd], v, memory_order_relaxed);
 }
 
+void fdi_set_plain(int fd)
+{
+	if (fd >= 0 && fd < FDI_SIZE)
+		atomic_store_explicit(&fdi[fd], FDI_PLAIN,
+				      memory_order_relaxed);
+}
+
 int fdi_get(int fd)
 {
 	uint8_t v;

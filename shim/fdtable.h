@@ -41,7 +41,11 @@ int fdt_size(void);
  */
 #define FDI_SIZE 65536
 #define FDI_OTHER 0xff
+#define FDI_PLAIN 0xfe	/* a TCP socket the switch left to the kernel */
 void fdi_set(int fd, int family);
+/* fd is a TCP socket whose connect the switch left to TCP for good: the
+ * shim passes its later set-up calls to the kernel (fdi_get says -1). */
+void fdi_set_plain(int fd);
 int fdi_get(int fd);
 void fdi_copy(int oldfd, int newfd);
 void fdi_clear(unsigned int first, unsigned int last);

@@ -90,6 +90,7 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sw_sock *s, *out = NULL;
 	int ret, saved, family;
+	bool plain;
 
 	if (!shim_on())
 		return REAL(connect)(fd, addr, len);
@@ -106,8 +107,16 @@ SHIM_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    !(family = shim_tcp_family(fd)))
 		return REAL(connect)(fd, addr, len);
 	shim_enter();
-	ret = sw_connect(fd, family, addr, len, &out);
+	ret = sw_connect(fd, family, addr, len, &out, &plain);
 	shim_leave();
+	if (plain) {
+		/* TCP's for good: the completion check of a non-blocking
+		 * connect, and any connect after it, go to the kernel
+		 * without a second discovery */
+		saved = errno;
+		fdi_set_plain(fd);
+		errno = saved;
+	}
 	if (out) {
 		saved = errno;
 		if (shim_adopt(fd, out))

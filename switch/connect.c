@@ -121,20 +121,23 @@ void sw_client_listen_due(struct sw_sock *s)
 }
 
 /* connect(2) of a socket the switch leaves on TCP for reason: listed so once
- * the kernel took it (done, or in progress). errno is connect's. */
+ * the kernel took it (done, or in progress), and *plain set then. errno is
+ * connect's. */
 static int connect_untaken(int fd, const struct sockaddr *addr, socklen_t len,
-			   int reason)
+			   int reason, bool *plain)
 {
 	int r = sdp_sys.connect(fd, addr, len), e = errno;
 
-	if (r == 0 || e == EINPROGRESS)
+	if (r == 0 || e == EINPROGRESS) {
 		sw_fallback_untaken(fd, reason, true, addr, len);
+		*plain = true;
+	}
 	errno = e;
 	return r;
 }
 
 int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
-	       struct sw_sock **out)
+	       struct sw_sock **out, bool *plain)
 {
 	struct sw_sock *s;
 	int i, cr, e, saved = errno;
@@ -143,20 +146,21 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	int rule;
 
 	*out = NULL;
+	*plain = false;
 	if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return sdp_sys.connect(fd, addr, len);
 	if (!sw_init()) {
 		/* providers loaded but none has a device, or none loaded */
 		return connect_untaken(fd, addr, len, sw_nproviders ?
-				       SDP_FB_NO_DEVICE : SDP_FB_NO_PROVIDER);
+				       SDP_FB_NO_DEVICE : SDP_FB_NO_PROVIDER, plain);
 	}
 	rule = sw_rules_decide('c', addr);
 	if (rule == SDP_RULE_TCP) {
-		return connect_untaken(fd, addr, len, SDP_FB_RULE);
+		return connect_untaken(fd, addr, len, SDP_FB_RULE, plain);
 	}
 	if (sw_blind_check(false)) {
 		/* not even a san rule: the program would read our hello */
-		return connect_untaken(fd, addr, len, SDP_FB_BLIND);
+		return connect_untaken(fd, addr, len, SDP_FB_BLIND, plain);
 	}
 	/* discovery: which providers see a switch listening at addr? A
 	 * provider whose connects cross a wire gets its listener at once: a
@@ -180,7 +184,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 			return -1;
 		}
 		errno = saved;
-		return connect_untaken(fd, addr, len, SDP_FB_NO_PEER_SWITCH);
+		return connect_untaken(fd, addr, len, SDP_FB_NO_PEER_SWITCH, plain);
 	}
 	cr = sdp_sys.connect(fd, addr, len);
 	if (cr && errno != EINPROGRESS)
@@ -188,7 +192,7 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	e = cr ? errno : saved;
 	s = sw_sock_new(fd, SW_CONNECTING);
 	if (!s)
-		goto plain;
+		goto untaken;
 	s->family = family;
 	s->is_client = true;
 	s->nonblock = sw_fd_nonblocking(fd);
@@ -219,8 +223,9 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	*out = s;
 	errno = e;
 	return cr;
-plain:
+untaken:
 	sw_fallback_untaken(fd, SDP_FB_LOCAL_SETUP, true, addr, len);
+	*plain = true;
 	errno = e;
 	return cr;
 }

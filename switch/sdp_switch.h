@@ -44,9 +44,11 @@ void sw_sock_unref(struct sw_sock *s);
  * provider, *out receives a new sw_sock with one reference for the fd
  * table. Returns like connect(2), including -1/EINPROGRESS for non-blocking
  * sockets (*out is set then too: the upgrade continues when the connection
- * completes). */
+ * completes). *plain is set when the kernel took the connection (done or in
+ * progress) and the switch leaves it to TCP for good: a later connect(2) on
+ * fd (a non-blocking connect's completion) is the kernel's alone. */
 int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
-	       struct sw_sock **out);
+	       struct sw_sock **out, bool *plain);
 /* connect(2) again on a managed socket (non-blocking connect polling). */
 int sw_connect_again(struct sw_sock *s, const struct sockaddr *addr,
 		     socklen_t len);

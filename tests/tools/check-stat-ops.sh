@@ -32,11 +32,29 @@ while c.recv(1 << 20):
     pass
 PY
 # the client: one connection per port, 10 MiB on each, then it waits;
-# "close2" in the work dir makes it close its second connection
+# "close2" in the work dir makes it close its second connection. The two
+# left on TCP connect without blocking and call connect() again once
+# writable, as event loops (APR, libuv, nginx's upstreams) check it: that
+# second call is the kernel's, and lists nothing twice.
 cat >"$work/client.py" <<'PY'
-import os, socket, sys, time
+import os, select, socket, sys, time
 work = sys.argv[1]
-cs = [socket.create_connection(("127.0.0.1", int(p))) for p in sys.argv[2:]]
+
+def nb_connect(port):
+    c = socket.socket()
+    c.setblocking(False)
+    try:
+        c.connect(("127.0.0.1", port))
+    except BlockingIOError:
+        pass
+    select.select([], [c], [], 10)
+    c.connect(("127.0.0.1", port))  # 0 once done (EISCONN after)
+    c.setblocking(True)
+    return c
+
+ports = [int(p) for p in sys.argv[2:]]
+cs = [socket.create_connection(("127.0.0.1", ports[0]))]
+cs += [nb_connect(p) for p in ports[1:]]
 blk = b"x" * 65536
 for _ in range(160):
     for c in cs:
