@@ -105,38 +105,41 @@ static int addr_names(const struct sockaddr *a, socklen_t alen,
  * the socket will receive the peer's SCM_CREDENTIALS (a connect's
  * answer); a probe or an owner query needs none. exact: the first name
  * only, no wildcard after it (a bound connection's listener is always at
- * its exact address, and a wildcard name is anybody's to take). */
+ * its exact address, and a wildcard name is anybody's to take). One socket
+ * tries the names in turn (a refused connect leaves it unconnected): a
+ * client of a server without a switch pays one socket per connect, not
+ * one per name. */
 int shm_rendezvous(const struct sockaddr *a, socklen_t alen, bool creds,
 		   bool exact, int *out)
 {
 	struct shm_name names[SHM_MAX_NAMES];
-	int n, i, fd, one = 1;
+	int n, i, fd, one = 1, e;
 
 	n = addr_names(a, alen, names);
 	if (n < 0)
 		return n;
 	if (exact)
 		n = 1;
+	fd = shm_fd_keep(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK |
+				SOCK_CLOEXEC, 0));
+	if (fd < 0)
+		return fd;
+	if (creds)
+		setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 	for (i = 0; i < n; i++) {
-		fd = shm_fd_keep(socket(AF_UNIX, SOCK_SEQPACKET |
-					SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-		if (fd < 0)
-			return fd;
-		if (creds)
-			setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one,
-				   sizeof(one));
 		if (!connect(fd, (struct sockaddr *)&names[i].sun,
 			     names[i].len)) {
 			*out = fd;
 			return 0;
 		}
-		close(fd);
 		/* EAGAIN: the listener's backlog is full; refuse as TCP does */
 		if (errno != ECONNREFUSED && errno != ENOENT &&
 		    errno != EAGAIN)
-			return -errno;
+			break;
 	}
-	return -ECONNREFUSED;
+	e = i < n ? errno : ECONNREFUSED;
+	close(fd);
+	return -e;
 }
 
 int shm_probe(struct sdp_provider *p, const struct sockaddr *addr,
