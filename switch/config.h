@@ -39,6 +39,7 @@ struct sw_config {
 				 * file's pages; 0: sendfile copies */
 	unsigned upgrade_after_us;  /* provider connection once this old */
 	size_t upgrade_after_bytes; /* ... or once this much went on TCP */
+	unsigned upgrade_turns;	    /* ... and once it turned this often */
 	unsigned upgrade_timeout_ms; /* the rest of an upgrade, once begun */
 	unsigned upgrade_max;	/* upgrades under way at once (process) */
 	unsigned reupgrade;	/* 1: upgrade again after a change of hands */

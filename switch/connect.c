@@ -94,11 +94,16 @@ bool sw_client_listening(const struct sw_sock *s)
 }
 
 /* When the client's listener is due: half the server's wait for its
- * connection (sw_upgrade_server_hello_take), counted from connect, so that it is
- * there before the server comes for a connection the program uses. */
+ * connection (sw_upgrade_server_hello_take), counted from connect, so that
+ * it is there before the server comes for a connection the program uses;
+ * ten times as long while the program's calls do not show that the
+ * connection lives on (sw_upgrade_lively), as for the server. */
 uint64_t sw_client_listen_at(const struct sw_sock *s)
 {
-	return s->born_ns + (uint64_t)sw_cfg.upgrade_after_us * 500;
+	uint64_t half = (uint64_t)sw_cfg.upgrade_after_us * 500;
+
+	return s->born_ns +
+	       (sw_upgrade_lively(s) ? half : SW_IDLE_FACTOR * half);
 }
 
 void sw_client_listen_due(struct sw_sock *s)

@@ -329,6 +329,13 @@ struct sw_sock {
 	 * (tcp_head.c; docs/protocol.md 2.5), counted after the hellos */
 	uint64_t tcp_tx;	/* ours, sent */
 	uint64_t tcp_rx;	/* the peer's, read */
+	/* the program's calls that moved bytes on TCP before the switch
+	 * points, and how often their direction changed (a request
+	 * answered is one change, the next request another): signs that
+	 * the connection lives on (sw_upgrade_lively) */
+	uint32_t head_calls;
+	uint32_t head_turns;
+	int8_t head_dir;	/* 1: the last such call sent, -1: read */
 	uint64_t tcp_rx_limit;	/* the peer's switch point (SW_NO_LIMIT
 				 * until its SWITCH) */
 	bool tx_san;		/* SWITCH sent: our bytes go on the SAN */

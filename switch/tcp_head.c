@@ -59,8 +59,20 @@ static bool switch_may_follow(struct sw_sock *s)
 	return !sw_peer_ended(s);
 }
 
+/* A call of the program moved bytes on TCP: dir 1 sent, -1 read. */
+static void head_call(struct sw_sock *s, int dir)
+{
+	if (s->head_calls < UINT32_MAX)
+		s->head_calls++;
+	if (s->head_dir && s->head_dir != dir && s->head_turns < UINT32_MAX)
+		s->head_turns++;
+	s->head_dir = (int8_t)dir;
+}
+
 static void head_took(struct sw_sock *s, size_t n)
 {
+	if (n)
+		head_call(s, -1);
 	s->tcp_rx += n;
 	if (s->st)
 		s->st->rx_tcp += n;
@@ -155,6 +167,8 @@ ssize_t sw_head_send(struct sw_sock *s, const struct msghdr *msg, int flags)
 
 	if (n < 0)
 		return -errno;
+	if (n)
+		head_call(s, 1);
 	s->tcp_tx += n;
 	if (s->st)
 		s->st->tx_tcp += n;

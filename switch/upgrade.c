@@ -677,15 +677,40 @@ static void costly_step_took(uint64_t since)
 			      memory_order_relaxed);
 }
 
+bool sw_upgrade_lively(const struct sw_sock *s)
+{
+	unsigned int turns = sw_cfg.upgrade_turns;
+	unsigned int calls = SW_LIVELY_CALLS;
+
+	if (!turns)
+		return true;
+	if (s->is_client) {
+		turns--;
+		calls /= 2;
+	}
+	return s->head_turns >= turns || s->head_calls >= calls;
+}
+
+uint64_t sw_upgrade_server_at(const struct sw_sock *s)
+{
+	/* after a refusal: at the time connect_again set */
+	if (s->connect_tries || sw_upgrade_lively(s))
+		return s->upgrade_at_ns;
+	return s->upgrade_at_ns + (uint64_t)(SW_IDLE_FACTOR - 1) *
+				  sw_cfg.upgrade_after_us * 1000;
+}
+
 /* Server: is its provider connect due? SDP_UPGRADE_AFTER_US after the
- * client's hello, or once SDP_UPGRADE_AFTER_BYTES moved; after a refusal
- * at the time connect_again set. A connection waiting in line after a look
- * found no listener is looked at again at sw_turn_claim's pace. */
+ * client's hello for a connection that shows it lives on (ten times that
+ * for one that does not yet), or once SDP_UPGRADE_AFTER_BYTES moved;
+ * after a refusal at the time connect_again set. A connection waiting in
+ * line after a look found no listener is looked at again at
+ * sw_turn_claim's pace. */
 static bool server_due(const struct sw_sock *s)
 {
 	if (s->connect_tries && atomic_load(&s->turn) == SW_TURN_WAITING)
 		return true;
-	return sw_now_ns() >= s->upgrade_at_ns ||
+	return sw_now_ns() >= sw_upgrade_server_at(s) ||
 	       (!s->connect_tries &&
 		s->tcp_rx + s->tcp_tx >= sw_cfg.upgrade_after_bytes);
 }
@@ -803,9 +828,10 @@ int sw_upgrade_nap_ms(struct sw_sock *s)
 	if (!s->is_client && !ss->ep) {
 		/* our provider connection is due then (sw_upgrade_server_hello_take), or
 		 * when the last costly step's time is up (costly_step_may) */
+		uint64_t at = sw_upgrade_server_at(s);
+
 		now = sw_now_ns();
-		return now >= s->upgrade_at_ns ? 1 :
-		       (int)((s->upgrade_at_ns - now + 999999) / 1000000);
+		return now >= at ? 1 : (int)((at - now + 999999) / 1000000);
 	}
 	/* No wake-up tells of the peer's next step here: the server's of
 	 * the connection completing and of the client's SETUP, the client's

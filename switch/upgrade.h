@@ -92,4 +92,21 @@ void sw_upgrade_client_hello_out(struct sw_sock *s);
  * from_ns (it is never brought forward). */
 void sw_upgrade_deadline_from(struct sw_sock *s, uint64_t from_ns);
 
+/*
+ * Has the program's use of s shown that it lives on, so that an upgrade
+ * due by age pays back (docs/protocol.md 2.1)? Its calls changed
+ * direction SDP_UPGRADE_TURNS times (a request, its answer, the next
+ * request), or SW_LIVELY_CALLS calls moved bytes; a client, which must
+ * be listening before the server comes, asks one turn and half the calls
+ * fewer. Without these an upgrade is due at SW_IDLE_FACTOR times its
+ * age. Bytes (SDP_UPGRADE_AFTER_BYTES) make it due whatever the age.
+ */
+#define SW_LIVELY_CALLS 16
+#define SW_IDLE_FACTOR 10
+bool sw_upgrade_lively(const struct sw_sock *s);
+
+/* Server: when its provider connection is due (sw_now_ns() time), bytes
+ * aside. */
+uint64_t sw_upgrade_server_at(const struct sw_sock *s);
+
 #endif /* SW_UPGRADE_H */
