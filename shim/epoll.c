@@ -777,8 +777,6 @@ struct rd_out {
 	int *fds;
 	int n;
 	int max;
-	int polled;		/* entries whose bytes may come with no
-				 * kernel event: carried sockets, nested sets */
 	struct rd_extra x;	/* for pending upgrades */
 };
 
@@ -863,8 +861,6 @@ static void rd_ep_scan(struct rd_ep *ep, struct rd_out *o, bool arm,
 			e->out_veto = false;	/* writable again */
 		if (s)
 			rd_ent_sync(ep, e, s);
-		if (e->carried || e->is_ep)
-			o->polled++;
 		r = arm ? rd_ent_arm(e, s, 0) : rd_ent_san(e, s, 0, true);
 		if (arm && s && !r && (e->events & EPOLLOUT) && !e->out_veto &&
 		    !(sw_poll_revents(s, POLLOUT, POLLOUT) & POLLOUT)) {
@@ -1039,7 +1035,6 @@ static int rd_ep_pass(struct rd_ep *ep, struct rd_out *o,
 	int k, w;
 
 	o->n = 0;
-	o->polled = 0;
 	rd_extra_reset(&o->x);
 	rd_nap = false;
 	rd_ep_scan(ep, o, false, special);
@@ -1083,7 +1078,6 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 	struct timespec ts;
 	int n, special;
 	unsigned int i, sig0 = sdp_sig_seen;
-	bool spinning;
 
 	end = rd_deadline(timeout);
 	if (end == -2) {
@@ -1107,13 +1101,7 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 		if (!special)
 			continue;
 		rd_ep_idle(ep);
-		/* a poll before the sleep only where bytes may come with no
-		 * kernel event: switch sockets whose bytes are all on TCP
-		 * still (an upgrade under way) wake the sleep themselves */
-		spinning = o.polled > 0;
-		spin_end = rd_now() + (spinning ?
-				       (int64_t)sw_spin_budget_ns(&ep->spin) :
-				       0);
+		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&ep->spin);
 		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end) &&
 			    sdp_sig_seen == sig0; i++) {
 			if (!(i & 7))
@@ -1135,9 +1123,7 @@ static int rd_ep_wait(struct rd_ep *ep, struct epoll_event *evs, int max,
 		n = rd_ep_pass(ep, &o, kev, true, true,
 			       rd_left_sleep(end, &ts), mask,
 			       rd_left_sleep(end, &ts), &special);
-		if (spinning)
-			sw_spin_slept(&ep->spin, (uint64_t)(rd_now() - slept),
-				      n > 0);
+		sw_spin_slept(&ep->spin, (uint64_t)(rd_now() - slept), n > 0);
 		if (n || rd_expired(end))
 			break;
 	}

@@ -31,8 +31,6 @@ struct rd_pollset {
 	bool *pend;		/* its pending upgrade needs POLLIN (found
 				 * arming) */
 	struct rd_extra x;	/* kfds has room for these after nfds */
-	nfds_t polled;		/* fds whose bytes may come with no kernel
-				 * event: carried sockets, epoll sets */
 };
 
 static bool rd_ps_special(const struct rd_pollset *ps, nfds_t i)
@@ -197,12 +195,7 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		for (i = 0; i < ps->nfds; i++)
 			if (ps->socks[i])
 				sw_poll_idle(ps->socks[i]);
-		/* a poll before the sleep only where bytes may come with no
-		 * kernel event: switch sockets whose bytes are all on TCP
-		 * still (an upgrade under way) wake the sleep themselves */
-		spin_end = rd_now() + (ps->polled ?
-				       (int64_t)sw_spin_budget_ns(&rd_ps_spin) :
-				       0);
+		spin_end = rd_now() + (int64_t)sw_spin_budget_ns(&rd_ps_spin);
 		for (i = 1; !n && rd_now() < spin_end && !rd_expired(end) &&
 			    sdp_sig_seen == sig0; i++) {
 			if (!(i & 7))
@@ -221,9 +214,7 @@ static int rd_ps_wait(struct rd_pollset *ps, int64_t end,
 		}
 		slept = rd_now();
 		n = rd_ps_pass(ps, true, true, rd_left_sleep(end, &ts), mask);
-		if (ps->polled)
-			sw_spin_slept(&rd_ps_spin,
-				      (uint64_t)(rd_now() - slept), n > 0);
+		sw_spin_slept(&rd_ps_spin, (uint64_t)(rd_now() - slept), n > 0);
 		if (n || rd_expired(end))
 			return n;
 	}
@@ -236,7 +227,6 @@ static int rd_ps_lookup(struct rd_pollset *ps)
 	int n = 0;
 	nfds_t i;
 
-	ps->polled = 0;
 	for (i = 0; i < ps->nfds; i++) {
 		ps->socks[i] = fdt_get(ps->fds[i].fd);
 		if (ps->socks[i] && sw_poll_plain(ps->socks[i])) {
@@ -247,8 +237,6 @@ static int rd_ps_lookup(struct rd_pollset *ps)
 		ps->eps[i] = ps->socks[i] ? NULL : rd_ep_get(ps->fds[i].fd);
 		ps->veto[i] = false;
 		n += rd_ps_special(ps, i);
-		ps->polled += ps->eps[i] || (ps->socks[i] &&
-					     sw_poll_carried(ps->socks[i]));
 	}
 	return n;
 }
