@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "sdp_switch.h"
+#include "spin.h"
 #include "sys.h"
 
 /* During the busy-poll, one zero-timeout kernel poll every so many checks
@@ -85,7 +86,7 @@ static inline void rd_yield(void)
 {
 	int w = sdp_wait_begin();
 
-	sched_yield();
+	sw_spin_yield();
 	sdp_wait_end(w);
 }
 

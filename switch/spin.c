@@ -31,6 +31,13 @@
  * below 2% of the time).
  */
 #define SW_CROWD_LOOK_NS 20000000ull
+/* A yield of a poll that kept the thread off its CPU this long gave the
+ * CPU to a thread with work of its own (a whole scheduler slice, 0.75 ms
+ * or more), not to a peer that takes its step and waits again. */
+#define SW_YIELD_LONG_NS 500000ull
+/* Fewer yields than this since the last look say nothing of who took the
+ * CPU: the waits were sleeps. */
+#define SW_CROWD_MIN_YIELDS 16
 #define SW_CROWD_HOLD_NS 100000000ull
 #define SW_CROWD_HOLD_MAX_NS 1600000000ull
 /* a thread whose /proc cannot be read (none mounted, a sandbox) looks
@@ -43,6 +50,8 @@ struct crowd {
 	uint64_t until;		/* no polls before this */
 	uint64_t hold;		/* the next hold; 0 when the last look was quiet */
 	uint64_t blind_until;	/* /proc could not be read: no look before */
+	/* the polls' yields since the last look, and how many were long */
+	uint32_t yields, long_yields;
 };
 
 static __thread struct crowd crowd;
@@ -64,6 +73,7 @@ bool sw_cpu_crowded(void)
 {
 	struct crowd *c = &crowd;
 	uint64_t now, ran, waited, dr, dw, wall;
+	uint32_t yields, long_yields;
 	bool was_held;
 
 	if (!sw_cfg.crowd_pct)
@@ -95,7 +105,19 @@ bool sw_cpu_crowded(void)
 	c->look = now;
 	c->ran = ran;
 	c->waited = waited;
+	yields = c->yields;
+	long_yields = c->long_yields;
+	c->yields = c->long_yields = 0;
 	if (dw * 100 <= (dr + dw) * sw_cfg.crowd_pct) {
+		c->hold = 0;
+		return false;
+	}
+	/* The wait was the peer's turn: both ends share one CPU (pinned
+	 * together, a one-CPU container) and each yield of our polls handed
+	 * it the CPU for a step and got it back. Polling is what makes that
+	 * pair fast (a sleep costs each message a wake-up). Waits caused by
+	 * threads with work of their own show as yields that lasted a slice. */
+	if (yields >= SW_CROWD_MIN_YIELDS && !long_yields) {
 		c->hold = 0;
 		return false;
 	}
@@ -149,10 +171,23 @@ void sw_spin_slept(struct sw_spin *sp, uint64_t slept_ns, bool event)
 	__atomic_store_n(&sp->ns, ns, __ATOMIC_RELAXED);
 }
 
+void sw_spin_yield(void)
+{
+	struct crowd *c = &crowd;
+	uint64_t t0 = sw_now_ns();
+
+	sched_yield();
+	if (c->yields < UINT32_MAX) {
+		c->yields++;
+		if (sw_now_ns() - t0 >= SW_YIELD_LONG_NS)
+			c->long_yields++;
+	}
+}
+
 void sw_spin_relax(unsigned *rounds)
 {
 	if (++*rounds % SW_SPIN_YIELD_EVERY == 0)
-		sched_yield();
+		sw_spin_yield();
 	else
 		__builtin_ia32_pause();
 }

@@ -30,6 +30,9 @@ uint64_t sw_spin_budget_ns(struct sw_spin *sp);
  * both ends polled, and the kernel's fair scheduler starves a thread that
  * yields in a loop). Every poll's budget is then 0: each wait sleeps at
  * once, and a woken thread gets a CPU ahead of the one that kept it busy.
+ * Not when every yield of its polls since the last look (sw_spin_yield)
+ * came back within SW_YIELD_LONG_NS: then the CPU went to the peer for a
+ * step, on the CPU both share, and polling is what keeps that pair fast.
  * Cheap: one read of /proc/thread-self/schedstat per thread per 20 ms of
  * waits at most.
  */
@@ -57,6 +60,11 @@ void sw_spin_slept(struct sw_spin *sp, uint64_t slept_ns, bool event);
  */
 #define SW_SPIN_YIELD_EVERY 16
 void sw_spin_relax(unsigned *rounds);
+
+/* The sched_yield of a poll, timed: a yield that kept this thread off its
+ * CPU for a scheduler slice tells sw_cpu_crowded that the CPU went to a
+ * thread with work of its own, not to the peer. */
+void sw_spin_yield(void);
 
 /*
  * A wait on a word the peer changes in memory both processes map (the

@@ -180,7 +180,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		pthread_mutex_unlock(&s->lock);
 		w = sdp_wait_begin();
 		if (!(++spins & 7))
-			sched_yield();
+			sw_spin_yield();
 		else
 			for (i = 0; i < 16; i++)
 				__builtin_ia32_pause();
