@@ -55,8 +55,10 @@ static bool raw_or_advance(struct sw_sock *s,
 /*
  * The switch's own pipes, into which sw_splice_write copies the program's
  * pipe with tee: kept empty between calls, in a few slots any thread takes
- * and gives back with one atomic exchange (no lock, so nothing to undo in
- * a fork's child, which inherits them). Their descriptors are the
+ * and gives back with one atomic exchange. A fork's child closes its
+ * copies: the same pipe in two processes would mix their bytes. A pipe
+ * taken when the fork came stays with that thread, so the parent's own
+ * taken pipe goes back to its slot after the fork. Their descriptors are the
  * switch's (ownfd.c): above the program's numbers, close-on-exec, out of
  * reach of its close and dup2. Making one per call cost six system calls
  * and the freeing of a pipe, a sixth of a splicing proxy's time.
@@ -153,6 +155,18 @@ static struct priv_pipe *priv_take(size_t want)
 			p->cap = (size_t)c;
 	}
 	return p;
+}
+
+void sw_splice_atfork_child(void)
+{
+	int i;
+
+	for (i = 0; i < PRIV_KEEP; i++) {
+		struct priv_pipe *p = atomic_exchange(&priv_kept[i], NULL);
+
+		if (p)
+			priv_free(p);
+	}
 }
 
 /* Gives back p, empty: kept for the next call, or closed (errno kept). */

@@ -105,6 +105,7 @@ void sw_atfork_parent(void)
 
 void sw_atfork_child(void)
 {
+	sw_splice_atfork_child();
 	sw_stats_after_fork_child();
 	sw_sock_child_stats();
 	parked_done(true);

@@ -84,6 +84,9 @@ ssize_t sw_splice_read(struct sw_sock *s, int pipe_fd, size_t len,
 		       unsigned int flags);
 ssize_t sw_splice_write(struct sw_sock *s, int pipe_fd, size_t len,
 			unsigned int flags);
+/* In a fork's child: the pipes sw_splice_write keeps are the parent's
+ * (the same pipe in both processes); the child closes its copies. */
+void sw_splice_atfork_child(void);
 /* A send on s found no room (EAGAIN): the room that comes later is an
  * edge for edge-triggered EPOLLOUT (shim/epoll.c). */
 void sw_note_nospace(struct sw_sock *s);
