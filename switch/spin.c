@@ -112,12 +112,15 @@ bool sw_cpu_crowded(void)
 		c->hold = 0;
 		return false;
 	}
-	/* The wait was the peer's turn: both ends share one CPU (pinned
-	 * together, a one-CPU container) and each yield of our polls handed
-	 * it the CPU for a step and got it back. Polling is what makes that
-	 * pair fast (a sleep costs each message a wake-up). Waits caused by
-	 * threads with work of their own show as yields that lasted a slice. */
-	if (yields >= SW_CROWD_MIN_YIELDS && !long_yields) {
+	/* The wait was the peer's turn: this thread may run on one CPU only
+	 * (pinned, a one-CPU container or machine), the peer shares it, and
+	 * each yield of our polls handed it the CPU for a step and got it
+	 * back. Polling is what makes that pair fast (a sleep costs each
+	 * message a wake-up). Waits caused by threads with work of their own
+	 * show as yields that lasted a slice. A thread that may run on
+	 * several CPUs waits for others than its peer too. */
+	if (yields >= SW_CROWD_MIN_YIELDS && !long_yields &&
+	    !sw_cpus_several()) {
 		c->hold = 0;
 		return false;
 	}

@@ -30,9 +30,10 @@ uint64_t sw_spin_budget_ns(struct sw_spin *sp);
  * both ends polled, and the kernel's fair scheduler starves a thread that
  * yields in a loop). Every poll's budget is then 0: each wait sleeps at
  * once, and a woken thread gets a CPU ahead of the one that kept it busy.
- * Not when every yield of its polls since the last look (sw_spin_yield)
- * came back within SW_YIELD_LONG_NS: then the CPU went to the peer for a
- * step, on the CPU both share, and polling is what keeps that pair fast.
+ * Not for a thread that may run on one CPU only when every yield of its
+ * polls since the last look (sw_spin_yield) came back within
+ * SW_YIELD_LONG_NS: then the CPU went to the peer for a step, on the CPU
+ * both share, and polling is what keeps that pair fast.
  * Cheap: one read of /proc/thread-self/schedstat per thread per 20 ms of
  * waits at most.
  */
