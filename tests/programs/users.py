@@ -86,9 +86,17 @@ def large_paths_check(c, what):
 	its transfer slot: a receiver waiting in recv pulls it (RdmaRead), one
 	that is not gets the bytes written into its staging ring. Which of the
 	two happens is a matter of timing; that the large bytes go by one of
-	them, never by copy through DATA messages, is not."""
+	them is not. One exception is timing's too: a sendfile lends the
+	file's pages (up to nginx's 2 MiB chunk), and a lend the receiver has
+	not taken by the worker's next call is taken back whole or in part,
+	and across users its rest goes by copy through DATA messages
+	(semantics.md, "sendfile and splice"; session_tx.c sw_lend_settle).
+	With curl writing the file to disk between reads, runs of this test
+	saw 2 to 6 such rests (2 MiB, 0.36-1.8 MiB) in 100 MiB: 10-13% of the
+	bytes by copy in one run of four to eight, under 10% in the others.
+	So at least 80% by RdmaRead or RdmaWrite."""
 	big = c['rx_rdma_read'] + c['rx_rdma_write']
-	R.check(big >= 0.9 * R.san_rx(c), '%s: less than 90%% of the bytes came '
+	R.check(big >= 0.8 * R.san_rx(c), '%s: less than 80%% of the bytes came '
 		'by RdmaRead or RdmaWrite: %s' % (what, R.fmt_conn(c)))
 
 
