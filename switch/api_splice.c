@@ -78,17 +78,10 @@ static pthread_once_t null_once = PTHREAD_ONCE_INIT;
 
 static void null_open(void)
 {
-	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC), own;
+	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
-	if (fd < 0)
-		return;
-	__atomic_store_n(&null_fd, fd, __ATOMIC_RELEASE);
-	own = sw_fd_own(fd, &null_fd);
-	if (own < 0) {
-		sdp_sys.close(fd);
-		own = -1;
-	}
-	__atomic_store_n(&null_fd, own, __ATOMIC_RELEASE);
+	if (fd >= 0)
+		sw_fd_own_at(fd, &null_fd);
 }
 
 static void priv_free(struct priv_pipe *p)
@@ -132,15 +125,8 @@ static struct priv_pipe *priv_take(size_t want)
 			free(p);
 			return NULL;
 		}
-		for (i = 0; i < 2; i++) {
-			int own;
-
-			__atomic_store_n(&p->fd[i], fds[i], __ATOMIC_RELEASE);
-			own = sw_fd_own(fds[i], &p->fd[i]);
-			if (own >= 0)
-				__atomic_store_n(&p->fd[i], own,
-						 __ATOMIC_RELEASE);
-		}
+		for (i = 0; i < 2; i++)
+			sw_fd_own_at(fds[i], &p->fd[i]);
 		c = sdp_sys.fcntl(priv_fd(p, 1), F_GETPIPE_SZ);
 		p->cap = c > 0 ? (size_t)c : 4096;
 	}

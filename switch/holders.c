@@ -171,15 +171,7 @@ void sw_holders_unmap(struct sw_sock *s)
  * numbers, close-on-exec) for a program exec'd on s; -1 if it cannot be. */
 static void keep_fd(struct sw_sock *s, int fd)
 {
-	int own;
-
-	__atomic_store_n(&s->holders_fd, fd, __ATOMIC_RELAXED);
-	own = sw_fd_own(fd, &s->holders_fd);
-	if (own < 0) {
-		sdp_sys.close(fd);
-		own = -1;
-	}
-	__atomic_store_n(&s->holders_fd, own, __ATOMIC_RELAXED);
+	sw_fd_own_at(fd, &s->holders_fd);
 }
 
 /*

@@ -165,6 +165,20 @@ int sw_fd_own(int fd, int *where)
 	return own_register(fd, where);
 }
 
+int sw_fd_own_at(int fd, int *where)
+{
+	int own;
+
+	__atomic_store_n(where, fd, __ATOMIC_RELEASE);
+	own = sw_fd_own(fd, where);
+	if (own < 0) {
+		sdp_sys.close(fd);
+		own = -1;
+	}
+	__atomic_store_n(where, own, __ATOMIC_RELEASE);
+	return own;
+}
+
 int sw_fd_own_here(int fd)
 {
 	return fd < 0 ? -EBADF : own_register(fd, NULL);

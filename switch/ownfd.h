@@ -24,6 +24,14 @@
 int sw_fd_own(int fd, int *where);
 
 /*
+ * sw_fd_own for a descriptor whose number lives in *where (read with
+ * __atomic_load_n): *where holds fd while it moves, so that a dup2 of the
+ * program's meanwhile finds it there, then the number to use, or -1 with
+ * fd closed when it cannot be kept. Returns what it stored.
+ */
+int sw_fd_own_at(int fd, int *where);
+
+/*
  * Registers fd, close-on-exec already, where it is: a descriptor the
  * switch closes within the call that made it (no move, no system call).
  * One kept longer is moved with sw_fd_forget and sw_fd_own. fd, or -errno.

@@ -237,17 +237,8 @@ void sw_probe_answer_watch(struct sw_sock *ls)
 
 		/* the switch's own, out of the program's reach (moved when
 		 * the program dup2s onto it) */
-		if (fd >= 0) {
-			int own;
-
-			__atomic_store_n(&pa_wake, fd, __ATOMIC_RELEASE);
-			own = sw_fd_own(fd, &pa_wake);
-			if (own < 0) {
-				sdp_sys.close(fd);
-				own = -1;
-			}
-			__atomic_store_n(&pa_wake, own, __ATOMIC_RELEASE);
-		}
+		if (fd >= 0)
+			sw_fd_own_at(fd, &pa_wake);
 	}
 	if (!pa_hooks) {
 		sw_atfork(pa_prepare, pa_parent, pa_child);
