@@ -97,6 +97,7 @@ bool sw_cpu_crowded(void)
 		c->look = now;
 		c->ran = ran;
 		c->waited = waited;
+		c->yields = c->long_yields = 0;
 		return false;
 	}
 	dr = ran - c->ran;

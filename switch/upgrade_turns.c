@@ -406,10 +406,10 @@ static int look(struct sw_sock *s, struct pollfd *pf, int max,
 		} else {
 			/* a server's connect waits for its time (a refused
 			 * one, connect_again), else the peer's next step */
-			at = !s->is_client && !s->ss.ep &&
-					     sw_upgrade_server_at(s) > now ?
-				     sw_upgrade_server_at(s) :
-				     look_pace(s, sw_now_ns());
+			at = !s->is_client && !s->ss.ep ?
+			     sw_upgrade_server_at(s) : 0;
+			if (at <= now)
+				at = look_pace(s, sw_now_ns());
 			if (at < *next_ns)
 				*next_ns = at;
 		}
