@@ -437,6 +437,31 @@ SHIM_EXPORT int prctl(int option, ...)
 }
 
 /*
+ * _exit skips the exit handlers, and with them the switch's wait for the
+ * bytes it still keeps (kept for credits, a sendfile's lend, connections
+ * closed just before): a forked child that writes its answer, closes and
+ * calls _exit (Python's ForkingTCPServer, a prefork worker) would end its
+ * stream short, where TCP's kernel sends the rest after the process. They
+ * go first, as at exit. _Exit is the same function.
+ */
+SHIM_EXPORT void _exit(int status)
+{
+	if (shim_on()) {
+		shim_enter();
+		sw_before_exit();
+		shim_leave();
+	}
+	REAL(_exit)(status);
+	for (;;)
+		;
+}
+
+SHIM_EXPORT void _Exit(int status)
+{
+	_exit(status);
+}
+
+/*
  * vfork(2) runs the child in the parent's memory until it execs or exits,
  * so what the child's calls change in the switch's tables changes them for
  * the parent: a child that closes the descriptors it inherited before its

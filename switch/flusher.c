@@ -46,6 +46,7 @@ static struct sw_sock **reg;	/* each holds a reference */
 static int reg_n, reg_cap;
 static bool running;		/* the thread exists in this process */
 static bool hooks_done;		/* atfork and atexit registered */
+static bool exit_settled;	/* exit or _exit has finished the sockets */
 static bool start_failed;	/* no thread: coalescing stays off */
 
 static uint64_t bound_ns(void)
@@ -429,13 +430,11 @@ void sw_flusher_before_exec(void)
  */
 #define SW_EXIT_FLUSH_NS 1000000000ull
 
-static void flusher_exit(void)
+static void exit_settle(uint64_t deadline)
 {
-	uint64_t deadline = sw_now_ns() + SW_EXIT_FLUSH_NS;
 	struct sw_sock **v;
 	int n, i;
 
-	pthread_mutex_lock(&work_lock);
 	v = reg_snapshot(&n);
 	for (i = 0; v && i < n; i++) {
 		struct sw_sock *s = v[i];
@@ -475,8 +474,46 @@ next:;
 	 * and exits at once (a daemon, a CGI) is the common case, and a TCP
 	 * socket's buffer would outlive it */
 	orphans_settle();
+}
+
+static void flusher_exit(void)
+{
+	if (exit_settled)
+		return;
+	exit_settled = true;
+	pthread_mutex_lock(&work_lock);
+	exit_settle(sw_now_ns() + SW_EXIT_FLUSH_NS);
 	/* work_lock stays held: the flusher thread must not touch a socket
 	 * while the process tears down */
+}
+
+/*
+ * _exit: a forked child (Python's ForkingTCPServer, a prefork worker)
+ * or a program that must not run its exit handlers ends with _exit,
+ * often right after close(). The kept bytes and a sendfile's lend not
+ * yet taken live in this address space, where TCP's would have been in
+ * the kernel, so they are sent first as at exit. Nothing to do (the
+ * common case) costs one load. work_lock is taken within a bound: a
+ * signal handler that calls _exit may have interrupted this thread in
+ * a fork or an exec, which hold it.
+ */
+void sw_flusher_before_exit(void)
+{
+	struct timespec ts;
+
+	if (!hooks_done || exit_settled ||
+	    !__atomic_load_n(&reg_n, __ATOMIC_RELAXED))
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	if (pthread_mutex_timedlock(&work_lock, &ts)) {
+		SW_WARN("_exit: the switch's sockets stayed busy for 1 s (a "
+			"signal handler's _exit during a fork or exec?): bytes "
+			"still kept for its connections are lost");
+		return;
+	}
+	exit_settled = true;
+	exit_settle(sw_now_ns() + SW_EXIT_FLUSH_NS);
 }
 
 static int flusher_start(void)

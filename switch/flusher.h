@@ -31,4 +31,7 @@ int sw_flusher_adopt(struct sw_sock *s);
 /* Before exec: the orphans are finished or given up (bounded). */
 void sw_flusher_before_exec(void);
 
+/* Before _exit: what exit does (bounded), once. */
+void sw_flusher_before_exit(void);
+
 #endif /* SW_FLUSHER_H */

@@ -137,6 +137,11 @@ char *sw_before_exec(void)
 	return sw_exec_hello_skips();
 }
 
+void sw_before_exit(void)
+{
+	sw_flusher_before_exit();
+}
+
 void sw_fork_buf_init(struct sw_fork_buf *fb, size_t map_len, size_t len)
 {
 	pthread_mutexattr_t a;

@@ -218,6 +218,10 @@ void sw_atfork_child(void);
 void sw_sandboxed(void);
 #define SW_EXEC_ENV "SDP_EXEC_HELLO_SKIP"
 char *sw_before_exec(void);
+/* _exit(2) is about to end the process without its exit handlers: what
+ * the switch keeps of the connections (closed ones too) is sent first, as
+ * at exit (bounded). */
+void sw_before_exit(void);
 /* At start, after exec: a TCP socket named in SW_EXEC_ENV (by its inode
  * ino; fd is one of the fds naming it here) whose peer's hello may still
  * come (sw_before_exec), got bytes of it dropped already: the socket to

@@ -73,6 +73,7 @@ void sdp_sys_init(void)
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
 	RESOLVE(prctl);
+	RESOLVE(_exit);
 	RESOLVE(sigaction);
 	RESOLVE(__sigaction);
 	RESOLVE(signal);

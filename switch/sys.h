@@ -84,6 +84,7 @@ struct sdp_sys {
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
 	int (*prctl)(int, ...);
+	void (*_exit)(int) __attribute__((noreturn));
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 	int (*__sigaction)(int, const struct sigaction *, struct sigaction *);
 	__sighandler_t (*signal)(int, __sighandler_t);

@@ -3,8 +3,8 @@
  * sendfile_lend.c - sendfile from a regular file to a carried connection
  * lends the file's pages: the call returns, the receiver copies them when
  * its program reads. Every byte must arrive in order whatever follows the
- * call: more sendfile pieces, small writes, close and exit, fork, a
- * truncated file. The receiver reads in small pieces (pulled ahead) or in
+ * call: more sendfile pieces, small writes, close and exit or _exit
+ * while the receiver sleeps, fork, a truncated file. The receiver reads in small pieces (pulled ahead) or in
  * large ones, and its statistics must show the bytes came by its own pull
  * (rdma-read), not through its staging ring.
  */
@@ -129,13 +129,16 @@ enum mode {
 	M_POS_NULL,	/* the file position, calls of 3 MiB */
 	M_UNREAD,	/* one call the receiver reads nothing of until it
 			 * returned; close and exit() */
+	M_UEXIT,	/* one non-blocking call (a lend) while the receiver
+			 * sleeps, then close and _exit at once */
 	M_REFUSED,	/* as M_UNREAD, but the receiver then becomes
 			 * nobody: it may no longer read the sender, whose
 			 * program makes no call until it has every byte */
 };
 
 #define UNREAD_LEN ((2u << 20) + 123)
-static int unread_pipe[2], read_pipe[2];
+#define UEXIT_LEN ((3u << 20) + 77)
+static int unread_pipe[2], read_pipe[2], count_pipe[2];
 
 static void sender(int c, enum mode m)
 {
@@ -172,6 +175,23 @@ static void sender(int c, enum mode m)
 		close(c);
 		tp_reap(kid, "the sender's child failed");
 		_exit(0);
+	case M_UEXIT: {
+		/* more than the receiver's staging ring can take: the rest
+		 * of the lend lives in this process when close() returns,
+		 * and _exit runs no exit handler */
+		off_t o = 0;
+		ssize_t r;
+
+		tp_nonblock(c);
+		r = sendfile(c, file_fd, &o, UEXIT_LEN);
+		TP_CHECK(r >= (ssize_t)(2u << 20), "one non-blocking sendfile "
+			 "of %u bytes returned %zd: a lend takes them all",
+			 UEXIT_LEN, r);
+		TP_CHECK(write(count_pipe[1], &r, sizeof(r)) == sizeof(r),
+			 "pipe");
+		close(c);
+		_exit(0);
+	}
 	case M_POS_NULL:
 		send_file(c, 0, FILE_LEN, 3u << 20, false, true);
 		send_trailer(c);
@@ -222,12 +242,14 @@ static void run(enum mode m, size_t rd, unsigned int nap_ms)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	const struct sw_conn_stats *st;
+	ssize_t uexit_sent = 0;
 	size_t got, want;
 	pid_t kid;
 	int l, s, c;
 
 	l = tp_listener(family, 4, &ss, &len);
-	TP_CHECK(!pipe(unread_pipe) && !pipe(read_pipe), "pipe");
+	TP_CHECK(!pipe(unread_pipe) && !pipe(read_pipe) && !pipe(count_pipe),
+		 "pipe");
 	kid = fork();
 	TP_CHECK(kid >= 0, "fork");
 	if (!kid) {
@@ -237,6 +259,7 @@ static void run(enum mode m, size_t rd, unsigned int nap_ms)
 	}
 	close(unread_pipe[1]);
 	close(read_pipe[0]);
+	close(count_pipe[1]);
 	s = accept(l, NULL, NULL);
 	TP_CHECK(s >= 0, "accept");
 	close(l);
@@ -286,13 +309,28 @@ static void run(enum mode m, size_t rd, unsigned int nap_ms)
 		TP_CHECK(write(read_pipe[1], "d", 1) == 1, "pipe back");
 		got += receiver(s, rd, 0);
 	} else {
+		/* _exit: the nap starts once the sendfile returned, so the
+		 * sender closes and ends while nothing is read */
+		if (m == M_UEXIT) {
+			struct pollfd pf[2] = { { .fd = count_pipe[0],
+						  .events = POLLIN },
+						{ .fd = s, .events = POLLIN } };
+
+			/* the socket looked at meanwhile (M_UNREAD) */
+			while (poll(pf, 2, 10000) > 0 && !pf[0].revents)
+				usleep(1000);
+			TP_CHECK(read(count_pipe[0], &uexit_sent,
+				      sizeof(uexit_sent)) ==
+				 sizeof(uexit_sent), "the sender's count");
+		}
 		got = receiver(s, rd, nap_ms);
 	}
+	close(count_pipe[0]);
 	close(read_pipe[1]);
 	tp_reap(kid, "the sender failed");
 	want = m == M_CLOSE_EXIT ? FILE_LEN :
 	       m == M_UNREAD || m == M_REFUSED ? UNREAD_LEN :
-	       FILE_LEN + TRAILER;
+	       m == M_UEXIT ? (size_t)uexit_sent : FILE_LEN + TRAILER;
 	TP_CHECK(got == want, "%zu bytes sent, %zu arrived before EOF", want,
 		 got);
 	/* How much of the rest came by this side's pull depends on how
@@ -374,6 +412,7 @@ int main(int argc, char **argv)
 		{ M_FORK, 65536, 50 },
 		{ M_POS_NULL, 4096, 0 },
 		{ M_UNREAD, 8192, 0 },
+		{ M_UEXIT, 65536, 300 },
 	};
 	unsigned int i;
 	pid_t kid;
