@@ -287,7 +287,19 @@ int sw_proto_error(struct sw_sock *s, const char *why)
 	}
 	SW_ERR("fd %d: closing the connection: malformed message from the peer: %s",
 	       s->fd, why);
-	s->ss.error = EPROTO;
+	if (!s->ss.error) {
+		s->ss.error = EPROTO;
+		/* the peer's program must not take the stream cut here for
+		 * its end: ABORT reads as ECONNRESET there, where TCP's FIN
+		 * alone would read as EOF (best effort: a credit, a send
+		 * slot; the error is set first, so the progress a send
+		 * makes cannot come back here to send another). Only after
+		 * our SWITCH: before it, a stream message is the peer's
+		 * protocol error, and every byte of ours went on TCP */
+		if (s->tx_san && s->ss.ep &&
+		    sw_credit_can_send(&s->ss, SDP_MSG_ABORT))
+			sw_send_ctrl(s, SDP_MSG_ABORT, NULL, 0, NULL, 0, 0);
+	}
 	sdp_sys.shutdown(s->fd, SHUT_RDWR);
 	sw_event(s);
 	return -EPROTO;

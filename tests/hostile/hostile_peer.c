@@ -54,6 +54,8 @@ struct peer {
 	bool srv_can_read;
 	struct sdp_msg_setup srv_setup;
 	bool got_setup;
+	bool got_abort;			/* the server sent ABORT */
+	bool got_switch;		/* the server sent SWITCH */
 	uint16_t port;			/* the server's */
 	uint64_t tcp_tx, tcp_rx;	/* program bytes on TCP each way */
 	unsigned int rx_msgs;
@@ -126,6 +128,10 @@ static int peer_poll(struct peer *p)
 				       sizeof(p->srv_setup));
 				p->got_setup = true;
 			}
+			if (b[0] == SDP_MSG_ABORT)
+				p->got_abort = true;
+			if (b[0] == SDP_MSG_SWITCH)
+				p->got_switch = true;
 			p->rx_msgs++;
 			mod.ops.post_recv(p->ep, &sge, 1, c[i].context);
 		}
@@ -1397,6 +1403,7 @@ static int run_cases(int argc, char **argv, const struct hcase *table,
 		send(p.tcp, "\x44", 1, MSG_NOSIGNAL);
 		ms = wait_closed(&p, CLOSE_BOUND_MS);
 		usleep(50000);
+		peer_poll(&p);
 		if (!server_alive(spid)) {
 			printf("FAIL %s: the server process died\n", c->name);
 			nfail++;
@@ -1409,6 +1416,11 @@ static int run_cases(int argc, char **argv, const struct hcase *table,
 			   !log_has(log, from, "closing", c->reason)) {
 			printf("FAIL %s: closed after %d ms but the log gives no reason containing \"%s\"\n",
 			       c->name, ms, c->reason);
+			nfail++;
+		} else if (log_has(log, from, "malformed message", c->reason) &&
+			   p.got_switch && !p.got_abort) {
+			printf("FAIL %s: closed for a malformed message after its SWITCH without an ABORT: a peer's program would read the cut stream as its end\n",
+			       c->name);
 			nfail++;
 		} else {
 			printf("PASS %s: closed after %d ms, reason logged\n",
