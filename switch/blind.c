@@ -230,6 +230,11 @@ void sw_sock_to_std(struct sw_sock *s)
 
 void sw_blind_sock(struct sw_sock *s, const char *why)
 {
+	sw_sight_off(s, why, true);
+}
+
+void sw_sight_off(struct sw_sock *s, const char *why, bool stdio)
+{
 	bool carried;
 	size_t unread = 0;
 
@@ -247,12 +252,19 @@ void sw_blind_sock(struct sw_sock *s, const char *why)
 	pthread_mutex_unlock(&s->lock);
 	if (carried)
 		sw_downgrade_one(s);
-	/* a hello still to come must not reach stdio's reads */
-	sw_hello_fence_sock(s);
+	/* a hello still to come must not reach stdio's reads (the program's
+	 * recv drops it itself: sw_hello_skip) */
+	if (stdio)
+		sw_hello_fence_sock(s);
 	pthread_mutex_lock(&s->lock);
 	if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
 		unread = s->fork_buf->len - s->fork_buf->off;
-	if (s->state != SW_TCP)
+	if (!stdio && s->state != SW_TCP)
+		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the connection stays on the SAN, without it",
+			s->fd, why);
+	else if (!stdio)
+		SW_INFO("fd %d: %s: plain TCP from here", s->fd, why);
+	else if (s->state != SW_TCP)
 		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the program's stdio may see neither the bytes the SAN carries nor the end",
 			s->fd, why);
 	else if (unread)

@@ -41,6 +41,15 @@ struct sw_sock;
 void sw_blind_sock(struct sw_sock *s, const char *why);
 
 /*
+ * The same for a connection whose program asks for what only the
+ * kernel's socket gives (SO_ZEROCOPY: the completions of MSG_ZEROCOPY
+ * sends come on the kernel's error queue); stdio false: its reads and
+ * writes still pass the wrappers, so the peer's hello is dropped by them
+ * (no fence) and unread SAN bytes are read first as usual.
+ */
+void sw_sight_off(struct sw_sock *s, const char *why, bool stdio);
+
+/*
  * One connection put on fd 0, 1 or 2 (dup2, dup3): held rather than given
  * up when its upgrade may wait, pending and uncommitted (a server's client
  * hello taken first: sw_hello_await) or back on TCP to be upgraded again.
