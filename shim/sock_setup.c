@@ -632,16 +632,8 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
 	int ret;
 
-	if (!s) {
-		ret = REAL(setsockopt)(fd, level, name, val, len);
-		/* SO_ZEROCOPY before connect or listen: the connection is
-		 * the kernel's (switch/api_ctl.c, set_zerocopy) */
-		if (!ret && level == SOL_SOCKET && name == SO_ZEROCOPY &&
-		    val && len >= sizeof(int) && *(const int *)val &&
-		    shim_on() && shim_tcp_family(fd))
-			fdi_set_plain(fd);
-		return ret;
-	}
+	if (!s)
+		return REAL(setsockopt)(fd, level, name, val, len);
 	shim_enter();
 	if (!sw_setsockopt(s, level, name, val, len, &ret))
 		ret = REAL(setsockopt)(fd, level, name, val, len);

@@ -16,7 +16,6 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include "blind.h"
 #include "buffers.h"
 #include "credits.h"
 #include "flusher.h"
@@ -354,39 +353,14 @@ int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
 	return 1;
 }
 
-/*
- * SO_ZEROCOPY: a MSG_ZEROCOPY send is completed by a notification on the
- * kernel's error queue (recvmsg MSG_ERRQUEUE, POLLERR), which a send the
- * SAN carried never gets: a program that waits for its completions before
- * it reuses its buffers would wait for ever. Such a connection is left to
- * TCP, as the program asked for the kernel's own path; on a listener, each
- * connection accepted from it (the kernel's accepted sockets inherit the
- * option).
- */
-static int set_zerocopy(struct sw_sock *s, const void *val, socklen_t len)
-{
-	int r = sdp_sys.setsockopt(s->fd, SOL_SOCKET, SO_ZEROCOPY, val, len);
-	bool listener;
-
-	if (r || len < sizeof(int) || !*(const int *)val)
-		return r;
-	pthread_mutex_lock(&s->lock);
-	listener = s->state == SW_LISTENER;
-	if (listener)
-		s->zerocopy_kids = true;
-	pthread_mutex_unlock(&s->lock);
-	if (!listener)
-		sw_sight_off(s, "SO_ZEROCOPY (MSG_ZEROCOPY's completions come from the kernel's TCP)",
-			     false);
-	return 0;
-}
-
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret)
 {
 	if (level == SOL_SOCKET && name == SO_ZEROCOPY) {
-		*ret = set_zerocopy(s, val, len);
-		return 1;
+		/* looked at again at the next MSG_ZEROCOPY send */
+		pthread_mutex_lock(&s->lock);
+		s->zc_off = false;
+		pthread_mutex_unlock(&s->lock);
 	}
 	if (level == SOL_SOCKET && name == SO_RCVLOWAT &&
 	    len >= sizeof(int)) {

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blind.h"
 #include "config.h"
 #include "credits.h"
 #include "downgrade.h"
@@ -468,6 +469,8 @@ ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 {
 	ssize_t r;
 
+	if (flags & MSG_ZEROCOPY)
+		sw_zerocopy_send(s);
 	atomic_fetch_add(&s->users, 1);
 	r = sendmsg_do(s, msg, flags);
 	atomic_fetch_sub(&s->users, 1);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -274,6 +275,39 @@ void sw_sight_off(struct sw_sock *s, const char *why, bool stdio)
 		SW_INFO("fd %d: %s: its I/O may go through stdio, which the switch cannot see: plain TCP from here",
 			s->fd, why);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * MSG_ZEROCOPY on a socket with SO_ZEROCOPY: the send is completed by a
+ * notification on the kernel's error queue (recvmsg MSG_ERRQUEUE,
+ * POLLERR), which a send the SAN carried never gets: a program that waits
+ * for its completions before it reuses its buffers would wait for ever.
+ * Such a connection is left to TCP at its first such send, as the program
+ * asked for the kernel's own path. The option alone changes nothing (gRPC
+ * sets it on every socket it makes, and sends with the flag only when told
+ * to); whether it is on is asked of the kernel once (accepted sockets
+ * inherit it from their listener), again after the program sets it.
+ */
+void sw_zerocopy_send(struct sw_sock *s)
+{
+	socklen_t len = sizeof(int);
+	int v = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->sight_lost || s->zc_off || s->state == SW_LISTENER) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (sdp_sys.getsockopt(s->fd, SOL_SOCKET, SO_ZEROCOPY, &v, &len) ||
+	    !v) {
+		pthread_mutex_lock(&s->lock);
+		s->zc_off = true;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	sw_sight_off(s, "MSG_ZEROCOPY (its completions come from the kernel's TCP)",
+		     false);
 }
 
 static bool fd_is_ring(int dfd, const char *name)

@@ -50,6 +50,14 @@ void sw_blind_sock(struct sw_sock *s, const char *why);
 void sw_sight_off(struct sw_sock *s, const char *why, bool stdio);
 
 /*
+ * A send with MSG_ZEROCOPY on s (no lock held): if the kernel says
+ * SO_ZEROCOPY is on, the connection leaves the SAN for good (sw_sight_off)
+ * before the send, which then goes to the kernel, whose error queue
+ * completes it.
+ */
+void sw_zerocopy_send(struct sw_sock *s);
+
+/*
  * One connection put on fd 0, 1 or 2 (dup2, dup3): held rather than given
  * up when its upgrade may wait, pending and uncommitted (a server's client
  * hello taken first: sw_hello_await) or back on TCP to be upgraded again.

@@ -205,15 +205,6 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 		errno = saved;
 		return fd;
 	}
-	if (ls->zerocopy_kids) {
-		/* SO_ZEROCOPY came with it (api_ctl.c, set_zerocopy); its
-		 * client's hello is dropped by the program's reads */
-		pthread_mutex_lock(&s->lock);
-		s->reup_never = true;
-		sw_fallback(s, SDP_FB_BLIND,
-			    "SO_ZEROCOPY on its listener (MSG_ZEROCOPY's completions come from the kernel's TCP)");
-		pthread_mutex_unlock(&s->lock);
-	}
 	*out = s;
 	errno = saved;
 	return fd;

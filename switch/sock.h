@@ -247,8 +247,8 @@ struct sw_sock {
 	bool reup;		/* a downgrade completed: may upgrade again */
 	bool reup_never;	/* something of it cannot be known */
 	bool sight_lost;	/* its I/O may go through stdio (blind.c) */
-	bool zerocopy_kids;	/* listener with SO_ZEROCOPY: accepted ones
-				 * stay TCP (api_ctl.c) */
+	bool zc_off;		/* the kernel said SO_ZEROCOPY is off
+				 * (api_ctl.c, sw_zerocopy_send) */
 	bool std_seen;		/* was on fd 0, 1 or 2 (sw_sock_to_std) */
 	bool std_off;		/* and is no longer */
 	bool io_unseen;		/* some of its TCP bytes went past the
