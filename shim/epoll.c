@@ -727,11 +727,26 @@ static uint32_t rd_ent_arm(struct rd_ent *e, struct sw_sock *s, int depth)
 	r &= (e->events & 0xffff) | EPOLLERR | EPOLLHUP;
 	if (r && (e->events & EPOLLET) && e->seq_valid &&
 	    sw_event_seq(s) == e->seq) {
-		/* Ready with data already reported: not an edge. The switch
-		 * may not have armed the wake-up then, so the sleep is
+		/* Ready with what was already reported: not an edge. What is
+		 * ready (most often EPOLLOUT, which stays: gRPC and libuv
+		 * register EPOLLIN|EPOLLOUT|EPOLLET for good) kept the switch
+		 * from arming the wake-up for the rest, whose arrival would
+		 * then wait for the bound: armed for the rest alone now, the
+		 * doorbell ends the sleep. Only when that cannot be (the rest
+		 * is ready too, or nothing is left to wait for) is the sleep
 		 * bounded (RD_EDGE_NAP_NS) instead of trusting a doorbell. */
-		rd_nap = true;
-		return 0;
+		uint32_t rest = e->events & 0xffff & ~r &
+				(EPOLLIN | EPOLLRDNORM | EPOLLPRI | EPOLLRDHUP);
+		short q = rest ? sw_poll_arm_quiet(s, (short)rest) : -1;
+
+		if (q == 0)
+			return 0;
+		if (q < 0 || !(q & rest)) {
+			rd_nap = true;
+			return 0;
+		}
+		/* the rest came meanwhile: an edge */
+		r |= (uint16_t)q & rest;
 	}
 	if (r && (e->events & EPOLLET)) {
 		/* reported now: this arrival is consumed as an edge */

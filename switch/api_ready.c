@@ -243,7 +243,25 @@ void sw_poll_idle(struct sw_sock *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+static short poll_arm(struct sw_sock *s, short events, bool quiet);
+
 short sw_poll_arm(struct sw_sock *s, short events)
+{
+	return poll_arm(s, events, false);
+}
+
+short sw_poll_arm_quiet(struct sw_sock *s, short events)
+{
+	return poll_arm(s, events, true);
+}
+
+/*
+ * quiet: the caller reported s writable and must not see that change by
+ * the switch's own doing: the wake-up is asked for only with a credit to
+ * spare beyond the two a write needs (and without the idle pool's look,
+ * which may take credits back). -1: nothing ready and no wake-up asked.
+ */
+static short poll_arm(struct sw_sock *s, short events, bool quiet)
 {
 	short r = 0;
 
@@ -263,13 +281,19 @@ short sw_poll_arm(struct sw_sock *s, short events)
 		}
 		r = san_revents(s, events, true);
 		if (!r && s->ss.switch_rcvd) {
-			sw_credit_adapt(s);
+			if (!quiet)
+				sw_credit_adapt(s);
 			if (!s->ss.wake_armed &&
 			    sw_credit_can_send(&s->ss, SDP_MSG_WAKE_ME) &&
+			    (!quiet || s->ss.credits > 2) &&
 			    !sw_session_arm(s))
 				s->ss.wake_armed = true;
 			sw_progress(s);
 			r = san_revents(s, events, true);
+			if (!r && quiet && !s->ss.wake_armed)
+				r = -1;
+		} else if (!r && quiet) {
+			r = -1;
 		}
 	} else if (s->state == SW_UPGRADING) {
 		r = head_revents(s, events, 0);

@@ -147,6 +147,11 @@ void sw_poll_progress(struct sw_sock *s);
  * caller must not sleep) or 0 (sleep on the kernel fd is now safe).
  */
 short sw_poll_arm(struct sw_sock *s, short events);
+/* The same for the rest of an edge-triggered registration whose other
+ * events were reported and stay (EPOLLOUT): asks for the wake-up only
+ * where that leaves s writable, so that the report holds; -1 when nothing
+ * is ready and the wake-up could not be asked for (the caller naps). */
+short sw_poll_arm_quiet(struct sw_sock *s, short events);
 /*
  * After sw_poll_arm found s not ready: the longest the coming sleep may
  * last in milliseconds, 0 for no bound. A program that waits to write on
