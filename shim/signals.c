@@ -64,10 +64,12 @@ static void tramp(int sig, siginfo_t *si, void *uc)
 	/* the kernel put SIG_DFL back before this call */
 	if (flags & SA_RESETHAND)
 		atomic_compare_exchange_strong(&a->fn, &was, NULL);
+	sdp_in_handler++;
 	if (flags & SA_SIGINFO)
 		((void (*)(int, siginfo_t *, void *))fn)(sig, si, uc);
 	else
 		((void (*)(int))fn)(sig);
+	sdp_in_handler--;
 }
 
 /* One change of the table and the kernel's action at a time, and none

@@ -3,6 +3,9 @@
  * blind.c - I/O the switch cannot see: once the process has an io_uring
  * instance no new connection is carried and carried ones return to TCP
  * (DESIGN.md section 4, "sight"; docs/semantics.md "I/O around libc").
+ * One connection leaves the SAN the same way when its I/O may go through
+ * stdio, or when its program asks for what only the kernel's socket gives
+ * (MSG_ZEROCOPY's completions).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -261,7 +264,7 @@ void sw_sight_off(struct sw_sock *s, const char *why, bool stdio)
 	if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
 		unread = s->fork_buf->len - s->fork_buf->off;
 	if (!stdio && s->state != SW_TCP)
-		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the connection stays on the SAN, without it",
+		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the connection stays on the SAN, where the kernel gives its socket nothing",
 			s->fd, why);
 	else if (!stdio)
 		SW_INFO("fd %d: %s: plain TCP from here", s->fd, why);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * blind.h - I/O the switch cannot see (blind.c): a process with an io_uring
- * instance carries no connection (DESIGN.md section 4, "sight").
+ * instance carries no connection (DESIGN.md section 4, "sight"); one
+ * connection whose I/O may go through stdio, or that sends with
+ * MSG_ZEROCOPY, leaves the SAN.
  */
 #ifndef SW_BLIND_H
 #define SW_BLIND_H

@@ -246,7 +246,8 @@ struct sw_sock {
 	bool dg_rx_based;	/* the peer's marker was read */
 	bool reup;		/* a downgrade completed: may upgrade again */
 	bool reup_never;	/* something of it cannot be known */
-	bool sight_lost;	/* its I/O may go through stdio (blind.c) */
+	bool sight_lost;	/* its I/O may go through stdio, or it sends
+				 * with MSG_ZEROCOPY: TCP for good (blind.c) */
 	bool zc_off;		/* the kernel said SO_ZEROCOPY is off
 				 * (api_ctl.c, sw_zerocopy_send) */
 	bool std_seen;		/* was on fd 0, 1 or 2 (sw_sock_to_std) */

@@ -11,6 +11,7 @@ struct sdp_sys sdp_sys;
 __thread int sdp_in_switch __attribute__((tls_model("initial-exec")));
 __thread int sdp_wait_depth __attribute__((tls_model("initial-exec")));
 __thread unsigned int sdp_sig_seen __attribute__((tls_model("initial-exec")));
+__thread unsigned int sdp_in_handler __attribute__((tls_model("initial-exec")));
 
 #define RESOLVE(name) \
 	__atomic_store_n(&sdp_sys.name, dlsym(RTLD_NEXT, #name), \

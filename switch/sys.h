@@ -142,6 +142,9 @@ extern __thread int sdp_wait_depth __attribute__((tls_model("initial-exec")));
  * answers as the kernel's would (EINTR, or a restart under SA_RESTART).
  */
 extern __thread unsigned int sdp_sig_seen __attribute__((tls_model("initial-exec")));
+/* How many of the program's handlers of asynchronous signals this thread
+ * is inside (shim/signals.c); one that left by longjmp stays counted. */
+extern __thread unsigned int sdp_in_handler __attribute__((tls_model("initial-exec")));
 
 static inline int sdp_wait_begin(void)
 {
