@@ -235,6 +235,11 @@ int sw_close(struct sw_sock *s, int fd)
 		sw_session_wait(s, POLLOUT, sw_now_ns() + 10000000ull);
 end:
 	sw_orphan_end(s);
+	/* back on TCP (a fork, an exec, stdio, MSG_ZEROCOPY; the peer's
+	 * return taken just now by the step above): the peer's marker is
+	 * the switch's, and must not turn TCP's FIN into a reset
+	 * (fork_sender_close.c) */
+	sw_marker_take(s);
 	pthread_mutex_unlock(&s->lock);
 	return sdp_sys.close(fd);
 }

@@ -16,14 +16,71 @@
 #include "downgrade.h"
 #include "fallback.h"
 #include "log.h"
+#include "orphan.h"
 #include "reupgrade.h"
 #include "session_msg.h"
 #include "session_rx.h"
 #include "session_tx.h"
 #include "sock.h"
 #include "util.h"
+#include "wakeup.h"
 #include "wire.h"
 
+/*
+ * At exit: a connection back on TCP whose program never read since (a
+ * sender that writes and exits, closing nothing) still has the peer's
+ * doorbells and downgrade marker in its kernel receive queue, and the
+ * kernel's close of a socket with unread bytes is a reset, after which
+ * the peer's kernel drops what its program had not read yet. They are
+ * taken first, as close does (sw_marker_take): the peer's DOWNGRADE that
+ * heads the receive queue (no byte of the peer's before it) is taken for
+ * its marker to be awaited. Hooked once this process sent a DOWNGRADE.
+ */
+static bool markers_hooked;
+
+void sw_markers_settle(void)
+{
+	uint64_t deadline = sw_now_ns() + 1000000000ull;
+	struct sw_sock **v;
+	int n, i;
+
+	if (!markers_hooked)
+		return;
+	n = sw_sock_list(&v);
+	for (i = 0; i < n; i++) {
+		struct sw_sock *s = v[i];
+		bool locked;
+
+		/* another thread inside a call on s: waited for, bounded */
+		while (!(locked = !pthread_mutex_trylock(&s->lock)) &&
+		       sw_now_ns() < deadline)
+			sw_wait_fd(-1, 0, 1);
+		if (locked && !s->closed) {
+			if (s->state == SW_SAN && s->ss.dg_sent && s->ss.cq &&
+			    !s->ss.peer_dead && !s->ss.error) {
+				sw_progress(s);
+				sw_downgrade_rx_point(s);
+			}
+			sw_marker_take(s);
+		}
+		if (locked)
+			pthread_mutex_unlock(&s->lock);
+		sw_sock_unref(s);
+	}
+	free(v);
+}
+
+static void markers_exit(void)
+{
+	sw_markers_settle();
+}
+
+static void markers_watch(void)
+{
+	if (__atomic_exchange_n(&markers_hooked, true, __ATOMIC_RELAXED))
+		return;
+	atexit(markers_exit);
+}
 
 int sw_downgrade_start(struct sw_sock *s)
 {
@@ -46,6 +103,7 @@ int sw_downgrade_start(struct sw_sock *s)
 	if (r)
 		return r;
 	ss->dg_sent = true;
+	markers_watch();
 	memcpy(m.magic, SDP_DOWNGRADE_MAGIC, SDP_MAGIC_LEN);
 	memcpy(m.key, s->key, sizeof(m.key));
 	r = sw_tcp_write_all(s->fd, &m, sizeof(m));

@@ -18,6 +18,11 @@ int sw_downgrade_start(struct sw_sock *s);
 /* The rx queue reached the peer's DOWNGRADE: finish if both sides are done. */
 void sw_downgrade_rx_point(struct sw_sock *s);
 
+/* At exit and _exit: the peer's markers on connections back on TCP are
+ * taken off the kernel's queues, so that the kernel's closes are FINs,
+ * not resets (bounded). */
+void sw_markers_settle(void);
+
 #define DG_TIMEOUT_NS 2000000000ull
 
 #endif /* SW_DOWNGRADE_H */

@@ -488,36 +488,12 @@ static void flusher_exit(void)
 }
 
 /*
- * A signal handler that calls _exit (async-signal-safe, where exit is
- * not) may have interrupted this thread anywhere, inside malloc too, and
- * the settle allocates and frees: it is not run there. The program's
- * handlers of asynchronous signals are counted by the shim's trampoline;
- * a fault's handler (SIGSEGV, ...) runs with its signal blocked.
- */
-static bool in_handler(void)
-{
-	static const int faults[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE,
-				      SIGABRT, SIGTRAP, SIGSYS };
-	sigset_t cur;
-	size_t i;
-
-	if (sdp_in_handler)
-		return true;
-	if (pthread_sigmask(SIG_BLOCK, NULL, &cur))
-		return true;
-	for (i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
-		if (sigismember(&cur, faults[i]) == 1)
-			return true;
-	return false;
-}
-
-/*
  * _exit: a forked child (Python's ForkingTCPServer, a prefork worker)
  * or a program that must not run its exit handlers ends with _exit,
  * often right after close(). The kept bytes and a sendfile's lend not
  * yet taken live in this address space, where TCP's would have been in
  * the kernel, so they are sent first as at exit. Nothing to do (the
- * common case) costs one load. Not from a signal handler (in_handler).
+ * common case) costs one load. Not from a signal handler (fork_exec.c).
  * work_lock is taken within a bound.
  */
 void sw_flusher_before_exit(void)
@@ -527,10 +503,6 @@ void sw_flusher_before_exit(void)
 	if (!hooks_done || exit_settled ||
 	    !__atomic_load_n(&reg_n, __ATOMIC_RELAXED))
 		return;
-	if (in_handler()) {
-		SW_DBG("_exit from a signal handler: what the switch keeps for the process's connections is not sent");
-		return;
-	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 1;
 	if (pthread_mutex_timedlock(&work_lock, &ts)) {

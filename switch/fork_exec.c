@@ -137,9 +137,38 @@ char *sw_before_exec(void)
 	return sw_exec_hello_skips();
 }
 
+/*
+ * A signal handler that calls _exit (async-signal-safe, where exit is
+ * not) may have interrupted this thread anywhere, inside malloc too, and
+ * the settle allocates and frees: it is not run there. The program's
+ * handlers of asynchronous signals are counted by the shim's trampoline;
+ * a fault's handler (SIGSEGV, ...) runs with its signal blocked.
+ */
+static bool in_handler(void)
+{
+	static const int faults[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+				      SIGABRT, SIGTRAP, SIGSYS };
+	sigset_t cur;
+	size_t i;
+
+	if (sdp_in_handler)
+		return true;
+	if (pthread_sigmask(SIG_BLOCK, NULL, &cur))
+		return true;
+	for (i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+		if (sigismember(&cur, faults[i]) == 1)
+			return true;
+	return false;
+}
+
 void sw_before_exit(void)
 {
+	if (in_handler()) {
+		SW_DBG("_exit from a signal handler: what the switch keeps for the process's connections is not sent");
+		return;
+	}
 	sw_flusher_before_exit();
+	sw_markers_settle();
 }
 
 void sw_fork_buf_init(struct sw_fork_buf *fb, size_t map_len, size_t len)

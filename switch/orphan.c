@@ -292,6 +292,18 @@ bool sw_orphan_peer_here(struct sw_sock *s)
 	return here;
 }
 
+void sw_marker_take(struct sw_sock *s)
+{
+	uint64_t end = sw_now_ns() + 1000000000ull;
+
+	/* the peer's marker, sent after its DOWNGRADE, may still be on its
+	 * way: arriving after the close, it would be answered with a reset
+	 * (a second at most, for a peer that sends it) */
+	while (s->state == SW_TCP && s->dg_marker && sw_now_ns() < end &&
+	       sw_dg_marker_skip(s, false) == -EAGAIN)
+		sw_wait_fd(s->fd, POLLIN, 10);
+}
+
 void sw_orphan_close(struct sw_sock *s)
 {
 	int fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
@@ -304,15 +316,9 @@ void sw_orphan_close(struct sw_sock *s)
 		 * doorbells, data) is taken: unread, it would turn our FIN
 		 * into a reset that drops what the kernel still sends */
 		uint8_t buf[4096];
-		uint64_t end = sw_now_ns() + 1000000000ull;
 		int i;
 
-		/* the peer's marker, sent after its DOWNGRADE, may still be
-		 * on its way: arriving after the close, it would be answered
-		 * with a reset (a second at most, for a peer that sends it) */
-		while (s->dg_marker && sw_now_ns() < end &&
-		       sw_dg_marker_skip(s, false) == -EAGAIN)
-			sw_wait_fd(fd, POLLIN, 10);
+		sw_marker_take(s);
 		for (i = 0; i < 64; i++)
 			if (sdp_sys.recv(fd, buf, sizeof(buf),
 					 MSG_DONTWAIT) <= 0)

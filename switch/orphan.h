@@ -35,6 +35,17 @@ int sw_orphan_adopt(struct sw_sock *s, int fd);
  * ends it and closes the switch's copy. */
 void sw_orphan_close(struct sw_sock *s);
 
+/*
+ * s is back on TCP (a fork, an exec, stdio, MSG_ZEROCOPY) and about to be
+ * closed (s->lock held): the peer's doorbells and downgrade marker, which
+ * its program did not read since, are taken from the kernel's receive
+ * queue, the marker waited for within a second. A TCP socket closed with
+ * unread bytes answers with a reset, and the peer's kernel then drops
+ * what its program has not read yet. Bytes of the peer's program after
+ * the marker stay, as TCP's would.
+ */
+void sw_marker_take(struct sw_sock *s);
+
 /* The other end of s's connection is a socket of this process (both ends
  * carried between two threads or two connections of one program). */
 bool sw_orphan_peer_here(struct sw_sock *s);
