@@ -16,6 +16,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "blind.h"
 #include "buffers.h"
 #include "credits.h"
 #include "flusher.h"
@@ -344,6 +345,8 @@ int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
 {
 	struct tcp_info *ti = val;
 
+	if (level == IPPROTO_TCP && name == TCP_ZEROCOPY_RECEIVE)
+		return sw_zc_receive(s, val, len, ret);
 	if (level != IPPROTO_TCP || name != TCP_INFO)
 		return 0;
 	*ret = sdp_sys.getsockopt(s->fd, level, name, val, len);

@@ -234,10 +234,10 @@ void sw_sock_to_std(struct sw_sock *s)
 
 void sw_blind_sock(struct sw_sock *s, const char *why)
 {
-	sw_sight_off(s, why, true);
+	sw_sight_off(s, why, SW_SIGHT_STDIO);
 }
 
-void sw_sight_off(struct sw_sock *s, const char *why, bool stdio)
+void sw_sight_off(struct sw_sock *s, const char *why, enum sw_sight how)
 {
 	bool carried;
 	size_t unread = 0;
@@ -256,18 +256,19 @@ void sw_sight_off(struct sw_sock *s, const char *why, bool stdio)
 	pthread_mutex_unlock(&s->lock);
 	if (carried)
 		sw_downgrade_one(s);
-	/* a hello still to come must not reach stdio's reads (the program's
-	 * recv drops it itself: sw_hello_skip) */
-	if (stdio)
+	/* a hello still to come must not reach reads that pass the switch
+	 * by (the program's recv drops it itself: sw_hello_skip) */
+	if (how != SW_SIGHT_SEND)
 		sw_hello_fence_sock(s);
 	pthread_mutex_lock(&s->lock);
 	if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
 		unread = s->fork_buf->len - s->fork_buf->off;
-	if (!stdio && s->state != SW_TCP)
+	if (how != SW_SIGHT_STDIO && s->state != SW_TCP)
 		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the connection stays on the SAN, where the kernel gives its socket nothing",
 			s->fd, why);
-	else if (!stdio)
-		SW_INFO("fd %d: %s: plain TCP from here", s->fd, why);
+	else if (how != SW_SIGHT_STDIO)
+		SW_INFO("fd %d: %s: plain TCP from here%s", s->fd, why,
+			unread ? " (the bytes that came on the SAN first, by recv)" : "");
 	else if (s->state != SW_TCP)
 		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the program's stdio may see neither the bytes the SAN carries nor the end",
 			s->fd, why);
@@ -310,7 +311,57 @@ void sw_zerocopy_send(struct sw_sock *s)
 		return;
 	}
 	sw_sight_off(s, "MSG_ZEROCOPY (its completions come from the kernel's TCP)",
-		     false);
+		     SW_SIGHT_SEND);
+}
+
+/*
+ * TCP_ZEROCOPY_RECEIVE: the program maps, or has the kernel copy into its
+ * copybuf, what the kernel's receive queue holds, past recv. On a carried
+ * connection that queue holds the switch's doorbells, which it would take
+ * for bytes of the stream. So the connection leaves the SAN first
+ * (sw_sight_off: the return's marker and the peer's hello are taken off
+ * TCP), and while the switch still holds bytes of the stream for recv
+ * (they came on the SAN before), the call answers as the kernel does for
+ * bytes it cannot map: nothing mapped or copied, recv_skip_hint and inq
+ * the bytes to recv. The struct's fields by offset (linux/tcp.h): length
+ * 8, recv_skip_hint 12, inq 16, err 20, copybuf_len 32, msg_flags 56;
+ * only those within the program's length are written.
+ */
+int sw_zc_receive(struct sw_sock *s, void *val, socklen_t *len, int *ret)
+{
+	uint32_t zero = 0, hint;
+	uint8_t *p = val;
+	size_t held = 0;
+	bool tcp;
+
+	if (!val || !len || *len < 16)
+		return 0;	/* the kernel answers */
+	sw_sight_off(s, "TCP_ZEROCOPY_RECEIVE (its reads take the kernel's queue past the switch)",
+		     SW_SIGHT_ZC_RECV);
+	pthread_mutex_lock(&s->lock);
+	tcp = s->state == SW_TCP;
+	if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
+		held += s->fork_buf->len - s->fork_buf->off;
+	if (s->prefix_len > s->prefix_off)
+		held += s->prefix_len - s->prefix_off;
+	pthread_mutex_unlock(&s->lock);
+	if (tcp && !held)
+		return 0;
+	/* still carried (the peer did not answer the return): all of it by
+	 * recv, a hint's worth at a time */
+	hint = !held ? 65536 : held > UINT32_MAX ? UINT32_MAX : (uint32_t)held;
+	memcpy(p + 8, &zero, 4);
+	memcpy(p + 12, &hint, 4);
+	if (*len >= 20)
+		memcpy(p + 16, &hint, 4);
+	if (*len >= 24)
+		memcpy(p + 20, &zero, 4);
+	if (*len >= 36)
+		memcpy(p + 32, &zero, 4);
+	if (*len >= 60)
+		memcpy(p + 56, &zero, 4);
+	*ret = 0;
+	return 1;
 }
 
 static bool fd_is_ring(int dfd, const char *name)

@@ -9,6 +9,7 @@
 #define SW_BLIND_H
 
 #include <stdbool.h>
+#include <sys/socket.h>
 
 /* True once the process is known to do I/O around libc. */
 bool sw_blind(void);
@@ -44,12 +45,15 @@ void sw_blind_sock(struct sw_sock *s, const char *why);
 
 /*
  * The same for a connection whose program asks for what only the
- * kernel's socket gives (SO_ZEROCOPY: the completions of MSG_ZEROCOPY
- * sends come on the kernel's error queue); stdio false: its reads and
- * writes still pass the wrappers, so the peer's hello is dropped by them
- * (no fence) and unread SAN bytes are read first as usual.
+ * kernel's socket gives. how: SW_SIGHT_STDIO (sw_blind_sock); SW_SIGHT_SEND
+ * (MSG_ZEROCOPY: the completions of its sends come on the kernel's error
+ * queue; its reads still pass the wrappers, which drop the peer's hello,
+ * so no fence); SW_SIGHT_ZC_RECV (TCP_ZEROCOPY_RECEIVE: its reads map or
+ * copy the kernel's queue past the switch: fenced as for stdio, and the
+ * bytes that came on the SAN are left to recv, sw_getsockopt).
  */
-void sw_sight_off(struct sw_sock *s, const char *why, bool stdio);
+enum sw_sight { SW_SIGHT_STDIO, SW_SIGHT_SEND, SW_SIGHT_ZC_RECV };
+void sw_sight_off(struct sw_sock *s, const char *why, enum sw_sight how);
 
 /*
  * A send with MSG_ZEROCOPY on s (no lock held): if the kernel says
@@ -58,6 +62,11 @@ void sw_sight_off(struct sw_sock *s, const char *why, bool stdio);
  * completes it.
  */
 void sw_zerocopy_send(struct sw_sock *s);
+
+/* getsockopt(TCP_ZEROCOPY_RECEIVE) on s (no lock held; val and len the
+ * program's): 1 with *ret set when the switch answered, 0 when the kernel
+ * is to answer. */
+int sw_zc_receive(struct sw_sock *s, void *val, socklen_t *len, int *ret);
 
 /*
  * One connection put on fd 0, 1 or 2 (dup2, dup3): held rather than given

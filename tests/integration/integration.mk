@@ -12,7 +12,7 @@ ITEST_PROGS := epoll_et epoll_carried plain_idle epoll_oneshot epoll_two_sets ep
 	sock_diff poll_threads intr_diff handler_write busy_reader \
 	stdio_sock orphan_close read_release epoll_add_waiting \
 	fork_close_epoll vfork_close fork_halfclosed fork_threads \
-	fork_silent_peer sendfile_lend zerocopy epoll_et_wake \
+	fork_silent_peer sendfile_lend zerocopy epoll_et_wake zerocopy_rx \
 	fork_sender_close
 ITEST_BINS := $(ITEST_PROGS:%=$(O)/tests/integration/%)
 
