@@ -182,10 +182,14 @@ int sw_close(struct sw_sock *s, int fd)
 {
 	int r;
 
+	bool shared;
+
 	pthread_mutex_lock(&s->lock);
 	s->closed = true;
 	s->orphan_prog_fd = fd;
-	/* a connection kept across fork: others hold it still */
+	/* a connection kept across fork: others hold it still (and read
+	 * the peer's marker from the queue all share) */
+	shared = sw_holders_others(s);
 	sw_holders_leave(s);
 	if (sw_pending(s)) {
 		/* our hello is out: an older server's refusal may be here
@@ -240,7 +244,8 @@ end:
 	 * return taken just now by the step above): the peer's marker is
 	 * the switch's, and must not turn TCP's FIN into a reset
 	 * (fork_sender_close.c) */
-	sw_marker_take(s);
+	if (!shared)
+		sw_marker_take(s);
 	pthread_mutex_unlock(&s->lock);
 	return sdp_sys.close(fd);
 }

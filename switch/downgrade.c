@@ -15,6 +15,7 @@
 #include "credits.h"
 #include "downgrade.h"
 #include "fallback.h"
+#include "holders.h"
 #include "log.h"
 #include "orphan.h"
 #include "reupgrade.h"
@@ -55,7 +56,8 @@ void sw_markers_settle(void)
 		while (!(locked = !pthread_mutex_trylock(&s->lock)) &&
 		       sw_now_ns() < deadline)
 			sw_wait_fd(-1, 0, 1);
-		if (locked && !s->closed) {
+		/* one that another process holds too is its to read */
+		if (locked && !s->closed && !sw_holders_others(s)) {
 			if (s->state == SW_SAN && s->ss.dg_sent && s->ss.cq &&
 			    !s->ss.peer_dead && !s->ss.error) {
 				sw_progress(s);

@@ -366,6 +366,11 @@ void sw_holders_settle(struct sw_sock *s)
 	quiet(s, SDP_FB_CUT);
 }
 
+bool sw_holders_others(struct sw_sock *s)
+{
+	return s->holders && others(s->holders);
+}
+
 bool sw_holders_alone(struct sw_sock *s)
 {
 	struct sw_holders *h = s->holders;

@@ -30,6 +30,9 @@ void sw_holders_settle(struct sw_sock *s);
  * another process, falls back (reason cut). */
 bool sw_holders_alone(struct sw_sock *s);
 
+/* Another live process holds the connection too (nothing changes). */
+bool sw_holders_others(struct sw_sock *s);
+
 /* A connection back on TCP that may be upgraded again (s locked, in a
  * data call): 1 when this process holds it alone (the record is dropped),
  * 0 while others hold it too, -1 when another process used it. */
