@@ -16,31 +16,31 @@
 #define TOTAL (16u << 20)
 #define ROUNDS 4
 
+/* how the sender ends after its last byte */
+static void sender_end(int c, void *arg)
+{
+	int end = *(int *)arg;
+
+	if (end == 1)
+		exit(0);	/* the kernel closes c */
+	if (end == 2)
+		_exit(0);
+	if (end == 3) {
+		close(c);
+		exit(0);
+	}
+	/* 0: close and _exit (tp_fork_sender) */
+}
+
 static void run(int family, int end)
 {
 	static uint8_t buf[1 << 20];
 	size_t got = 0;
 	pid_t kid, k2;
 	ssize_t r;
-	int c, s;
+	int s;
 
-	tp_pair(family, &c, &s);
-	kid = fork();
-	TP_CHECK(kid >= 0, "fork");
-	if (!kid) {
-		close(s);
-		tp_wait_carried(c);
-		tp_send(c, 1, 0, TOTAL);
-		if (end == 1)
-			exit(0);	/* the kernel closes c */
-		if (end == 2)
-			_exit(0);
-		close(c);
-		if (end == 3)
-			exit(0);
-		_exit(0);
-	}
-	close(c);
+	kid = tp_fork_sender(family, &s, TOTAL, sender_end, &end);
 	tp_wait_carried(s);
 	/* the sender fills what the SAN holds, and waits in its send */
 	usleep(50 * 1000);

@@ -103,4 +103,29 @@ static inline long tp_cpu_ms(void)
 	return tp_cpu_ms_of(RUSAGE_SELF);
 }
 
+/* A connected pair whose client end goes to a child: once carried, it
+ * sends n bytes of stream 1, then ends as end(c, arg) says (NULL: close
+ * and _exit). *s is this process's (server) end; returns the child. */
+static inline pid_t tp_fork_sender(int family, int *s, size_t n,
+				   void (*end)(int c, void *arg), void *arg)
+{
+	pid_t kid;
+	int c;
+
+	tp_pair(family, &c, s);
+	kid = fork();
+	TP_CHECK(kid >= 0, "fork");
+	if (!kid) {
+		close(*s);
+		tp_wait_carried(c);
+		tp_send(c, 1, 0, n);
+		if (end)
+			end(c, arg);
+		close(c);
+		_exit(0);
+	}
+	close(c);
+	return kid;
+}
+
 #endif /* TP_STATS_H */

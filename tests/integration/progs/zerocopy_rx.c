@@ -39,20 +39,10 @@ static void run(int family, bool once)
 	const struct sw_conn_stats *st;
 	size_t got = 0, mapped = 0, copied = 0, by_recv = 0;
 	void *map;
-	int c, s;
+	int s;
 	pid_t kid;
 
-	tp_pair(family, &c, &s);
-	kid = fork();
-	TP_CHECK(kid >= 0, "fork");
-	if (!kid) {
-		close(s);
-		tp_wait_carried(c);
-		tp_send(c, 1, 0, TOTAL);
-		close(c);
-		_exit(0);
-	}
-	close(c);
+	kid = tp_fork_sender(family, &s, TOTAL, NULL, NULL);
 	tp_wait_carried(s);
 	/* some of the stream comes on the SAN before the first call */
 	usleep(50 * 1000);
