@@ -180,9 +180,8 @@ bool sw_close_may_keep(struct sw_sock *s)
 
 int sw_close(struct sw_sock *s, int fd)
 {
-	int r;
-
 	bool shared;
+	int r;
 
 	pthread_mutex_lock(&s->lock);
 	s->closed = true;

@@ -240,7 +240,7 @@ void sw_blind_sock(struct sw_sock *s, const char *why)
 void sw_sight_off(struct sw_sock *s, const char *why, enum sw_sight how)
 {
 	bool carried;
-	size_t unread = 0;
+	size_t unread;
 
 	pthread_mutex_lock(&s->lock);
 	if (s->state == SW_LISTENER || s->closed || s->sight_lost) {
@@ -261,8 +261,7 @@ void sw_sight_off(struct sw_sock *s, const char *why, enum sw_sight how)
 	if (how != SW_SIGHT_SEND)
 		sw_hello_fence_sock(s);
 	pthread_mutex_lock(&s->lock);
-	if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
-		unread = s->fork_buf->len - s->fork_buf->off;
+	unread = sw_fork_buf_left(s);
 	if (how != SW_SIGHT_STDIO && s->state != SW_TCP)
 		SW_WARN("fd %d: %s: the peer did not answer the return to TCP: the connection stays on the SAN, where the kernel gives its socket nothing",
 			s->fd, why);
@@ -331,7 +330,7 @@ int sw_zc_receive(struct sw_sock *s, void *val, socklen_t *len, int *ret)
 {
 	uint32_t zero = 0, hint;
 	uint8_t *p = val;
-	size_t held = 0;
+	size_t held;
 	bool tcp;
 
 	if (!val || !len || *len < 16)
@@ -340,8 +339,7 @@ int sw_zc_receive(struct sw_sock *s, void *val, socklen_t *len, int *ret)
 		     SW_SIGHT_ZC_RECV);
 	pthread_mutex_lock(&s->lock);
 	tcp = s->state == SW_TCP;
-	if (s->fork_buf && s->fork_buf->off < s->fork_buf->len)
-		held += s->fork_buf->len - s->fork_buf->off;
+	held = sw_fork_buf_left(s);
 	if (s->prefix_len > s->prefix_off)
 		held += s->prefix_len - s->prefix_off;
 	pthread_mutex_unlock(&s->lock);

@@ -24,7 +24,6 @@
 #include "session_tx.h"
 #include "sock.h"
 #include "util.h"
-#include "wakeup.h"
 #include "wire.h"
 
 /*
@@ -50,12 +49,8 @@ void sw_markers_settle(void)
 	n = sw_sock_list(&v);
 	for (i = 0; i < n; i++) {
 		struct sw_sock *s = v[i];
-		bool locked;
+		bool locked = sw_sock_lock_by(s, deadline);
 
-		/* another thread inside a call on s: waited for, bounded */
-		while (!(locked = !pthread_mutex_trylock(&s->lock)) &&
-		       sw_now_ns() < deadline)
-			sw_wait_fd(-1, 0, 1);
 		/* one that another process holds too is its to read */
 		if (locked && !s->closed && !sw_holders_others(s)) {
 			if (s->state == SW_SAN && s->ss.dg_sent && s->ss.cq &&
@@ -72,16 +67,11 @@ void sw_markers_settle(void)
 	free(v);
 }
 
-static void markers_exit(void)
-{
-	sw_markers_settle();
-}
-
 static void markers_watch(void)
 {
 	if (__atomic_exchange_n(&markers_hooked, true, __ATOMIC_RELAXED))
 		return;
-	atexit(markers_exit);
+	atexit(sw_markers_settle);
 }
 
 int sw_downgrade_start(struct sw_sock *s)

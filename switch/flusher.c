@@ -439,13 +439,8 @@ static void exit_settle(uint64_t deadline)
 	for (i = 0; v && i < n; i++) {
 		struct sw_sock *s = v[i];
 
-		/* a thread of the program may still be inside a call on s
-		 * (exit does not stop the others): wait for it, bounded */
-		while (pthread_mutex_trylock(&s->lock)) {
-			if (sw_now_ns() > deadline)
-				goto next;
-			sw_wait_fd(-1, 0, 1);
-		}
+		if (!sw_sock_lock_by(s, deadline))
+			continue;
 		/* a sendfile's lend, until the peer has taken it */
 		while (!s->closed && s->state == SW_SAN && sw_lend_poll(s) &&
 		       !s->ss.peer_dead && !s->tcp_eof &&
@@ -467,7 +462,6 @@ static void exit_settle(uint64_t deadline)
 		       !s->tcp_eof && sw_now_ns() < deadline)
 			sw_session_wait(s, POLLOUT, deadline);
 		pthread_mutex_unlock(&s->lock);
-next:;
 	}
 	free(v);
 	/* then the connections the program closed: a program that writes

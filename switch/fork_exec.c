@@ -609,7 +609,7 @@ char *sw_exec_hello_skips(void)
 			if (env_add(&env, &len, &cap, item, k) &&
 			    !sdp_sys.fcntl(s->exec_buf_fd, F_SETFD, 0))
 				SW_DBG("fd %d: %zu byte(s) read on the SAN go to the program exec'd",
-				       s->fd, s->fork_buf->len - s->fork_buf->off);
+				       s->fd, sw_fork_buf_left(s));
 		}
 		if (s->prefix_len > s->prefix_off)
 			SW_WARN("fd %d: %zu byte(s) taken while looking for a hello are lost to the program exec'd",

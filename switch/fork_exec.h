@@ -28,6 +28,12 @@ static inline bool sw_fork_buf_unread(const struct sw_sock *s)
 	return s->fork_buf && s->fork_buf->off < s->fork_buf->len;
 }
 
+/* How many (s locked). */
+static inline size_t sw_fork_buf_left(const struct sw_sock *s)
+{
+	return sw_fork_buf_unread(s) ? s->fork_buf->len - s->fork_buf->off : 0;
+}
+
 /* A fork buffer made at fb (map_len bytes mapped), its process-shared lock
  * made, len unread bytes in it (off 0). */
 void sw_fork_buf_init(struct sw_fork_buf *fb, size_t map_len, size_t len);

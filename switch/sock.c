@@ -24,6 +24,7 @@
 #include "ownfd.h"
 #include "sock.h"
 #include "stats.h"
+#include "util.h"
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sw_sock *list_head;
@@ -39,6 +40,16 @@ static bool ref_live(struct sw_sock *s)
 		if (atomic_compare_exchange_weak(&s->refs, &r, r + 1))
 			return true;
 	return false;
+}
+
+bool sw_sock_lock_by(struct sw_sock *s, uint64_t deadline)
+{
+	while (pthread_mutex_trylock(&s->lock)) {
+		if (sw_now_ns() > deadline)
+			return false;
+		sw_wait_fd(-1, 0, 1);
+	}
+	return true;
 }
 
 int sw_sock_list(struct sw_sock ***out)

@@ -437,6 +437,11 @@ static inline bool sw_hello_ahead(const struct sw_sock *s)
 
 /* Every managed socket of the process (fork, exec). */
 int sw_sock_list(struct sw_sock ***out);
+
+/* Locks s at exit, where another thread of the program may still be
+ * inside a call on it (exit does not stop the others): waits for it until
+ * deadline (sw_now_ns); false when s stayed locked. */
+bool sw_sock_lock_by(struct sw_sock *s, uint64_t deadline);
 /* A forked child: the statistics records of sockets the program closed
  * (the parent's orphans, or kept by a reference a while) leave the
  * child's copy of the file. */
