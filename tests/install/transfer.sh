@@ -14,11 +14,15 @@ clean_env_set() {
 	fi
 }
 
-# installed_transfer SDP-RUN SDP-STAT: 8 MiB from a client to a server,
+# installed_transfer SDP-RUN SDP-STAT: 128 MiB from a client to a server,
 # both started by SDP-RUN; the server's statistics, read by SDP-STAT while
-# the connection is open, must show it carried by shm.
+# the connection is open, must show it carried by shm: every byte after the
+# switch point on shm, and at most 64 MiB on TCP before it. The client
+# floods TCP while the upgrade runs; how much reaches TCP first depends on
+# the scheduler (0.2-1.8 MB on an idle machine, 4.4 MB seen in CI), the
+# same bound as the program tests' (tests/programs/run.py, HEAD_MAX).
 installed_transfer() {
-	local run=$1 stat=$2 size=$((8 * 1024 * 1024)) port srv cli ok=0
+	local run=$1 stat=$2 size=$((128 * 1024 * 1024)) port srv cli ok=0
 	clean_env_set
 	head -c $size /dev/urandom >"$work/in"
 	rm -f "$work/out"
@@ -56,7 +60,7 @@ c = [c for c in p["connections"] if c["role"] == "server"][0]
 assert c["state"] == "SAN" and c["provider"] == "shm", c
 rx = c["rx"]
 san = rx["copy"] + rx["rdma_read"] + rx["rdma_write"]
-assert san + rx["tcp"] == size and san >= size // 2, rx
+assert san + rx["tcp"] == size and rx["tcp"] <= 64 << 20, rx
 print("server received", rx)
 PY
 	then
