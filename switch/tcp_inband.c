@@ -244,22 +244,30 @@ ssize_t sw_hello_read(struct sw_sock *s, struct msghdr *msg,
 
 	if (!sw_hello_read_merges(s, flags))
 		return SW_HELLO_OTHER;
-	if (block) {
+	/* looked at first, waited for only when nothing is there: the
+	 * peer's hello mostly came with its first bytes already */
+	n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK | MSG_DONTWAIT);
+	e = errno;
+	if (block && n < 0 && (e == EAGAIN || e == EWOULDBLOCK)) {
 		int r = hello_wait(s, flags);
 
 		if (r)
 			return r;
+		n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK | MSG_DONTWAIT);
+		e = errno;
 	}
-	n = sdp_sys.recv(s->fd, look, hl, MSG_PEEK | MSG_DONTWAIT);
-	e = errno;
 	if (n < 0)
 		return e == EAGAIN || e == EWOULDBLOCK || e == EINTR ? -e :
 								       SW_HELLO_OTHER;
-	if ((size_t)n < hl || memcmp(look, SDP_HELLO_MAGIC, SDP_MAGIC_LEN))
-		return SW_HELLO_OTHER;
 	/* a client takes only an older server's whole refusal; anything
-	 * else is its program's, where it is */
-	if (s->is_client && !sw_hello_is_refusal(look, (size_t)n))
+	 * else is its program's, where it is, and decided on this look as
+	 * sw_upgrade_client_hello_sent's would (not looked at twice) */
+	if (s->is_client && !sw_hello_is_refusal(look, (size_t)n)) {
+		if (n > 0)
+			sw_upgrade_client_spoke_first(s);
+		return SW_HELLO_OTHER;
+	}
+	if ((size_t)n < hl || memcmp(look, SDP_HELLO_MAGIC, SDP_MAGIC_LEN))
 		return SW_HELLO_OTHER;
 	iov[0].iov_base = s->hello_buf;
 	iov[0].iov_len = hl;

@@ -557,7 +557,7 @@ void sw_upgrade_deadline_from(struct sw_sock *s, uint64_t from_ns)
  * the server's on TCP from the first, and the server's provider connection
  * is next.
  */
-static void client_server_spoke_first(struct sw_sock *s)
+void sw_upgrade_client_spoke_first(struct sw_sock *s)
 {
 	SW_DBG("fd %d: the server's program's bytes come first: its parameters come with its connect",
 	       s->fd);
@@ -599,7 +599,7 @@ void sw_upgrade_client_hello_sent(struct sw_sock *s)
 		if (!sw_hello_is_refusal(s->hello_buf, (size_t)n)) {
 			/* the server's program's bytes, left where they
 			 * are */
-			client_server_spoke_first(s);
+			sw_upgrade_client_spoke_first(s);
 			return;
 		}
 		if (sdp_sys.recv(s->fd, s->hello_buf, sizeof(struct sdp_hello),

@@ -84,6 +84,11 @@ void sw_upgrade_server_hello_in(struct sw_sock *s, bool writing);
  * program's bytes, or an older server's refusal. */
 void sw_upgrade_client_hello_sent(struct sw_sock *s);
 
+/* Client, SW_HELLO_SENT with none of the head taken: the server's first
+ * byte, seen, is its program's (no refusal): the upgrade goes on, those
+ * bytes left where they are. */
+void sw_upgrade_client_spoke_first(struct sw_sock *s);
+
 /* Client: our hello just went; the connection waits for the server's
  * provider connect (in line for a turn once its listener is due). */
 void sw_upgrade_client_hello_out(struct sw_sock *s);
