@@ -20,6 +20,8 @@
 #include "buffers.h"
 #include "credits.h"
 #include "flusher.h"
+#include "fork_exec.h"
+#include "downgrade.h"
 #include "fallback.h"
 #include "holders.h"
 #include "log.h"
@@ -265,42 +267,86 @@ void sw_close_gone(struct sw_sock *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* What FIONREAD answers on a TCP fd that the switch reads first: the
+ * bytes a read would return before the kernel's, then the kernel's once
+ * nothing of the switch's (doorbells, the peer's marker or its hello)
+ * can come before them. */
+static uint64_t tcp_readable(struct sw_sock *s)
+{
+	uint64_t n = sw_fork_buf_left(s);
+	int k = 0;
+
+	if ((s->dg_marker && sw_dg_marker_skip(s, false) == -EAGAIN) ||
+	    (s->skip_hello && sw_hello_skip(s, false) == -EAGAIN))
+		return n;
+	if (s->prefix_len > s->prefix_off)
+		n += s->prefix_len - s->prefix_off;
+	if (!sdp_sys.ioctl(s->fd, FIONREAD, &k) && k > 0)
+		n += (uint64_t)k;
+	return n;
+}
+
+/*
+ * FIONREAD: the bytes the program's next reads find, none of the
+ * switch's. Carried: what the SAN delivered (and a fork buffer's);
+ * before the switch point: the peer's TCP bytes up to it, and what
+ * follows it on the SAN once they are all there. False where the kernel
+ * answers alone (plain TCP with nothing held here).
+ */
+static bool readable(struct sw_sock *s, uint64_t *out)
+{
+	uint64_t n;
+	int k = 0;
+
+	if (s->state == SW_TCP) {
+		if (!s->fork_buf && !s->dg_marker && !s->skip_hello &&
+		    !s->prefix_len)
+			return false;
+		*out = tcp_readable(s);
+		return true;
+	}
+	if (s->rx_san) {
+		sw_progress(s);
+		n = s->ss.rx_queued + sw_fork_buf_left(s);
+		if (!n) {
+			/* the peer's DOWNGRADE next: what follows is on
+			 * TCP, and the read would go there now */
+			sw_downgrade_rx_point(s);
+			if (s->state == SW_TCP)
+				n = tcp_readable(s);
+		}
+		*out = n;
+		return true;
+	}
+	if (s->state == SW_HELLO_PENDING)
+		sw_hello_send(s, NULL, 0);
+	if (s->ss.cq)
+		sw_progress(s);
+	if (sw_hello_ahead(s) || sdp_sys.ioctl(s->fd, FIONREAD, &k))
+		k = 0;
+	n = (uint64_t)k;
+	if (s->tcp_rx_limit != SW_NO_LIMIT &&
+	    n >= s->tcp_rx_limit - s->tcp_rx)
+		n = s->tcp_rx_limit - s->tcp_rx + s->ss.rx_queued;
+	*out = n;
+	return true;
+}
+
 int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 {
 	int handled = 0;
+	uint64_t n;
 
 	pthread_mutex_lock(&s->lock);
 	sw_upgrade_advance(s);
-	if (req == FIONREAD && !s->rx_san && s->state != SW_TCP &&
-	    s->state != SW_LISTENER) {
-		/* the peer's TCP bytes up to its switch point, and what
-		 * follows it on the SAN once they are all there */
-		int k = 0;
-		uint64_t n;
-
-		if (s->state == SW_HELLO_PENDING)
-			sw_hello_send(s, NULL, 0);
-		if (s->ss.cq)
-			sw_progress(s);
-		if (sw_hello_ahead(s) ||
-		    sdp_sys.ioctl(s->fd, FIONREAD, &k))
-			k = 0;
-		n = (uint64_t)k;
-		if (s->tcp_rx_limit != SW_NO_LIMIT &&
-		    n >= s->tcp_rx_limit - s->tcp_rx)
-			n = s->tcp_rx_limit - s->tcp_rx + s->ss.rx_queued;
-		*(int *)arg = n > 0x7fffffff ? 0x7fffffff : (int)n;
-		*ret = 0;
-		handled = 1;
-	} else if (s->state == SW_SAN) {
-		if (req == FIONREAD) {
-			sw_progress(s);
-			*(int *)arg = s->ss.rx_queued > 0x7fffffff ?
-					      0x7fffffff :
-					      (int)s->ss.rx_queued;
+	if (req == FIONREAD && s->state != SW_LISTENER) {
+		if (readable(s, &n)) {
+			*(int *)arg = n > 0x7fffffff ? 0x7fffffff : (int)n;
 			*ret = 0;
 			handled = 1;
-		} else if (req == SIOCATMARK) {
+		}
+	} else if (s->state == SW_SAN) {
+		if (req == SIOCATMARK) {
 			*(int *)arg = s->ss.oob_valid && !s->ss.rx_queued;
 			*ret = 0;
 			handled = 1;
@@ -313,13 +359,6 @@ int sw_ioctl(struct sw_sock *s, unsigned long req, void *arg, int *ret)
 			*ret = 0;
 			handled = 1;
 		}
-	} else if (req == FIONREAD && s->prefix_len) {
-		int k = 0;
-
-		sdp_sys.ioctl(s->fd, FIONREAD, &k);
-		*(int *)arg = k + (int)(s->prefix_len - s->prefix_off);
-		*ret = 0;
-		handled = 1;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return handled;

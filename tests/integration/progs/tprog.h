@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -527,6 +528,31 @@ static inline size_t tp_drain(int fd, unsigned int id, size_t off,
 			return got;
 		usleep(1000);
 	}
+}
+
+/* Takes what FIONREAD says fd has, at once (MSG_DONTWAIT), checking the
+ * bytes as stream id from off: the count must be the program's bytes,
+ * all of them there now. Returns the count. */
+static inline size_t tp_take_inq(int fd, unsigned int id, size_t off)
+{
+	char buf[8192];
+	size_t got = 0;
+	ssize_t r;
+	int q = -1;
+
+	TP_CHECK(!ioctl(fd, FIONREAD, &q) && q >= 0, "FIONREAD on fd %d",
+		 fd);
+	while (got < (size_t)q) {
+		size_t k = (size_t)q - got < sizeof(buf) ?
+				   (size_t)q - got : sizeof(buf);
+
+		r = recv(fd, buf, k, MSG_DONTWAIT);
+		TP_CHECK(r > 0, "FIONREAD said %d bytes, %zu were there (%zd)",
+			 q, got, r);
+		tp_verify(id, off + got, buf, (size_t)r);
+		got += (size_t)r;
+	}
+	return got;
 }
 
 #endif /* TPROG_H */
