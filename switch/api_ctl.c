@@ -404,6 +404,50 @@ int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
 	return 1;
 }
 
+/*
+ * Whether TCP_INQ is on is asked of the kernel at the first read that
+ * gives room for control messages (accepted sockets inherit it from their
+ * listener), again after the program sets it. Once it is known to be on,
+ * a read without room gets MSG_CTRUNC, as from the kernel.
+ */
+void sw_inq_cmsg(struct sw_sock *s, struct msghdr *msg)
+{
+	bool fits = msg->msg_control &&
+		    msg->msg_controllen >= CMSG_SPACE(sizeof(int));
+	bool ask = msg->msg_controllen > 0, on;
+	socklen_t len = sizeof(int);
+	struct cmsghdr *c;
+	uint64_t n = 0;
+	int v = 0;
+
+	msg->msg_controllen = 0;
+	pthread_mutex_lock(&s->lock);
+	if (!s->inq_known && ask) {	/* a read with room for it asks */
+		on = !sdp_sys.getsockopt(s->fd, IPPROTO_TCP, TCP_INQ, &v,
+					 &len) && v;
+		__atomic_store_n(&s->inq_on, on, __ATOMIC_RELAXED);
+		s->inq_known = true;
+	}
+	on = s->inq_known && s->inq_on;
+	if (on && fits && !readable(s, &n) &&
+	    sdp_sys.ioctl(s->fd, FIONREAD, &v) == 0)
+		n = v > 0 ? (uint64_t)v : 0;
+	pthread_mutex_unlock(&s->lock);
+	if (!on)
+		return;
+	if (!fits) {
+		msg->msg_flags |= MSG_CTRUNC;	/* as the kernel: no room */
+		return;
+	}
+	v = n > 0x7fffffff ? 0x7fffffff : (int)n;
+	c = (struct cmsghdr *)msg->msg_control;
+	c->cmsg_level = SOL_TCP;
+	c->cmsg_type = TCP_CM_INQ;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &v, sizeof(v));
+	msg->msg_controllen = CMSG_SPACE(sizeof(int));
+}
+
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret)
 {
@@ -411,6 +455,12 @@ int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		/* looked at again at the next MSG_ZEROCOPY send */
 		pthread_mutex_lock(&s->lock);
 		s->zc_off = false;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (level == IPPROTO_TCP && name == TCP_INQ) {
+		pthread_mutex_lock(&s->lock);
+		s->inq_known = false;
+		__atomic_store_n(&s->inq_on, false, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (level == SOL_SOCKET && name == SO_RCVLOWAT &&

@@ -89,13 +89,19 @@ ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 	atomic_fetch_sub(&s->users, 1);
 	if (r >= 0 && !by_kernel) {
 		/* what the kernel answers for a connected TCP socket: no
-		 * address, no ancillary data (the switch delivers none:
-		 * docs/semantics.md), and in msg_flags MSG_CMSG_CLOEXEC as
-		 * asked and MSG_OOB for an urgent byte; the program's buffer
-		 * behind msg_control is left as it was */
+		 * address; of ancillary data only TCP_INQ's (the others
+		 * the switch cannot give: docs/semantics.md); in msg_flags
+		 * MSG_CMSG_CLOEXEC as asked and MSG_OOB for an urgent byte;
+		 * the program's buffer behind msg_control is left as it
+		 * was past what is written */
 		msg->msg_namelen = 0;
-		msg->msg_controllen = 0;
 		msg->msg_flags = flags & (MSG_CMSG_CLOEXEC | MSG_OOB);
+		if (!(flags & MSG_OOB) &&
+		    (msg->msg_controllen ||
+		     __atomic_load_n(&s->inq_on, __ATOMIC_RELAXED)))
+			sw_inq_cmsg(s, msg);
+		else
+			msg->msg_controllen = 0;
 	}
 	return sw_posix(r);
 }

@@ -119,6 +119,10 @@ int sw_getsockopt(struct sw_sock *s, int level, int name, void *val,
 		  socklen_t *len, int *ret);
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret);
+/* After a read the switch answered: TCP_INQ's control message (the bytes
+ * left to read, as FIONREAD counts them) when the program set the option
+ * and gave room for it; msg_controllen is what was written. */
+void sw_inq_cmsg(struct sw_sock *s, struct msghdr *msg);
 /* O_NONBLOCK changed through fcntl(F_SETFL) or ioctl(FIONBIO). */
 void sw_set_nonblock(struct sw_sock *s, bool on);
 

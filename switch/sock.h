@@ -250,6 +250,7 @@ struct sw_sock {
 				 * with MSG_ZEROCOPY: TCP for good (blind.c) */
 	bool zc_off;		/* the kernel said SO_ZEROCOPY is off
 				 * (api_ctl.c, sw_zerocopy_send) */
+	bool inq_known, inq_on;	/* TCP_INQ as the kernel said (sw_inq_cmsg) */
 	bool std_seen;		/* was on fd 0, 1 or 2 (sw_sock_to_std) */
 	bool std_off;		/* and is no longer */
 	bool io_unseen;		/* some of its TCP bytes went past the
