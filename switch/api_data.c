@@ -84,6 +84,11 @@ ssize_t sw_recvmsg(struct sw_sock *s, struct msghdr *msg, int flags)
 	bool by_kernel = false;
 	ssize_t r;
 
+	if (flags & MSG_ERRQUEUE)
+		/* the kernel's error queue (zerocopy completions, transmit
+		 * timestamps, ICMP errors): none of the stream's bytes,
+		 * wherever they come from, may be read in its place */
+		return sdp_sys.recvmsg(s->fd, msg, flags);
 	atomic_fetch_add(&s->users, 1);
 	r = recvmsg_do(s, msg, flags, &by_kernel);
 	atomic_fetch_sub(&s->users, 1);

@@ -6,9 +6,10 @@
  * ioctl FIONREAD/SIOCINQ/SIOCOUTQ, SO_ERROR, SO_RCVTIMEO's timeout,
  * SO_RCVLOWAT, MSG_TRUNC, TCP_INFO, EPOLLONESHOT, EPOLLEXCLUSIVE, poll's
  * and epoll's IN/OUT/RDHUP/HUP after the peer's half-close and with both
- * directions shut, recv after shutdown(SHUT_RD), and select and poll on
- * descriptors above FD_SETSIZE. Differences that cannot be reproduced
- * are in docs/semantics.md, and not compared here.
+ * directions shut, recv after shutdown(SHUT_RD), select and poll on
+ * descriptors above FD_SETSIZE, and MSG_ERRQUEUE with bytes waiting.
+ * Differences that cannot be reproduced are in docs/semantics.md, and not
+ * compared here.
  */
 #include <linux/sockios.h>
 #include <pthread.h>
@@ -318,6 +319,25 @@ int main(int argc, char **argv)
 	same("FIONREAD after MSG_TRUNC", ioc(fds[1], FIONREAD),
 	     ioc(fds[3], FIONREAD));
 	same("recv the rest", RES((int)recv(fds[1], b, sizeof(b), 0)),
+	     RES((int)recv(fds[3], b, sizeof(b), 0)));
+
+	/* MSG_ERRQUEUE reads the kernel's error queue (empty: EAGAIN),
+	 * never the stream's bytes, which stay for the next read */
+	feed(200);
+	for (i = 1; i < 4; i += 2) {
+		char ctl[128];
+		struct iovec v = { b, sizeof(b) };
+		struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1,
+				    .msg_control = ctl,
+				    .msg_controllen = sizeof(ctl) };
+
+		lres[i / 2] = RES((int)recvmsg(fds[i], &m,
+					       MSG_ERRQUEUE | MSG_DONTWAIT));
+	}
+	same("recvmsg MSG_ERRQUEUE with bytes waiting", lres[0], lres[1]);
+	same("FIONREAD after MSG_ERRQUEUE", ioc(fds[1], FIONREAD),
+	     ioc(fds[3], FIONREAD));
+	same("recv after MSG_ERRQUEUE", RES((int)recv(fds[1], b, sizeof(b), 0)),
 	     RES((int)recv(fds[3], b, sizeof(b), 0)));
 
 	/* EPOLLONESHOT: one report, then none until EPOLL_CTL_MOD */
