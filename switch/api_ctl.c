@@ -448,9 +448,44 @@ void sw_inq_cmsg(struct sw_sock *s, struct msghdr *msg)
 	msg->msg_controllen = CMSG_SPACE(sizeof(int));
 }
 
+/*
+ * TCP_ULP ("tls": kernel TLS) makes the kernel transform every byte the
+ * program writes and reads on the TCP socket. Where the switch carries the
+ * connection, or may still (an upgrade under way, bytes of the switch's
+ * still to come in the kernel's queue or held here), those bytes would
+ * pass the kernel by, or the kernel would parse the switch's as records:
+ * the option is refused as by a kernel without the module (ENOENT), and
+ * the program keeps its TLS in user space (OpenSSL does). On a connection
+ * that is plain TCP for good it goes to the kernel, and the connection is
+ * never upgraded again. True when refused.
+ */
+static bool ulp_refused(struct sw_sock *s)
+{
+	bool plain;
+
+	pthread_mutex_lock(&s->lock);
+	plain = s->state == SW_LISTENER ||	/* the kernel's answer */
+		(s->state == SW_TCP && !s->dg_marker && !s->skip_hello &&
+		 s->prefix_off >= s->prefix_len && !sw_fork_buf_left(s));
+	if (plain) {
+		s->reup_never = true;
+		s->reup = false;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!plain)
+		SW_INFO("fd %d: TCP_ULP refused (ENOENT): the switch carries the connection; the program's TLS stays in user space",
+			s->fd);
+	return !plain;
+}
+
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret)
 {
+	if (level == IPPROTO_TCP && name == TCP_ULP && ulp_refused(s)) {
+		errno = ENOENT;
+		*ret = -1;
+		return 1;
+	}
 	if (level == SOL_SOCKET && name == SO_ZEROCOPY) {
 		/* looked at again at the next MSG_ZEROCOPY send */
 		pthread_mutex_lock(&s->lock);

@@ -9,6 +9,7 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include "stats.h"
 #include "tprog.h"
 
@@ -42,9 +43,20 @@ static inline const struct sw_conn_stats *tp_conn_stats(int fd)
 			return NULL;
 		}
 	}
-	for (i = 0; i < ps->nslots && i < SW_STATS_SLOTS; i++)
-		if (ps->conn[i].in_use && ps->conn[i].fd == fd)
-			return &ps->conn[i];
+	for (i = 0; i < ps->nslots && i < SW_STATS_SLOTS; i++) {
+		const struct sw_conn_stats *c = &ps->conn[i];
+		struct stat sb;
+
+		if (!c->in_use || c->fd != fd)
+			continue;
+		/* a TCP-only connection's record outlives its close until
+		 * the switch sweeps it: the socket must still be fd's (as
+		 * sdp-stat checks) */
+		if ((c->flags & SW_CONN_TCP_ONLY) &&
+		    (fstat(fd, &sb) || (uint64_t)sb.st_ino != c->sock_ino))
+			continue;
+		return c;
+	}
 	return NULL;
 }
 
