@@ -449,22 +449,29 @@ void sw_inq_cmsg(struct sw_sock *s, struct msghdr *msg)
 }
 
 /*
- * TCP_ULP ("tls": kernel TLS) makes the kernel transform every byte the
- * program writes and reads on the TCP socket. Where the switch carries the
- * connection, or may still (an upgrade under way, bytes of the switch's
- * still to come in the kernel's queue or held here), those bytes would
- * pass the kernel by, or the kernel would parse the switch's as records:
- * the option is refused as by a kernel without the module (ENOENT), and
- * the program keeps its TLS in user space (OpenSSL does). On a connection
- * that is plain TCP for good it goes to the kernel, and the connection is
- * never upgraded again. True when refused.
+ * Options whose effect is on the bytes in the TCP socket itself:
+ * TCP_ULP ("tls": the kernel encrypts what the program writes and decrypts
+ * what it reads) and SO_PEEK_OFF (MSG_PEEK reads on from an offset the
+ * kernel keeps). Where the switch carries the connection, or may still
+ * (an upgrade under way, bytes of the switch's still to come in the
+ * kernel's queue or held here), the program's bytes pass the kernel by,
+ * and the kernel would take the switch's own for the program's: the
+ * option is refused as by a kernel without it (TCP_ULP: ENOENT, no
+ * module; SO_PEEK_OFF: EOPNOTSUPP, before Linux 6.10), and the program
+ * does without (OpenSSL keeps TLS in user space). On a connection that
+ * is plain TCP for good it goes to the kernel, and the connection is
+ * never upgraded again. inherited: the accepted connections of a listener
+ * take the option from it (SO_PEEK_OFF), so a listener the switch serves
+ * refuses it too; TCP_ULP the kernel refuses on a listener itself. True
+ * when refused.
  */
-static bool ulp_refused(struct sw_sock *s)
+static bool kernel_only_refused(struct sw_sock *s, const char *what,
+				bool inherited)
 {
 	bool plain;
 
 	pthread_mutex_lock(&s->lock);
-	plain = s->state == SW_LISTENER ||	/* the kernel's answer */
+	plain = (s->state == SW_LISTENER && !inherited) ||
 		(s->state == SW_TCP && !s->dg_marker && !s->skip_hello &&
 		 s->prefix_off >= s->prefix_len && !sw_fork_buf_left(s));
 	if (plain) {
@@ -473,16 +480,24 @@ static bool ulp_refused(struct sw_sock *s)
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!plain)
-		SW_INFO("fd %d: TCP_ULP refused (ENOENT): the switch carries the connection; the program's TLS stays in user space",
-			s->fd);
+		SW_INFO("fd %d: %s refused: the switch carries the connection, and the kernel would not see its bytes",
+			s->fd, what);
 	return !plain;
 }
 
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret)
 {
-	if (level == IPPROTO_TCP && name == TCP_ULP && ulp_refused(s)) {
+	if (level == IPPROTO_TCP && name == TCP_ULP &&
+	    kernel_only_refused(s, "TCP_ULP (kernel TLS)", false)) {
 		errno = ENOENT;
+		*ret = -1;
+		return 1;
+	}
+	if (level == SOL_SOCKET && name == SO_PEEK_OFF && len >= sizeof(int) &&
+	    *(const int *)val >= 0 &&
+	    kernel_only_refused(s, "SO_PEEK_OFF", true)) {
+		errno = EOPNOTSUPP;
 		*ret = -1;
 		return 1;
 	}

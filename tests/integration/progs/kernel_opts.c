@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * tcp_ulp.c - TCP_ULP (kernel TLS: the kernel encrypts what the program
- * writes and decrypts what it reads) cannot hold on a carried connection,
- * whose bytes pass the kernel by: the switch refuses the option there as a
- * kernel without the module does (ENOENT), and the connection goes on
- * carried, every byte in order. On a connection that is plain TCP for good
- * (its server has no switch) the option goes to the kernel, whose answer
- * the program gets. The ULP asked for is "mptcp", which this kernel knows
- * and refuses from user space with EOPNOTSUPP: so the two answers differ
- * on any kernel, with or without the tls module.
+ * kernel_opts.c - options whose effect is on the bytes in the TCP socket
+ * itself cannot hold on a carried connection, whose bytes pass the kernel
+ * by: TCP_ULP (kernel TLS: the kernel encrypts what the program writes and
+ * decrypts what it reads) and SO_PEEK_OFF (MSG_PEEK goes on from an offset
+ * the kernel keeps; accepted sockets inherit it from their listener). The
+ * switch refuses them there as a kernel without them does (TCP_ULP:
+ * ENOENT; SO_PEEK_OFF: EOPNOTSUPP), and the connection goes on carried,
+ * every byte in order. On a connection that is plain TCP for good (its
+ * server has no switch) they go to the kernel, whose answer the program
+ * gets. The ULP asked for is "mptcp", which this kernel knows and refuses
+ * from user space with EOPNOTSUPP: so the two answers differ on any
+ * kernel, with or without the tls module.
  */
 #include <sys/syscall.h>
 #include "tp_stats.h"
@@ -35,7 +38,7 @@ int main(int argc, char **argv)
 	int c, s, l, r, e;
 
 	family = argc > 1 ? AF_INET6 : AF_INET;
-	tp_start("tcp_ulp", 30);
+	tp_start("kernel_opts", 30);
 
 	/* a server without the switch: TCP for good, the kernel answers */
 	l = tp_raw_listener(family, 4, &ss, &len);
@@ -66,6 +69,22 @@ int main(int argc, char **argv)
 	TP_CHECK(r == -1 && e == EOPNOTSUPP,
 		 "TCP_ULP on a plain connection: %d, errno %d (the kernel says EOPNOTSUPP)",
 		 r, e);
+	/* SO_PEEK_OFF: the kernel's, each peek going on from the last */
+	{
+		char p[6];
+		int off = 0;
+
+		TP_CHECK(!setsockopt(c, SOL_SOCKET, SO_PEEK_OFF, &off,
+				     sizeof(off)),
+			 "SO_PEEK_OFF on a plain connection");
+		TP_CHECK(syscall(SYS_sendto, s, "abcdef", 6, 0, NULL, 0) == 6,
+			 "raw send");
+		TP_CHECK(recv(c, p, 3, MSG_PEEK | MSG_WAITALL) == 3 &&
+			 recv(c, p + 3, 3, MSG_PEEK | MSG_WAITALL) == 3 &&
+			 !memcmp(p, "abcdef", 6),
+			 "peeks with SO_PEEK_OFF on a plain connection: %.6s",
+			 p);
+	}
 	close(c);
 	syscall(SYS_close, s);
 	syscall(SYS_close, l);
@@ -83,6 +102,25 @@ int main(int argc, char **argv)
 	r = setsockopt(s, IPPROTO_TCP, TCP_ULP, "tls", 3);
 	TP_CHECK(r == -1 && errno == ENOENT,
 		 "TCP_ULP on the carried server end: %d", r);
+	{
+		int off = 0;
+		char p[6];
+
+		r = setsockopt(s, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+		TP_CHECK(r == -1 && errno == EOPNOTSUPP,
+			 "SO_PEEK_OFF on a carried connection: %d", r);
+		tp_send(c, 9, 0, 6);
+		TP_CHECK(recv(s, p, 3, MSG_PEEK | MSG_WAITALL) == 3 &&
+			 recv(s, p + 3, 3, MSG_PEEK | MSG_WAITALL) == 3 &&
+			 !memcmp(p, p + 3, 3),
+			 "two peeks without an offset differ");
+		tp_recv(s, 9, 0, 6);
+		l = tp_listener(family, 4, &ss, &len);
+		r = setsockopt(l, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+		TP_CHECK(r == -1 && errno == EOPNOTSUPP,
+			 "SO_PEEK_OFF on a listener the switch serves: %d", r);
+		close(l);
+	}
 	exchange(c, s, 3);
 	st = tp_conn_stats(c);
 	TP_CHECK(st && st->state == TP_STATE_SAN,
