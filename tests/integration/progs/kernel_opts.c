@@ -22,6 +22,20 @@
 
 static int family;
 
+/* setsockopt(fd, level, name) must answer want: 0, or the errno of a
+ * failure. */
+static void opt_answer(int fd, int level, int name, const void *val,
+		       socklen_t len, int want, const char *what)
+{
+	int r, e;
+
+	errno = 0;
+	r = setsockopt(fd, level, name, val, len);
+	e = r ? errno : 0;
+	TP_CHECK(e == want && (r == 0) == (want == 0),
+		 "%s: %d, errno %d (want %d)", what, r, e, want);
+}
+
 static void exchange(int c, int s, unsigned int id)
 {
 	tp_send(c, id, 0, 40000);
@@ -35,7 +49,7 @@ int main(int argc, char **argv)
 	const struct sw_conn_stats *st;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int c, s, l, r, e;
+	int c, s, l, off = 0;
 
 	family = argc > 1 ? AF_INET6 : AF_INET;
 	tp_start("kernel_opts", 30);
@@ -63,20 +77,15 @@ int main(int argc, char **argv)
 	TP_CHECK(st && st->state == SW_TCP,
 		 "a connection to a server without the switch is not TCP (state %d)",
 		 st ? (int)st->state : -1);
-	errno = 0;
-	r = setsockopt(c, IPPROTO_TCP, TCP_ULP, "mptcp", 5);
-	e = errno;
-	TP_CHECK(r == -1 && e == EOPNOTSUPP,
-		 "TCP_ULP on a plain connection: %d, errno %d (the kernel says EOPNOTSUPP)",
-		 r, e);
+	/* the kernel's answer */
+	opt_answer(c, IPPROTO_TCP, TCP_ULP, "mptcp", 5, EOPNOTSUPP,
+		   "TCP_ULP on a plain connection");
 	/* SO_PEEK_OFF: the kernel's, each peek going on from the last */
 	{
 		char p[6];
-		int off = 0;
 
-		TP_CHECK(!setsockopt(c, SOL_SOCKET, SO_PEEK_OFF, &off,
-				     sizeof(off)),
-			 "SO_PEEK_OFF on a plain connection");
+		opt_answer(c, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off), 0,
+			   "SO_PEEK_OFF on a plain connection");
 		TP_CHECK(syscall(SYS_sendto, s, "abcdef", 6, 0, NULL, 0) == 6,
 			 "raw send");
 		TP_CHECK(recv(c, p, 3, MSG_PEEK | MSG_WAITALL) == 3 &&
@@ -93,22 +102,15 @@ int main(int argc, char **argv)
 	tp_pair(family, &c, &s);
 	tp_carry_both(c, s);
 	exchange(c, s, 1);
-	errno = 0;
-	r = setsockopt(c, IPPROTO_TCP, TCP_ULP, "mptcp", 5);
-	e = errno;
-	TP_CHECK(r == -1 && e == ENOENT,
-		 "TCP_ULP on a carried connection: %d, errno %d (want ENOENT)",
-		 r, e);
-	r = setsockopt(s, IPPROTO_TCP, TCP_ULP, "tls", 3);
-	TP_CHECK(r == -1 && errno == ENOENT,
-		 "TCP_ULP on the carried server end: %d", r);
+	opt_answer(c, IPPROTO_TCP, TCP_ULP, "mptcp", 5, ENOENT,
+		   "TCP_ULP on a carried connection");
+	opt_answer(s, IPPROTO_TCP, TCP_ULP, "tls", 3, ENOENT,
+		   "TCP_ULP on the carried server end");
 	{
-		int off = 0;
 		char p[6];
 
-		r = setsockopt(s, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
-		TP_CHECK(r == -1 && errno == EOPNOTSUPP,
-			 "SO_PEEK_OFF on a carried connection: %d", r);
+		opt_answer(s, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off),
+			   EOPNOTSUPP, "SO_PEEK_OFF on a carried connection");
 		tp_send(c, 9, 0, 6);
 		TP_CHECK(recv(s, p, 3, MSG_PEEK | MSG_WAITALL) == 3 &&
 			 recv(s, p + 3, 3, MSG_PEEK | MSG_WAITALL) == 3 &&
@@ -116,9 +118,8 @@ int main(int argc, char **argv)
 			 "two peeks without an offset differ");
 		tp_recv(s, 9, 0, 6);
 		l = tp_listener(family, 4, &ss, &len);
-		r = setsockopt(l, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
-		TP_CHECK(r == -1 && errno == EOPNOTSUPP,
-			 "SO_PEEK_OFF on a listener the switch serves: %d", r);
+		opt_answer(l, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off),
+			   EOPNOTSUPP, "SO_PEEK_OFF on a listener the switch serves");
 		close(l);
 	}
 	exchange(c, s, 3);
