@@ -629,11 +629,18 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *val,
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
-	struct sw_sock *s = shim_on() ? fdt_get(fd) : NULL;
+	bool on = shim_on();
+	struct sw_sock *s = on ? fdt_get(fd) : NULL;
 	int ret;
 
-	if (!s)
-		return REAL(setsockopt)(fd, level, name, val, len);
+	if (!s) {
+		ret = REAL(setsockopt)(fd, level, name, val, len);
+		/* before connect, or on a listener the switch does not
+		 * serve: the connections it makes look (sw_ts_tx_new) */
+		if (on && !ret)
+			sw_ts_tx_option(level, name, val, len);
+		return ret;
+	}
 	shim_enter();
 	if (!sw_setsockopt(s, level, name, val, len, &ret))
 		ret = REAL(setsockopt)(fd, level, name, val, len);

@@ -488,6 +488,13 @@ static bool kernel_only_refused(struct sw_sock *s, const char *what,
 int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 		  socklen_t len, int *ret)
 {
+	if (sw_ts_tx_option(level, name, val, len)) {
+		/* off the SAN first, so that the kernel numbers from the
+		 * program's next byte, the switch's marker before it */
+		sw_ts_tx_sock(s);
+		*ret = sdp_sys.setsockopt(s->fd, level, name, val, len);
+		return 1;
+	}
 	if (level == IPPROTO_TCP && name == TCP_ULP &&
 	    kernel_only_refused(s, "TCP_ULP (kernel TLS)", false)) {
 		errno = ENOENT;

@@ -482,6 +482,8 @@ ssize_t sw_sendmsg(struct sw_sock *s, const struct msghdr *msg, int flags)
 
 	if (flags & MSG_ZEROCOPY)
 		sw_zerocopy_send(s);
+	if (msg->msg_controllen)
+		sw_ts_tx_send(s, msg);
 	atomic_fetch_add(&s->users, 1);
 	r = sendmsg_do(s, msg, flags);
 	atomic_fetch_sub(&s->users, 1);

@@ -8,6 +8,7 @@
  * (MSG_ZEROCOPY's completions).
  */
 #include <dirent.h>
+#include <linux/net_tstamp.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -360,6 +361,73 @@ int sw_zc_receive(struct sw_sock *s, void *val, socklen_t *len, int *ret)
 		memcpy(p + 56, &zero, 4);
 	*ret = 0;
 	return 1;
+}
+
+/*
+ * Transmit timestamps (SO_TIMESTAMPING with a SOF_TIMESTAMPING_TX_* flag,
+ * on the socket or per send in a control message) come on the kernel's
+ * error queue for the bytes its TCP sends, numbered by their offset in
+ * the stream: a carried connection's bytes get none (only the doorbells
+ * do, at their own offsets), and a program that waits for the stamp of
+ * its last byte waits for ever. Such a connection is left to TCP before
+ * the option takes effect, as for MSG_ZEROCOPY. Accepted sockets inherit
+ * the option from their listener, and one set before connect is on the
+ * socket before the switch knows it: once the process asked for transmit
+ * timestamps anywhere, each new connection asks the kernel (one call).
+ */
+static bool ts_tx_seen;
+
+static bool ts_tx_flags(int flags)
+{
+	return flags & SOF_TIMESTAMPING_TX_RECORD_MASK;
+}
+
+bool sw_ts_tx_option(int level, int name, const void *val, socklen_t len)
+{
+	if (level != SOL_SOCKET ||
+	    (name != SO_TIMESTAMPING_OLD && name != SO_TIMESTAMPING_NEW) ||
+	    !val || len < sizeof(int) || !ts_tx_flags(*(const int *)val))
+		return false;
+	__atomic_store_n(&ts_tx_seen, true, __ATOMIC_RELAXED);
+	return true;
+}
+
+static const char ts_why[] =
+	"SO_TIMESTAMPING transmit timestamps (they come from the kernel's TCP)";
+
+void sw_ts_tx_sock(struct sw_sock *s)
+{
+	sw_sight_off(s, ts_why, SW_SIGHT_SEND);
+}
+
+void sw_ts_tx_new(struct sw_sock *s)
+{
+	socklen_t len = sizeof(int);
+	int fd, v = 0;
+
+	if (!__atomic_load_n(&ts_tx_seen, __ATOMIC_RELAXED))
+		return;
+	fd = __atomic_load_n(&s->fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0 &&
+	    !sdp_sys.getsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING_OLD, &v,
+				&len) && ts_tx_flags(v))
+		sw_sight_off(s, ts_why, SW_SIGHT_SEND);
+}
+
+void sw_ts_tx_send(struct sw_sock *s, const struct msghdr *msg)
+{
+	struct cmsghdr *c;
+
+	if (!msg->msg_control || msg->msg_controllen < sizeof(*c))
+		return;
+	for (c = CMSG_FIRSTHDR((struct msghdr *)msg); c;
+	     c = CMSG_NXTHDR((struct msghdr *)msg, c))
+		if (c->cmsg_len >= CMSG_LEN(sizeof(int)) &&
+		    sw_ts_tx_option(c->cmsg_level, c->cmsg_type,
+				    CMSG_DATA(c), sizeof(int))) {
+			sw_sight_off(s, ts_why, SW_SIGHT_SEND);
+			return;
+		}
 }
 
 static bool fd_is_ring(int dfd, const char *name)

@@ -46,9 +46,9 @@ void sw_blind_sock(struct sw_sock *s, const char *why);
 /*
  * The same for a connection whose program asks for what only the
  * kernel's socket gives. how: SW_SIGHT_STDIO (sw_blind_sock); SW_SIGHT_SEND
- * (MSG_ZEROCOPY: the completions of its sends come on the kernel's error
- * queue; its reads still pass the wrappers, which drop the peer's hello,
- * so no fence); SW_SIGHT_ZC_RECV (TCP_ZEROCOPY_RECEIVE: its reads map or
+ * (MSG_ZEROCOPY, transmit timestamps: the completions or stamps of its
+ * sends come on the kernel's error queue; its reads still pass the
+ * wrappers, which drop the peer's hello, so no fence); SW_SIGHT_ZC_RECV (TCP_ZEROCOPY_RECEIVE: its reads map or
  * copy the kernel's queue past the switch: fenced as for stdio, and the
  * bytes that came on the SAN are left to recv, sw_getsockopt).
  */
@@ -62,6 +62,23 @@ void sw_sight_off(struct sw_sock *s, const char *why, enum sw_sight how);
  * completes it.
  */
 void sw_zerocopy_send(struct sw_sock *s);
+
+/*
+ * Transmit timestamps (SO_TIMESTAMPING with a TX flag): the kernel stamps
+ * the bytes its TCP sends, which a carried connection's are not, so such
+ * a connection leaves the SAN for good (sw_sight_off) before the option
+ * acts. sw_ts_tx_option: is this setsockopt (or a send's control message)
+ * a request for them? Notes that the process asked. sw_ts_tx_sock: s (no
+ * lock held) leaves the SAN. sw_ts_tx_new: a connection just made or
+ * accepted, in a process that asked anywhere: asks the kernel whether it
+ * has them on (inherited from its listener, set before connect) and
+ * leaves the SAN if so. sw_ts_tx_send: a send whose control messages ask
+ * for them.
+ */
+bool sw_ts_tx_option(int level, int name, const void *val, socklen_t len);
+void sw_ts_tx_sock(struct sw_sock *s);
+void sw_ts_tx_new(struct sw_sock *s);
+void sw_ts_tx_send(struct sw_sock *s, const struct msghdr *msg);
 
 /* getsockopt(TCP_ZEROCOPY_RECEIVE) on s (no lock held; val and len the
  * program's): 1 with *ret set when the switch answered, 0 when the kernel

@@ -225,6 +225,8 @@ int sw_connect(int fd, int family, const struct sockaddr *addr, socklen_t len,
 	/* no waiting, and no hello yet: it goes with the program's first
 	 * bytes, or when the program first reads */
 	s->state = cr ? SW_CONNECTING : SW_HELLO_PENDING;
+	/* transmit timestamps asked for before connect: TCP's own */
+	sw_ts_tx_new(s);
 	*out = s;
 	errno = e;
 	return cr;

@@ -205,6 +205,8 @@ int sw_accept(struct sw_sock *ls, struct sockaddr *addr, socklen_t *addrlen,
 		errno = saved;
 		return fd;
 	}
+	/* transmit timestamps inherited from the listener: TCP's own */
+	sw_ts_tx_new(s);
 	*out = s;
 	errno = saved;
 	return fd;

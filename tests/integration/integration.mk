@@ -13,7 +13,7 @@ ITEST_PROGS := epoll_et epoll_carried plain_idle epoll_oneshot epoll_two_sets ep
 	stdio_sock orphan_close read_release epoll_add_waiting \
 	fork_close_epoll vfork_close fork_halfclosed fork_threads \
 	fork_silent_peer sendfile_lend zerocopy epoll_et_wake zerocopy_rx \
-	fork_sender_close tcp_inq kernel_opts
+	fork_sender_close tcp_inq kernel_opts tx_tstamp
 ITEST_BINS := $(ITEST_PROGS:%=$(O)/tests/integration/%)
 
 $(O)/tests/integration/%: $(O)/obj/tests/integration/progs/%.o
