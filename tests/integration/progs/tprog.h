@@ -454,6 +454,46 @@ static inline pid_t tp_fork_server(int family, const char *name,
 	return pid;
 }
 
+/* A connection between this process (the server) and a child (the
+ * client), one end sending: ready(fd), if given, runs on the sender's
+ * socket before the connection exists (the listener when the server
+ * sends, the client's socket before connect when the client does); then
+ * send(fd) runs on the sender's end and recv(fd) on the other's. */
+typedef void tp_fd_fn(int fd);
+static inline void tp_sender_pair(int family, bool client_sends,
+				  tp_fd_fn *ready, tp_fd_fn *send,
+				  tp_fd_fn *recv)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int l, s, c;
+	pid_t kid;
+
+	l = tp_listener(family, 4, &ss, &len);
+	if (!client_sends && ready)
+		ready(l);
+	kid = fork();
+	TP_CHECK(kid >= 0, "fork");
+	if (!kid) {
+		close(l);
+		c = socket(family, SOCK_STREAM, 0);
+		TP_CHECK(c >= 0, "socket");
+		if (client_sends && ready)
+			ready(c);
+		TP_CHECK(!connect(c, (struct sockaddr *)&ss, len), "connect");
+		(client_sends ? send : recv)(c);
+		close(c);
+		_exit(0);
+	}
+	s = accept(l, NULL, NULL);
+	TP_CHECK(s >= 0, "accept");
+	close(l);
+	(client_sends ? recv : send)(s);
+	close(s);
+	tp_reap(kid, client_sends ? "the sender failed" :
+				    "the receiver failed");
+}
+
 /* Forks a client process, named NAME, that runs client(ss, len, family, i)
  * for i = 0 .. rounds - 1 against the listener l (which it closes) and
  * exits; returns its pid. */

@@ -134,42 +134,29 @@ static void receive(int c)
 	TP_CHECK(recv(c, &b, 1, 0) == 0, "no end after the bytes");
 }
 
-/* The accepted end sends (the option on it, carried, or from the
- * listener). */
-static void run_server(enum where w)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int l, s, c;
-	pid_t kid;
+static enum where mode;
 
-	l = tp_listener(family, 4, &ss, &len);
-	if (w == W_LISTENER)
+static void listener_opt(int l)
+{
+	if (mode == W_LISTENER)
 		opt_on(l, false, "on the listener");
-	kid = fork();
-	TP_CHECK(kid >= 0, "fork");
-	if (!kid) {
-		close(l);
-		c = tp_connect(&ss, len);
-		tp_send(c, 2, 0, 100);
-		receive(c);
-		close(c);
-		_exit(0);
-	}
-	s = accept(l, NULL, NULL);
-	TP_CHECK(s >= 0, "accept");
-	close(l);
+}
+
+/* The accepted end sends: the option on it, carried, from the listener,
+ * or in each send. */
+static void server_send(int s)
+{
+	const struct sw_conn_stats *st;
+	int v = SOF_TIMESTAMPING_SOFTWARE;
+
 	tp_recv(s, 2, 0, 100);
-	if (w == W_CARRIED) {
+	if (mode == W_CARRIED) {
 		tp_wait_carried(s);
 		opt_on(s, true, "on a carried connection");
 	}
-	if (w == W_PER_SEND) {
+	if (mode == W_PER_SEND) {
 		/* reporting on, no transmit flag: the connection stays
 		 * carried until a send asks for its stamps */
-		int v = SOF_TIMESTAMPING_SOFTWARE;
-		const struct sw_conn_stats *st;
-
 		tp_wait_carried(s);
 		TP_CHECK(!setsockopt(s, SOL_SOCKET, SO_TIMESTAMPING, &v,
 				     sizeof(v)), "SO_TIMESTAMPING reporting");
@@ -178,38 +165,30 @@ static void run_server(enum where w)
 			 "connection off the SAN (state %d)",
 			 st ? (int)st->state : -1);
 	}
-	ts_send(s, w == W_CARRIED, w == W_PER_SEND);
-	close(s);
-	tp_reap(kid, "the receiver failed");
+	ts_send(s, mode == W_CARRIED, mode == W_PER_SEND);
+}
+
+static void client_recv(int c)
+{
+	tp_send(c, 2, 0, 100);
+	receive(c);
+}
+
+static void run_server(enum where w)
+{
+	mode = w;
+	tp_sender_pair(family, false, listener_opt, server_send, client_recv);
 }
 
 /* The option set before connect: the sender is the client. */
-static void run_client(void)
+static void client_opt(int c)
 {
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int l, s, c;
-	pid_t kid;
+	opt_on(c, false, "before connect");
+}
 
-	l = tp_listener(family, 4, &ss, &len);
-	kid = fork();
-	TP_CHECK(kid >= 0, "fork");
-	if (!kid) {
-		close(l);
-		c = socket(family, SOCK_STREAM, 0);
-		TP_CHECK(c >= 0, "socket");
-		opt_on(c, false, "before connect");
-		TP_CHECK(!connect(c, (struct sockaddr *)&ss, len), "connect");
-		ts_send(c, false, false);
-		close(c);
-		_exit(0);
-	}
-	s = accept(l, NULL, NULL);
-	TP_CHECK(s >= 0, "accept");
-	close(l);
-	receive(s);
-	close(s);
-	tp_reap(kid, "the sender failed");
+static void client_send(int c)
+{
+	ts_send(c, false, false);
 }
 
 int main(int argc, char **argv)
@@ -217,7 +196,7 @@ int main(int argc, char **argv)
 	family = argc > 1 ? AF_INET6 : AF_INET;
 	tp_start("tx_tstamp", 40);
 	run_server(W_CARRIED);
-	run_client();
+	tp_sender_pair(family, true, client_opt, client_send, receive);
 	run_server(W_LISTENER);
 	run_server(W_PER_SEND);
 	tp_pass();

@@ -84,33 +84,25 @@ static void zc_send(int c)
 		 st ? (int)st->state : -1);
 }
 
-static void run(enum where w)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	const struct sw_conn_stats *st;
-	int l, s, c, one = 1;
-	pid_t kid;
+static enum where mode;
 
-	l = tp_listener(family, 4, &ss, &len);
-	if (w == W_LISTENER)
+static void listener_opt(int l)
+{
+	int one = 1;
+
+	if (mode == W_LISTENER)
 		TP_CHECK(!setsockopt(l, SOL_SOCKET, SO_ZEROCOPY, &one,
 				     sizeof(one)), "SO_ZEROCOPY on the listener");
-	kid = fork();
-	TP_CHECK(kid >= 0, "fork");
-	if (!kid) {
-		/* the receiver: a client with the switch, reading as usual */
-		close(l);
-		c = tp_connect(&ss, len);
-		tp_send(c, 2, 0, 100);
-		tp_recv(c, 1, 0, (size_t)NCHUNK * CHUNK);
-		close(c);
-		_exit(0);
-	}
-	s = accept(l, NULL, NULL);
-	TP_CHECK(s >= 0, "accept");
-	close(l);
-	if (w == W_CARRIED) {
+}
+
+/* the server sends: the option on its carried connection, or from the
+ * listener */
+static void server_send(int s)
+{
+	const struct sw_conn_stats *st;
+	int one = 1;
+
+	if (mode == W_CARRIED) {
 		tp_wait_carried(s);
 		TP_CHECK(!setsockopt(s, SOL_SOCKET, SO_ZEROCOPY, &one,
 				     sizeof(one)), "SO_ZEROCOPY");
@@ -121,40 +113,40 @@ static void run(enum where w)
 	}
 	tp_recv(s, 2, 0, 100);
 	zc_send(s);
-	close(s);
-	tp_reap(kid, "the receiver failed");
+}
+
+/* the receiver: a client with the switch, reading as usual */
+static void client_recv(int c)
+{
+	tp_send(c, 2, 0, 100);
+	tp_recv(c, 1, 0, (size_t)NCHUNK * CHUNK);
+}
+
+static void run(enum where w)
+{
+	mode = w;
+	tp_sender_pair(family, false, listener_opt, server_send, client_recv);
 }
 
 /* The option set before connect: the sender is the client. */
-static void run_client(void)
+static void client_opt(int c)
 {
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int l, s, c, one = 1;
-	pid_t kid;
+	int one = 1;
 
-	l = tp_listener(family, 4, &ss, &len);
-	kid = fork();
-	TP_CHECK(kid >= 0, "fork");
-	if (!kid) {
-		c = socket(family, SOCK_STREAM, 0);
-		TP_CHECK(c >= 0, "socket");
-		TP_CHECK(!setsockopt(c, SOL_SOCKET, SO_ZEROCOPY, &one,
-				     sizeof(one)), "SO_ZEROCOPY");
-		TP_CHECK(!connect(c, (struct sockaddr *)&ss, len), "connect");
-		close(l);
-		tp_send(c, 2, 0, 100);
-		zc_send(c);
-		close(c);
-		_exit(0);
-	}
-	s = accept(l, NULL, NULL);
-	TP_CHECK(s >= 0, "accept");
-	close(l);
+	TP_CHECK(!setsockopt(c, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)),
+		 "SO_ZEROCOPY");
+}
+
+static void client_send(int c)
+{
+	tp_send(c, 2, 0, 100);
+	zc_send(c);
+}
+
+static void server_recv(int s)
+{
 	tp_recv(s, 2, 0, 100);
 	tp_recv(s, 1, 0, (size_t)NCHUNK * CHUNK);
-	close(s);
-	tp_reap(kid, "the sender failed");
 }
 
 int main(int argc, char **argv)
@@ -166,7 +158,7 @@ int main(int argc, char **argv)
 	tp_name = "zerocopy listener";
 	run(W_LISTENER);
 	tp_name = "zerocopy before connect";
-	run_client();
+	tp_sender_pair(family, true, client_opt, client_send, server_recv);
 	tp_name = "zerocopy";
 	tp_pass();
 	return 0;
