@@ -267,6 +267,15 @@ void sw_close_gone(struct sw_sock *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Plain TCP with nothing of the switch's ahead of the kernel's bytes: no
+ * doorbell marker or hello to drop, no prefix or fork buffer unread (s
+ * locked). The kernel answers for such a socket alone. */
+static bool tcp_holds_nothing(const struct sw_sock *s)
+{
+	return s->state == SW_TCP && !s->dg_marker && !s->skip_hello &&
+	       s->prefix_off >= s->prefix_len && !sw_fork_buf_left(s);
+}
+
 /* What FIONREAD answers on a TCP fd that the switch reads first: the
  * bytes a read would return before the kernel's, then the kernel's once
  * nothing of the switch's (doorbells, the peer's marker or its hello)
@@ -299,8 +308,7 @@ static bool readable(struct sw_sock *s, uint64_t *out)
 	int k = 0;
 
 	if (s->state == SW_TCP) {
-		if (!s->fork_buf && !s->dg_marker && !s->skip_hello &&
-		    !s->prefix_len)
+		if (tcp_holds_nothing(s))
 			return false;
 		*out = tcp_readable(s);
 		return true;
@@ -421,12 +429,17 @@ void sw_inq_cmsg(struct sw_sock *s, struct msghdr *msg)
 	int v = 0;
 
 	msg->msg_controllen = 0;
+	/* known off, as for most programs that pass a control buffer: no
+	 * lock to take */
+	if (__atomic_load_n(&s->inq_known, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&s->inq_on, __ATOMIC_RELAXED))
+		return;
 	pthread_mutex_lock(&s->lock);
 	if (!s->inq_known && ask) {	/* a read with room for it asks */
 		on = !sdp_sys.getsockopt(s->fd, IPPROTO_TCP, TCP_INQ, &v,
 					 &len) && v;
 		__atomic_store_n(&s->inq_on, on, __ATOMIC_RELAXED);
-		s->inq_known = true;
+		__atomic_store_n(&s->inq_known, true, __ATOMIC_RELEASE);
 	}
 	on = s->inq_known && s->inq_on;
 	if (on && fits && !readable(s, &n) &&
@@ -472,8 +485,7 @@ static bool kernel_only_refused(struct sw_sock *s, const char *what,
 
 	pthread_mutex_lock(&s->lock);
 	plain = (s->state == SW_LISTENER && !inherited) ||
-		(s->state == SW_TCP && !s->dg_marker && !s->skip_hello &&
-		 s->prefix_off >= s->prefix_len && !sw_fork_buf_left(s));
+		tcp_holds_nothing(s);
 	if (plain) {
 		s->reup_never = true;
 		s->reup = false;
@@ -516,7 +528,7 @@ int sw_setsockopt(struct sw_sock *s, int level, int name, const void *val,
 	}
 	if (level == IPPROTO_TCP && name == TCP_INQ) {
 		pthread_mutex_lock(&s->lock);
-		s->inq_known = false;
+		__atomic_store_n(&s->inq_known, false, __ATOMIC_RELEASE);
 		__atomic_store_n(&s->inq_on, false, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&s->lock);
 	}
