@@ -74,10 +74,17 @@ static int rd_ps_scan(struct rd_pollset *ps, bool arm)
 static void rd_ps_sleepers(struct rd_pollset *ps, bool begin)
 {
 	nfds_t i;
+	int fd;
 
-	for (i = 0; i < ps->nfds; i++)
-		if (ps->socks[i])
-			sw_poll_sleep(ps->socks[i], begin);
+	for (i = 0; i < ps->nfds; i++) {
+		if (!ps->socks[i])
+			continue;
+		fd = sw_poll_sleep(ps->socks[i], begin);
+		/* and the thread's eventfd: another thread that takes news
+		 * for the socket wakes this one there */
+		if (begin)
+			rd_extra_wake_fd(&ps->x, fd);
+	}
 }
 
 static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
@@ -146,10 +153,16 @@ static int rd_ps_pass(struct rd_pollset *ps, bool arm, bool kernel,
 	if (ps->x.nx) {
 		int saved = errno;
 
-		/* the switch's own fds are not reported */
-		for (j = 0; k > 0 && j < ps->x.nx; j++)
-			if (ps->kfds[ps->nfds + (nfds_t)j].revents)
-				k--;
+		/* the switch's own fds are not reported; the thread's
+		 * eventfd is emptied */
+		for (j = 0; k > 0 && j < ps->x.nx; j++) {
+			kp = &ps->kfds[ps->nfds + (nfds_t)j];
+			if (!kp->revents)
+				continue;
+			k--;
+			if (ps->x.xowner[j] < 0)
+				sw_poll_woken(kp->fd, kp->revents);
+		}
 		rd_extra_woken(&ps->x);
 		errno = saved;
 	}

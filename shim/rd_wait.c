@@ -44,6 +44,28 @@ int rd_extra_collect(struct rd_extra *x, struct sw_sock *s, int owner)
 	return in;
 }
 
+/* The sleeping thread's own eventfd (sw_poll_sleep), watched besides the
+ * program's fds; no program fd owns it. A thread that could not list one
+ * may miss news another thread takes for the socket: its sleep is short. */
+void rd_extra_wake_fd(struct rd_extra *x, int fd)
+{
+	int i;
+
+	if (fd < 0) {
+		rd_extra_nap(x, RD_UNLISTED_NAP_MS);
+		return;
+	}
+	for (i = 0; i < x->nx; i++)
+		if (x->xfd[i] == fd)
+			return;
+	if (x->nx >= RD_MAX_EXTRA) {
+		x->xfull = true;
+		return;
+	}
+	x->xfd[x->nx] = fd;
+	x->xowner[x->nx++] = -1;
+}
+
 /* A switch socket that no doorbell is sure to wake bounds the sleep. */
 void rd_extra_nap(struct rd_extra *x, int ms)
 {
@@ -78,7 +100,8 @@ void rd_extra_woken(struct rd_extra *x)
 	int i;
 
 	for (i = 0; i < x->nx; i++) {
-		if (i && x->xowner[i] == x->xowner[i - 1])
+		if ((i && x->xowner[i] == x->xowner[i - 1]) ||
+		    x->xowner[i] < 0)
 			continue;
 		s = fdt_get(x->xowner[i]);
 		if (s) {

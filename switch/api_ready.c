@@ -290,6 +290,16 @@ static short poll_arm(struct sw_sock *s, short events, bool quiet)
 				s->ss.wake_armed = true;
 			sw_progress(s);
 			r = san_revents(s, events, true);
+			/* as a blocking call's sleep does: what the sleep
+			 * waits for may need the peer woken (an XFER_DONE
+			 * held for want of a credit while the peer's sender
+			 * sleeps until it comes). Not for POLLOUT: a poll
+			 * short of credits naps and looks again
+			 * (sw_poll_nap_ms), and an event loop that keeps
+			 * POLLOUT in its set would ring an idle peer */
+			if (!r)
+				sw_sleep_asks(s, events & ~(POLLOUT |
+							    POLLWRNORM));
 			if (!r && quiet && !s->ss.wake_armed)
 				r = -1;
 		} else if (!r && quiet) {
@@ -325,12 +335,25 @@ int sw_poll_nap_ms(struct sw_sock *s, short events)
 	return ms;
 }
 
-void sw_poll_sleep(struct sw_sock *s, bool begin)
+int sw_poll_sleep(struct sw_sock *s, bool begin)
 {
-	if (begin)
+	int fd = -1;
+
+	pthread_mutex_lock(&s->lock);
+	if (begin) {
 		atomic_fetch_add(&s->sleepers, 1);
-	else
+		fd = sw_sleep_enlist(s);
+	} else {
+		sw_sleep_delist(s);
 		atomic_fetch_sub(&s->sleepers, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return fd;
+}
+
+void sw_poll_woken(int fd, short revents)
+{
+	sw_sleep_woken(fd, revents);
 }
 
 bool sw_poll_carried(struct sw_sock *s)

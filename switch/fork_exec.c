@@ -38,6 +38,7 @@
 #include "tcp_inband.h"
 #include "upgrade.h"
 #include "util.h"
+#include "wakeup.h"
 #include "wire.h"
 
 /* How downgrade_list keeps the unread bytes: not at all (given to the
@@ -105,6 +106,7 @@ void sw_atfork_parent(void)
 
 void sw_atfork_child(void)
 {
+	sw_wake_atfork_child();
 	sw_splice_atfork_child();
 	sw_stats_after_fork_child();
 	sw_sock_child_stats();

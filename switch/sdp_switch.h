@@ -171,9 +171,12 @@ int sw_poll_nap_ms(struct sw_sock *s, short events);
  * Brackets a sleep on s's TCP fd (begin before sw_poll_arm, end once the
  * kernel's sleep returned, before sw_poll_revents): while one thread
  * sleeps there, another leaves the doorbells in place, which would
- * otherwise take the wake-up the sleeper waits for.
+ * otherwise take the wake-up the sleeper waits for. At begin, returns the
+ * thread's eventfd for the sleep to watch too (another thread that takes
+ * news for s writes it), or -1; sw_poll_woken empties it after the sleep.
  */
-void sw_poll_sleep(struct sw_sock *s, bool begin);
+int sw_poll_sleep(struct sw_sock *s, bool begin);
+void sw_poll_woken(int fd, short revents);
 /*
  * While the upgrade of s is pending: the fds besides the TCP fd whose
  * events move it on (up to max into fds); *tcp_in says the TCP fd must be

@@ -562,9 +562,11 @@ int sw_progress(struct sw_sock *s)
 	struct sw_session *ss = &s->ss;
 	struct sdp_completion c[16];
 	int n, i, r, total = 0, err = 0;
+	uint64_t ev0;
 
 	if (!ss->cq)
 		return 0;
+	ev0 = atomic_load_explicit(&s->event_seq, memory_order_relaxed);
 	/* every completion taken from the queue is handled, whatever an
 	 * earlier one of the batch returned: a message dropped here would
 	 * be a hole in the stream */
@@ -656,6 +658,11 @@ int sw_progress(struct sw_sock *s)
 		if (ss->dg_rcvd && !ss->dg_sent)
 			sw_downgrade_start(s);
 	}
+	/* news another thread of ours may sleep for: it is woken (the
+	 * peer's doorbell, if any, is left for it, but the messages it
+	 * announced are taken) */
+	if (atomic_load_explicit(&s->event_seq, memory_order_relaxed) != ev0)
+		sw_sleep_wake_others(s);
 	return err;
 }
 

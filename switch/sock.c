@@ -102,8 +102,12 @@ void sw_sock_atfork_child(void)
 {
 	struct sw_sock *s;
 
-	for (s = list_head; s; s = s->list_next)
+	for (s = list_head; s; s = s->list_next) {
 		pthread_mutex_init(&s->lock, NULL);
+		/* the parent's threads, not ours */
+		memset(s->sib_fd1, 0, sizeof(s->sib_fd1));
+		atomic_store(&s->sleepers, 0);
+	}
 	pthread_mutex_unlock(&list_lock);
 }
 

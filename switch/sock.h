@@ -17,6 +17,10 @@
 #include "sdp_switch.h"
 #include "spin.h"
 #include "stats.h"
+
+/* Threads of one process that may sleep on one socket at once, each woken
+ * by the others' news (wakeup.c); one more sleeps with a bound. */
+#define SW_SIB_MAX 4
 #include "sys.h"
 #include "wire.h"
 
@@ -398,6 +402,10 @@ struct sw_sock {
 	 * (poll, select, blocking calls): a doorbell is left in place for
 	 * them, so that no thread takes the one another sleeps for */
 	atomic_int sleepers;
+	/* the eventfds of those sleepers, as fd + 1 (0: free), so that the
+	 * thread that takes news for the socket wakes the others (wakeup.c);
+	 * under lock */
+	int sib_fd1[SW_SIB_MAX];
 	struct sw_conn_stats *st;
 };
 

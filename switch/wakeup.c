@@ -13,10 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "credits.h"
+#include "ownfd.h"
 #include "providers.h"
 #include "session_msg.h"
 #include "session_tx.h"
@@ -27,6 +31,161 @@
 #include "util.h"
 #include "wakeup.h"
 #include "wire.h"
+
+/*
+ * Several threads may sleep on one carried socket at once: a reader in
+ * poll for POLLIN beside a writer in poll for POLLOUT, or a blocking recv
+ * beside a blocking send. The peer's doorbell on TCP wakes them all (it
+ * stays there until the last one is up, sw_doorbell_drain_shared), but
+ * the messages it announced may be taken by one of them before the other
+ * looked: the writer's look for credits takes the DATA that came with
+ * them, and the reader, asleep on a TCP fd with no byte left on it, waits
+ * for a doorbell the peer rings only once it has read what it waits for
+ * (an echo peer blocked in its own send hung so for good). So each
+ * sleeping thread also watches an eventfd of its own, listed in the
+ * socket while it sleeps, and the thread whose progress took news writes
+ * to the others' (sw_sleep_wake_others). The eventfds are the switch's own
+ * descriptors, one per thread that sleeps so; when the thread ends, its
+ * eventfd goes to a small pool for the next thread, or is closed. One
+ * still listed somewhere (the thread was cancelled in its sleep) stays
+ * open for good instead: a listing left behind must not name a number
+ * the program may get again.
+ */
+static __thread int tl_wake __attribute__((tls_model("initial-exec"))) = -1;
+static __thread int tl_listed __attribute__((tls_model("initial-exec")));
+static pthread_key_t wake_key;
+static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t wake_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static int wake_pool[4];
+static int wake_npool;
+
+static void wake_thread_end(void *arg)
+{
+	int fd = tl_wake;
+
+	(void)arg;
+	if (fd < 0 || tl_listed)
+		return;
+	tl_wake = -1;
+	pthread_mutex_lock(&wake_pool_lock);
+	if (wake_npool < (int)(sizeof(wake_pool) / sizeof(wake_pool[0]))) {
+		wake_pool[wake_npool++] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&wake_pool_lock);
+	if (fd >= 0) {
+		sw_fd_forget(fd);
+		sdp_sys.close(fd);
+	}
+}
+
+static void wake_key_make(void)
+{
+	pthread_key_create(&wake_key, wake_thread_end);
+}
+
+/* The calling thread's eventfd, made (or taken from the pool) at its first
+ * sleep, or -1. */
+static int wake_fd(void)
+{
+	int fd;
+
+	if (tl_wake >= 0)
+		return tl_wake;
+	pthread_once(&wake_once, wake_key_make);
+	pthread_mutex_lock(&wake_pool_lock);
+	fd = wake_npool ? wake_pool[--wake_npool] : -1;
+	pthread_mutex_unlock(&wake_pool_lock);
+	if (fd < 0) {
+		/* the system call itself: the shim's eventfd would take it as
+		 * the program's */
+		fd = (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (fd < 0)
+			return -1;
+		fd = sw_fd_own(fd, NULL);
+		if (fd < 0)
+			return -1;
+	}
+	tl_wake = fd;
+	pthread_setspecific(wake_key, (void *)1);
+	return fd;
+}
+
+void sw_wake_atfork_child(void)
+{
+	int i;
+
+	/* the forking thread's eventfd and the pool's are shared with the
+	 * parent's threads now: the child makes its own */
+	if (tl_wake >= 0) {
+		sw_fd_forget(tl_wake);
+		sdp_sys.close(tl_wake);
+		tl_wake = -1;
+	}
+	tl_listed = 0;
+	for (i = 0; i < wake_npool; i++) {
+		sw_fd_forget(wake_pool[i]);
+		sdp_sys.close(wake_pool[i]);
+	}
+	wake_npool = 0;
+	pthread_mutex_init(&wake_pool_lock, NULL);
+}
+
+int sw_sleep_enlist(struct sw_sock *s)
+{
+	int fd = wake_fd(), i, free_at = -1;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < SW_SIB_MAX; i++) {
+		if (s->sib_fd1[i] == fd + 1)
+			return fd;
+		if (!s->sib_fd1[i] && free_at < 0)
+			free_at = i;
+	}
+	if (free_at < 0)
+		return -1;
+	s->sib_fd1[free_at] = fd + 1;
+	tl_listed++;
+	return fd;
+}
+
+void sw_sleep_delist(struct sw_sock *s)
+{
+	int i;
+
+	if (tl_wake < 0)
+		return;
+	for (i = 0; i < SW_SIB_MAX; i++) {
+		if (s->sib_fd1[i] == tl_wake + 1) {
+			s->sib_fd1[i] = 0;
+			tl_listed--;
+		}
+	}
+}
+
+void sw_sleep_woken(int fd, short revents)
+{
+	uint64_t v;
+
+	if (fd >= 0 && revents)
+		while (sdp_sys.read(fd, &v, sizeof(v)) == sizeof(v))
+			;
+}
+
+void sw_sleep_wake_others(struct sw_sock *s)
+{
+	uint64_t one = 1;
+	int i, fd;
+
+	for (i = 0; i < SW_SIB_MAX; i++) {
+		fd = s->sib_fd1[i] - 1;
+		if (fd >= 0 && fd != tl_wake &&
+		    sdp_sys.write(fd, &one, sizeof(one)) < 0 &&
+		    errno != EAGAIN)
+			s->sib_fd1[i] = 0;	/* not ours any more */
+	}
+}
 
 /*
  * The program's first bytes after our switch point are on their way: a
@@ -167,7 +326,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	uint64_t spin_end = start + sw_spin_budget_ns(&s->spin);
 	uint64_t slept;
 	unsigned spins = 0, sig0 = sdp_sig_seen;
-	int timeout, r, cfd, w;
+	int timeout, r, cfd, w, wfd;
 	bool nap;
 
 	/* poll first: this is where the latency is won */
@@ -215,25 +374,18 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	nap = (!arm_wake(s) && ss->switch_rcvd) ||
 	      ((events & POLLOUT) && !sw_credit_can_send(ss, SDP_MSG_DATA));
 	cfd = sw_cq_sleep_fd(s);
-	/* from here until the sleep ends, a doorbell is left for us */
+	/* from here until the sleep ends, a doorbell is left for us, and
+	 * another thread that takes news for the socket wakes us */
 	atomic_fetch_add(&s->sleepers, 1);
+	wfd = sw_sleep_enlist(s);
 	r = sw_progress(s);
 	if (r < 0 || atomic_load(&s->event_seq) != seq ||
 	    sdp_sig_seen != sig0) {
+		sw_sleep_delist(s);
 		atomic_fetch_sub(&s->sleepers, 1);
 		return r < 0 ? r : sdp_sig_seen != sig0 ? -EINTR : 0;
 	}
-	/* what we wait for may need the peer's progress (our queued sends,
-	 * our RDMA in the provider's staging mode): a peer asleep must be
-	 * woken for it. Nothing of ours pending: no doorbell, or two idle
-	 * ends wake each other for ever. */
-	if (ss->peer_wants_wake && (ss->sends_pending || ss->rdma_waiting))
-		sw_doorbell_ring(s);
-	/* a sender short of credits whose peer sleeps: the doorbell asks
-	 * for them (the peer's wait, woken, asks to be woken again, and
-	 * that WAKE_ME returns what it owes) */
-	if ((events & POLLOUT) && !sw_credit_can_send(ss, SDP_MSG_DATA))
-		sw_credit_ask(s);
+	sw_sleep_asks(s, events);
 	if (t) {
 		if (!t->read) {
 			t->deadline = sw_timeo_deadline(s, t->rcv, start);
@@ -245,6 +397,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		uint64_t now = sw_now_ns();
 
 		if (now >= deadline_ns) {
+			sw_sleep_delist(s);
 			atomic_fetch_sub(&s->sleepers, 1);
 			return -ETIMEDOUT;
 		}
@@ -266,21 +419,25 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		timeout = SW_NAP_MS;
 	pthread_mutex_unlock(&s->lock);
 	{
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[3] = {
 			{ .fd = s->fd, .events = s->rx_san ? POLLIN : 0 },
+			{ .fd = wfd, .events = POLLIN },
 			{ .fd = cfd, .events = POLLIN },
 		};
+		nfds_t nf = cfd >= 0 ? 3 : 2;
 
 		slept = sw_now_ns();
 		w = sdp_wait_begin();
-		r = sdp_sys.poll(pfd, cfd >= 0 ? 2 : 1, timeout);
+		r = sdp_sys.poll(pfd, nf, timeout);
 		if (r < 0)
 			r = -errno;
 		sdp_wait_end(w);
 		slept = sw_now_ns() - slept;
+		sw_sleep_woken(wfd, r > 0 ? pfd[1].revents : 0);
 	}
-	atomic_fetch_sub(&s->sleepers, 1);
 	pthread_mutex_lock(&s->lock);
+	sw_sleep_delist(s);
+	atomic_fetch_sub(&s->sleepers, 1);
 	sw_spin_slept(&s->spin, slept, r > 0);
 	/* closed by another thread meanwhile: the session is gone and the
 	 * fd number may already name another file, whose bytes are not
@@ -297,6 +454,29 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		return -EINTR;
 	}
 	return sw_progress(s);
+}
+
+void sw_sleep_asks(struct sw_sock *s, short events)
+{
+	struct sw_session *ss = &s->ss;
+
+	/* what we wait for may need the peer's progress (our queued sends,
+	 * our RDMA in the provider's staging mode): a peer asleep must be
+	 * woken for it. Nothing of ours pending: no doorbell, or two idle
+	 * ends wake each other for ever. */
+	if (ss->peer_wants_wake && (ss->sends_pending || ss->rdma_waiting))
+		sw_doorbell_ring(s);
+	/* a sender short of credits, or a message the peer's sender waits
+	 * for (asleep) held for want of one: an XFER_DONE, room freed in
+	 * our staging ring, buffers released. The doorbell asks for them
+	 * (the peer's wait, woken, asks to be woken again, and that WAKE_ME
+	 * returns what it owes) */
+	if (((events & POLLOUT) && !sw_credit_can_send(ss, SDP_MSG_DATA)) ||
+	    ((ss->xfer_ack_pending || ss->staging_freed_unsent) &&
+	     !sw_credit_can_send(ss, SDP_MSG_XFER_DONE)) ||
+	    (ss->release_owed &&
+	     !sw_credit_can_send(ss, SDP_MSG_CREDIT_RELEASE)))
+		sw_credit_ask(s);
 }
 
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)

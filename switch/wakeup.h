@@ -25,6 +25,28 @@ int sw_cq_sleep_fd(struct sw_sock *s);
 /* Waits (lock released) until progress may have happened: spins, then arms
  * wake-me and sleeps on the TCP fd. events: POLLIN or POLLOUT interest. */
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
+
+/*
+ * Threads asleep on one socket (wakeup.c). sw_sleep_enlist (s locked):
+ * the calling thread is about to sleep on s; it lists its own eventfd
+ * there and returns it for the sleep to watch besides the TCP fd (-1:
+ * none, or SW_SIB_MAX listed already). sw_sleep_delist (s locked): its
+ * sleep ended. sw_sleep_woken: after the sleep, empties the eventfd when
+ * the sleep reported it (revents). sw_sleep_wake_others (s locked): this
+ * thread took news for s; every other thread listed wakes.
+ */
+int sw_sleep_enlist(struct sw_sock *s);
+void sw_sleep_delist(struct sw_sock *s);
+void sw_sleep_woken(int fd, short revents);
+void sw_sleep_wake_others(struct sw_sock *s);
+/* In the child of a fork: the eventfds are the parent's too. */
+void sw_wake_atfork_child(void);
+
+/* A wait for events about to sleep (s locked, state SAN): rings the peer
+ * when what it waits for needs the peer's progress, or credits the peer
+ * holds (a send short of them, an acknowledgment held for want of one).
+ * Blocking calls and poll, select and epoll alike. */
+void sw_sleep_asks(struct sw_sock *s, short events);
 /*
  * The deadline of a blocking call on s under the program's SO_RCVTIMEO
  * (rcv) or SO_SNDTIMEO, which it set on the TCP fd, counted from from_ns:
