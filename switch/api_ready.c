@@ -340,13 +340,10 @@ int sw_poll_sleep(struct sw_sock *s, bool begin)
 	int fd = -1;
 
 	pthread_mutex_lock(&s->lock);
-	if (begin) {
-		atomic_fetch_add(&s->sleepers, 1);
-		fd = sw_sleep_enlist(s);
-	} else {
-		sw_sleep_delist(s);
-		atomic_fetch_sub(&s->sleepers, 1);
-	}
+	if (begin)
+		fd = sw_sleep_begin(s);
+	else
+		sw_sleep_end(s);
 	pthread_mutex_unlock(&s->lock);
 	return fd;
 }

@@ -18,11 +18,12 @@
 #include "spin.h"
 #include "stats.h"
 
+#include "sys.h"
+#include "wire.h"
+
 /* Threads of one process that may sleep on one socket at once, each woken
  * by the others' news (wakeup.c); one more sleeps with a bound. */
 #define SW_SIB_MAX 4
-#include "sys.h"
-#include "wire.h"
 
 #define SW_MAX_PROVIDERS 4
 

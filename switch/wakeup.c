@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "credits.h"
+#include "log.h"
 #include "ownfd.h"
 #include "providers.h"
 #include "session_msg.h"
@@ -84,6 +85,18 @@ static void wake_key_make(void)
 	pthread_key_create(&wake_key, wake_thread_end);
 }
 
+/* Said once per process: the sleeps it affects still end, later. */
+static void wake_fd_failed(int err)
+{
+	static atomic_bool said;
+
+	if (!atomic_exchange(&said, true))
+		SW_WARN("no eventfd for a thread's wake-ups (%s): threads that "
+			"share a carried socket now look every 2 ms instead of "
+			"being woken; raise the descriptor limit (ulimit -n) if "
+			"this is EMFILE", strerror(err));
+}
+
 /* The calling thread's eventfd, made (or taken from the pool) at its first
  * sleep, or -1. */
 static int wake_fd(void)
@@ -100,11 +113,12 @@ static int wake_fd(void)
 		/* the system call itself: the shim's eventfd would take it as
 		 * the program's */
 		fd = (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (fd < 0)
+		if (fd >= 0)
+			fd = sw_fd_own(fd, NULL);
+		if (fd < 0) {
+			wake_fd_failed(errno);
 			return -1;
-		fd = sw_fd_own(fd, NULL);
-		if (fd < 0)
-			return -1;
+		}
 	}
 	tl_wake = fd;
 	pthread_setspecific(wake_key, (void *)1);
@@ -131,10 +145,12 @@ void sw_wake_atfork_child(void)
 	pthread_mutex_init(&wake_pool_lock, NULL);
 }
 
-int sw_sleep_enlist(struct sw_sock *s)
+int sw_sleep_begin(struct sw_sock *s)
 {
-	int fd = wake_fd(), i, free_at = -1;
+	int fd, i, free_at = -1;
 
+	atomic_fetch_add(&s->sleepers, 1);
+	fd = wake_fd();
 	if (fd < 0)
 		return -1;
 	for (i = 0; i < SW_SIB_MAX; i++) {
@@ -150,10 +166,11 @@ int sw_sleep_enlist(struct sw_sock *s)
 	return fd;
 }
 
-void sw_sleep_delist(struct sw_sock *s)
+void sw_sleep_end(struct sw_sock *s)
 {
 	int i;
 
+	atomic_fetch_sub(&s->sleepers, 1);
 	if (tl_wake < 0)
 		return;
 	for (i = 0; i < SW_SIB_MAX; i++) {
@@ -376,13 +393,11 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	cfd = sw_cq_sleep_fd(s);
 	/* from here until the sleep ends, a doorbell is left for us, and
 	 * another thread that takes news for the socket wakes us */
-	atomic_fetch_add(&s->sleepers, 1);
-	wfd = sw_sleep_enlist(s);
+	wfd = sw_sleep_begin(s);
 	r = sw_progress(s);
 	if (r < 0 || atomic_load(&s->event_seq) != seq ||
 	    sdp_sig_seen != sig0) {
-		sw_sleep_delist(s);
-		atomic_fetch_sub(&s->sleepers, 1);
+		sw_sleep_end(s);
 		return r < 0 ? r : sdp_sig_seen != sig0 ? -EINTR : 0;
 	}
 	sw_sleep_asks(s, events);
@@ -397,8 +412,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		uint64_t now = sw_now_ns();
 
 		if (now >= deadline_ns) {
-			sw_sleep_delist(s);
-			atomic_fetch_sub(&s->sleepers, 1);
+			sw_sleep_end(s);
 			return -ETIMEDOUT;
 		}
 		timeout = (int)((deadline_ns - now) / 1000000) + 1;
@@ -436,8 +450,7 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 		sw_sleep_woken(wfd, r > 0 ? pfd[1].revents : 0);
 	}
 	pthread_mutex_lock(&s->lock);
-	sw_sleep_delist(s);
-	atomic_fetch_sub(&s->sleepers, 1);
+	sw_sleep_end(s);
 	sw_spin_slept(&s->spin, slept, r > 0);
 	/* closed by another thread meanwhile: the session is gone and the
 	 * fd number may already name another file, whose bytes are not

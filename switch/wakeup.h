@@ -27,16 +27,17 @@ int sw_cq_sleep_fd(struct sw_sock *s);
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns);
 
 /*
- * Threads asleep on one socket (wakeup.c). sw_sleep_enlist (s locked):
- * the calling thread is about to sleep on s; it lists its own eventfd
- * there and returns it for the sleep to watch besides the TCP fd (-1:
- * none, or SW_SIB_MAX listed already). sw_sleep_delist (s locked): its
- * sleep ended. sw_sleep_woken: after the sleep, empties the eventfd when
+ * Threads asleep on one socket (wakeup.c). sw_sleep_begin (s locked):
+ * the calling thread is about to sleep on s; it counts itself among the
+ * socket's sleepers (s->sleepers: doorbells are left for them), lists its
+ * own eventfd there and returns it for the sleep to watch besides the TCP
+ * fd (-1: none, or SW_SIB_MAX listed already; the sleep is then bounded).
+ * sw_sleep_end (s locked): its sleep ended; undoes both. sw_sleep_woken: after the sleep, empties the eventfd when
  * the sleep reported it (revents). sw_sleep_wake_others (s locked): this
  * thread took news for s; every other thread listed wakes.
  */
-int sw_sleep_enlist(struct sw_sock *s);
-void sw_sleep_delist(struct sw_sock *s);
+int sw_sleep_begin(struct sw_sock *s);
+void sw_sleep_end(struct sw_sock *s);
 void sw_sleep_woken(int fd, short revents);
 void sw_sleep_wake_others(struct sw_sock *s);
 /* In the child of a fork: the eventfds are the parent's too. */
