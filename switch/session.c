@@ -103,6 +103,8 @@ void sw_session_free(struct sw_sock *s)
 		p->mod.ops.cq_destroy(ss->cq);
 	while ((it = ss->rxq)) {
 		ss->rxq = it->next;
+		if (it->kind == RX_SPILL)
+			free(it->mem);
 		free(it);
 	}
 	while ((it = ss->rx_free)) {

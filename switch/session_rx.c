@@ -79,6 +79,47 @@ int sw_rxq_inline(struct sw_session *ss, uint32_t idx, uint64_t off,
 	return 0;
 }
 
+/*
+ * The peer's bytes in our receive buffers wait there for our program to
+ * read them; each holds a buffer the peer cannot send into. A program
+ * that writes before it reads on (an echo server) blocks in a send whose
+ * end needs a message of the peer's, and a peer that used its credits on
+ * data holds its last one, which goes only with a buffer it returns: the
+ * two would wait for each other for ever. TCP has no such wait, since its
+ * acknowledgements need no room at the receiver; so the switch, like the
+ * kernel's socket buffer, takes the bytes into memory of its own and
+ * returns the buffer, at most SW_RX_SPILL_MAX bytes per connection. Past
+ * that the program has left megabytes unread while it waits for its
+ * peer to read, which over TCP stalls as well.
+ */
+#define SW_RX_SPILL_MAX (4u << 20)
+
+bool sw_rx_spill(struct sw_sock *s)
+{
+	struct sw_session *ss = &s->ss;
+	struct rx_item *it;
+	uint8_t *mem;
+
+	if (ss->credits_owed)
+		return true;
+	for (it = ss->rxq; it && it->kind != RX_INLINE; it = it->next)
+		if (it->kind == RX_DOWNGRADE)
+			return false;	/* the rest is TCP's */
+	if (!it || ss->rx_spilled + it->len > SW_RX_SPILL_MAX)
+		return false;
+	mem = malloc(it->len ? it->len : 1);
+	if (!mem)
+		return false;
+	memcpy(mem, sw_buf(ss, it->buf) + it->off, it->len);
+	it->kind = RX_SPILL;
+	it->mem = mem;
+	it->off = 0;
+	ss->rx_spilled += it->len;
+	if (sw_recv_repost(s, it->buf) < 0)
+		ss->peer_dead = true;
+	return ss->credits_owed > 0;
+}
+
 int sw_rxq_remote(struct sw_session *ss, enum rx_kind kind,
 		  const struct sdp_msg_rdata *rd)
 {
@@ -166,6 +207,9 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 	switch (it->kind) {
 	case RX_INLINE:
 		memcpy(dst, sw_buf(ss, it->buf) + it->off + skip, n);
+		break;
+	case RX_SPILL:
+		memcpy(dst, it->mem + it->off + skip, n);
 		break;
 	case RX_STAGING: {
 		uint64_t o = (it->off + skip) % ss->staging_len;
@@ -264,6 +308,8 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 	it->off += n;
 	it->len -= n;
 	ss->rx_queued -= n;
+	if (it->kind == RX_SPILL)
+		ss->rx_spilled -= n;
 	if (it->kind == RX_STAGING) {
 		ss->staging_consumed += n;
 		ss->staging_freed_unsent += n;
@@ -282,6 +328,9 @@ static ssize_t rx_copy(struct sw_sock *s, uint8_t *dst, size_t len,
 			r = sw_recv_repost(s, it->buf);
 			if (r < 0)
 				ss->peer_dead = true;
+		} else if (it->kind == RX_SPILL) {
+			free(it->mem);
+			it->mem = NULL;
 		} else if (it->kind == RX_REMOTE) {
 			ss->xfer_ack_pending = true;
 			ss->xfer_ack_id = it->xfer_id;

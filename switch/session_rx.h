@@ -28,6 +28,14 @@ void sw_rxq_push(struct sw_session *ss, struct rx_item *it);
 int sw_rxq_inline(struct sw_session *ss, uint32_t idx, uint64_t off,
 		  uint64_t len);
 
+/* Our program is blocked on a message of the peer's (a send waiting for
+ * an XFER_DONE, for room in the peer's staging ring, for credits) while
+ * the peer, short of credits, waits for a buffer of ours that bytes it
+ * sent still hold: copies the oldest such bytes aside, within
+ * SW_RX_SPILL_MAX per connection, and gives their buffer back. True when
+ * a buffer is now owed to the peer. */
+bool sw_rx_spill(struct sw_sock *s);
+
 /* Queues the region an RDATA (kind RX_REMOTE) or an XOFFER (RX_XSLOT)
  * announced, to be pulled when read. 0 or -ENOMEM. */
 int sw_rxq_remote(struct sw_session *ss, enum rx_kind kind,

@@ -38,16 +38,20 @@ struct sw_buf_slot {
 /* enum sw_state, the published connection states, is in stats.h. */
 
 /* A received piece of the byte stream, queued until the program reads it. */
-enum rx_kind { RX_INLINE, RX_STAGING, RX_REMOTE, RX_DOWNGRADE, RX_XSLOT };
+enum rx_kind { RX_INLINE, RX_STAGING, RX_REMOTE, RX_DOWNGRADE, RX_XSLOT,
+	       RX_SPILL };
 
 struct rx_item {
 	struct rx_item *next;
 	enum rx_kind kind;
 	uint32_t buf;		/* INLINE: receive buffer index */
+	uint8_t *mem;		/* SPILL: our copy of an INLINE item's bytes,
+				 * its buffer given back (session_rx.c) */
 	uint32_t xfer_id;	/* REMOTE: transfer to acknowledge;
 				 * XSLOT: the offer's sequence number */
 	uint64_t off;		/* INLINE: offset in buffer; STAGING: ring
-				 * offset; REMOTE, XSLOT: offset in region */
+				 * offset; REMOTE, XSLOT: offset in region;
+				 * SPILL: offset in mem */
 	uint64_t len;		/* bytes left */
 	struct sdp_rdma_desc desc; /* REMOTE */
 	bool no_push;		/* XSLOT: the sender left a push request
@@ -130,6 +134,7 @@ struct sw_session {
 	/* receive queue */
 	struct rx_item *rxq, *rxq_tail;
 	uint64_t rx_queued;	/* bytes queued */
+	uint64_t rx_spilled;	/* of which in RX_SPILL items */
 	struct rx_item *rx_free;
 
 	/* our staging ring (target of the peer's WDATA) */

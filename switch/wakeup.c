@@ -24,6 +24,7 @@
 #include "ownfd.h"
 #include "providers.h"
 #include "session_msg.h"
+#include "session_rx.h"
 #include "session_tx.h"
 #include "sock.h"
 #include "spin.h"
@@ -490,6 +491,21 @@ void sw_sleep_asks(struct sw_sock *s, short events)
 	    (ss->release_owed &&
 	     !sw_credit_can_send(ss, SDP_MSG_CREDIT_RELEASE)))
 		sw_credit_ask(s);
+	/* our program sleeps while bytes the peer sent hold buffers of
+	 * ours, and by our count the peer holds its last credit, which goes
+	 * only with a buffer it returns: it cannot send what we may be
+	 * waiting for (an XFER_DONE, room in its staging ring, credits)
+	 * until we return a buffer. The usual returns wait for our program
+	 * to read those bytes, or for the peer's doorbell, which our TCP
+	 * stream hides while program bytes sent before the switch point are
+	 * still in it; a program blocked in a send reads nothing (an echo
+	 * server that writes all before it reads on). Owing none, we set
+	 * the oldest such bytes aside (sw_rx_spill). Only the peer's data
+	 * queues bytes here: two idle ends cannot trade these returns. */
+	if (ss->rxq && ss->peer_credits <= 1 && s->state == SW_SAN &&
+	    !ss->error && !ss->peer_dead && sw_rx_spill(s) &&
+	    sw_credit_can_send(ss, SDP_MSG_CREDIT))
+		sw_send_ctrl(s, SDP_MSG_CREDIT, NULL, 0, NULL, 0, 0);
 }
 
 int sw_session_wait(struct sw_sock *s, short events, uint64_t deadline_ns)

@@ -145,37 +145,22 @@ int main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	pthread_t w;
+	static const struct tp_step steps[] = {
+		{ "slots", NULL }, { "copy", "SDP_XSLOT=0" },
+	};
+	const char *step;
 	pid_t srv;
 	bool copy;
 
-	if (!getenv("PT_STEP")) {
-		/* the switch reads its settings at start: run again with
-		 * them (both ends are this program's processes), once as
-		 * configured and once without transfer slots */
-		static const char *const step[] = { "1", "copy" };
-		int i, st;
-
-		setenv("SDP_IDLE_MS", "3600000", 1);
-		for (i = 0; i < 2; i++) {
-			pid_t p = fork();
-
-			TP_CHECK(p >= 0, "fork");
-			if (!p) {
-				setenv("PT_STEP", step[i], 1);
-				if (i)
-					setenv("SDP_XSLOT", "0", 1);
-				execv("/proc/self/exe", argv);
-				tp_fail("execv: %s", strerror(errno));
-			}
-			TP_CHECK(waitpid(p, &st, 0) == p, "waitpid");
-			if (!WIFEXITED(st) || WEXITSTATUS(st))
-				return 1;
-		}
+	/* the switch reads its settings at start: both ends are this
+	 * program's processes, run once as configured and once without
+	 * transfer slots; the bound is the runner's (60 s) for both runs, a
+	 * hang is the watchdog's */
+	setenv("SDP_IDLE_MS", "3600000", 1);
+	step = tp_steps(argv, steps, 2);
+	if (!step)
 		return 0;
-	}
-	/* the bound is the runner's (60 s) for both runs; a hang is the
-	 * watchdog's */
-	copy = !strcmp(getenv("PT_STEP"), "copy");
+	copy = !strcmp(step, "copy");
 	tp_start(copy ? "poll_threads (copy path)" : "poll_threads", 28);
 	total = e ? strtoull(e, NULL, 0) :
 		getenv("SANITIZE") && !strcmp(getenv("SANITIZE"), "1") ?

@@ -284,6 +284,44 @@ static inline void tp_reap(pid_t pid, const char *fmt, ...)
 	tp_fail("%s (status 0x%x)", what, st);
 }
 
+/* One run of a program that runs itself once per step: its name, and a
+ * setting ("NAME=value") the switch reads at start, or NULL. */
+struct tp_step {
+	const char *name;
+	const char *env;
+};
+
+/* In the first process: runs this program again (same arguments) once per
+ * step, in turn, each with TP_STEP=name and the step's setting in its
+ * environment; returns NULL when every run passed, and exits with status 1
+ * at the first that did not (the run printed why). In such a run: returns
+ * its step's name. */
+static inline const char *tp_steps(char **argv, const struct tp_step *steps,
+				   int n)
+{
+	const char *me = getenv("TP_STEP");
+	int i, st;
+
+	if (me)
+		return me;
+	for (i = 0; i < n; i++) {
+		pid_t p = fork();
+
+		TP_CHECK(p >= 0, "fork");
+		if (!p) {
+			setenv("TP_STEP", steps[i].name, 1);
+			if (steps[i].env)
+				putenv((char *)steps[i].env);
+			execv("/proc/self/exe", argv);
+			tp_fail("execv: %s", strerror(errno));
+		}
+		TP_CHECK(waitpid(p, &st, 0) == p, "waitpid");
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			exit(1);
+	}
+	return NULL;
+}
+
 /* The loopback address of family (port 0) in *ss, its length in *len. */
 static inline void tp_loopback(int family, struct sockaddr_storage *ss,
 			       socklen_t *len)

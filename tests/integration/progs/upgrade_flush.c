@@ -6,6 +6,12 @@
  * the peer's answers (an echo server that blocks on its own sends would
  * otherwise never read again): a non-blocking client writes megabytes at
  * once, then reads the echo in one event loop, and checks every byte.
+ * Nor may the server's send wait for a message of the client's while the
+ * client's bytes, unread behind that send, hold every buffer the client
+ * could send it in. It runs twice: as configured, and with the transfer
+ * slots off (SDP_XSLOT=0), where the client's writes fill the server's
+ * receive buffers and staging ring, and the server's echo goes by RDMA
+ * read, whose end the client must announce (as on the verbs provider).
  */
 #include <stdbool.h>
 #include <sys/wait.h>
@@ -82,20 +88,27 @@ static void client(const struct sockaddr_storage *ss, socklen_t len,
 
 int main(int argc, char **argv)
 {
+	static const struct tp_step steps[] = {
+		{ "slots", NULL }, { "copy", "SDP_XSLOT=0" },
+	};
 	int family = argc > 1 ? AF_INET6 : AF_INET, l, s;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	const char *step = tp_steps(argv, steps, 2);
 	unsigned int i;
 	pid_t kid;
 
-	tp_start("upgrade_flush", 50);
+	if (!step)
+		return 0;
+	tp_start(strcmp(step, "copy") ? "upgrade_flush" :
+		 "upgrade_flush (copy path)", 28);
 	l = tp_listener(family, 4, &ss, &len);
 	for (i = 0; i < CLIENTS; i++) {
 		kid = fork();
 		TP_CHECK(kid >= 0, "fork");
 		if (!kid) {
 			close(l);
-			tp_start("upgrade_flush (client)", 30);
+			tp_start("upgrade_flush (client)", 26);
 			client(&ss, len, family, i + 1);
 			_exit(0);
 		}
