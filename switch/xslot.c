@@ -162,6 +162,16 @@ static void xslot_wake(const struct sw_session *ss, _Atomic uint64_t *word,
  * next SW_XSLOT_BACKOFF large sends use the other paths. */
 #define SW_XSLOT_SMALL_READ (64 * 1024)
 #define SW_XSLOT_BACKOFF 32
+/* So does an offer the receiver took longer than SW_XSLOT_LATE_NS plus a
+ * nanosecond per SW_XSLOT_LATE_BYTES bytes to take (or never took): its
+ * program was not waiting in a read, or got the CPU only now and then.
+ * An offer makes the two programs take turns, one offer per turn: a
+ * receiver short of CPU (other runnable threads in its scheduling group)
+ * took 1 MiB offers milliseconds apart, one per slice it got, and ran at
+ * an eighth of TCP's rate. Through the staging ring the sender runs ahead
+ * of it, as TCP's does through the socket buffer. */
+#define SW_XSLOT_LATE_NS 500000ull
+#define SW_XSLOT_LATE_BYTES 8
 
 /* The receiver asked for a push: write [push_off, push_off + push_len) of
  * the offer into its sink. Everything read from the slot is the peer's:
@@ -180,6 +190,7 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 	struct sdp_rdma_desc sink;
 	struct sdp_sge sge;
 	const char *bad = NULL;
+	bool whole;
 	int r;
 
 	/* a write that costs us a copy more than the receiver's own pull
@@ -195,6 +206,10 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 	off = __atomic_load_n(&xs->push_off, __ATOMIC_RELAXED);
 	n = __atomic_load_n(&xs->push_len, __ATOMIC_RELAXED);
 	memcpy(&sink, &xs->sink, sizeof(sink));
+	/* from where the receiver stands in the offer: all of its read is
+	 * ours, and it may sleep until we are done (only a wake-up hangs on
+	 * this guess) */
+	whole = off == __atomic_load_n(&xs->consumed, __ATOMIC_RELAXED);
 	r = -EINVAL;
 	if (off > len || !n || n > len - off) {
 		bad = "transfer slot push range outside the offer";
@@ -222,8 +237,12 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 	atomic_store_explicit(&xs->push,
 			      SDP_XS_WORD(seq, r ? SDP_XP_FAILED : SDP_XP_DONE),
 			      memory_order_release);
-	/* a receiver that cannot read us sleeps while we write */
-	xslot_wake(ss, &xs->push, n);
+	/* a receiver that cannot read us, or that left us all of a large
+	 * read, sleeps while we write */
+	if (whole && n >= SW_XSLOT_NAP_MIN)
+		sw_shared_wake(&xs->push);
+	else
+		xslot_wake(ss, &xs->push, n);
 	return bad;
 }
 
@@ -314,12 +333,12 @@ static ssize_t xslot_finish(struct sw_sock *s, struct sw_xoffer *o,
 	uint64_t got = 0, last = 0, pushed = 0, now, deadline, claim_end, w;
 	const char *bad = NULL;
 	unsigned spins = 0, steps = 0, relax = 0;
-	uint64_t claimed_at = 0;
+	uint64_t claimed_at = 0, offered_at = sw_now_ns();
 	uint32_t seq = o->seq;
 	size_t len = o->len;
 	bool hurry;
 
-	deadline = sw_now_ns() + bound;
+	deadline = offered_at + bound;
 	claim_end = sw_now_ns() + claim_bound;
 	for (;;) {
 		w = atomic_load_explicit(&xs->state, memory_order_acquire);
@@ -455,7 +474,10 @@ relax:
 	 * here, and this side spins meanwhile: its staging ring serves it
 	 * better (one memcpy per piece), for the next sends (a lent offer
 	 * costs this side no spin while the program reads it) */
-	if (!o->map && steps && got / steps < SW_XSLOT_SMALL_READ)
+	if (!o->map &&
+	    ((steps && got / steps < SW_XSLOT_SMALL_READ) ||
+	     sw_now_ns() - offered_at >=
+		     SW_XSLOT_LATE_NS + len / SW_XSLOT_LATE_BYTES))
 		ss->xs_backoff = SW_XSLOT_BACKOFF;
 	if (s->st) {
 		s->st->tx_rdma_write += pushed;
@@ -578,20 +600,27 @@ void sw_xslot_lend_free(struct sw_sock *s, struct sw_xoffer *o)
 
 /* Waits for the sender to finish the push of len bytes asked for in the
  * slot. Returns 0 when it wrote the bytes, 1 or 2 when this side must pull
- * them itself (1: the sender failed; 2: it did not start within the spin
- * budget and the request was taken back; with all, which a side that
- * cannot pull asks for, the budget is SDP_XSLOT_CLAIM_MS), < 0 when the
- * sender is gone
+ * them itself (1: the sender failed; 2: it did not start within
+ * SDP_SPIN_US and the request was taken back; with keep, which a side
+ * that cannot pull asks for, the budget is SDP_XSLOT_CLAIM_MS), < 0 when
+ * the sender is gone
  * (-ECONNRESET), broke the protocol (-EPROTO) or kept the push STARTED for
- * SDP_XSLOT_CLAIM_MS (-ETIMEDOUT). The sink stays registered until this
- * returns: while the push is STARTED the sender may be writing into it. */
+ * SDP_XSLOT_CLAIM_MS (-ETIMEDOUT). whole: the push is all of the read, so
+ * this side has nothing to copy meanwhile and may sleep. The sink stays
+ * registered until this returns: while the push is STARTED the sender may
+ * be writing into it. */
 static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
-			   uint32_t seq, bool all, size_t len)
+			   uint32_t seq, bool keep, bool whole, size_t len)
 {
 	struct sw_session *ss = &s->ss;
 	uint64_t now = sw_now_ns();
 	uint64_t give_up = now + (uint64_t)sw_cfg.xslot_claim_ms * 1000000;
-	uint64_t end = all ? give_up : now + sw_spin_floor_ns();
+	/* the sender polls its slot while it offers: a request it has not
+	 * started within SDP_SPIN_US it is not looking at. Not the crowded
+	 * thread's budget of 0: that took every request back at once, and a
+	 * receiver short of CPU copied all of each read itself. */
+	uint64_t end = keep ? give_up :
+		       now + (uint64_t)sw_cfg.spin_us * 1000;
 	unsigned spins = 0, relax = 0;
 	uint64_t w;
 
@@ -612,7 +641,7 @@ static int xslot_push_wait(struct sw_sock *s, struct sdp_xslot *xs,
 		}
 		/* all of it is the sender's copy: sleep until it wakes us
 		 * (xslot_push), looking at the peer after each nap */
-		if (all && len >= SW_XSLOT_NAP_MIN &&
+		if (whole && len >= SW_XSLOT_NAP_MIN &&
 		    ss->xs_nap_missed_rx < SW_XSLOT_NAP_MISSES &&
 		    sw_now_ns() - now >= SW_XSLOT_POLL_NS) {
 			xslot_nap(&xs->push, w, &ss->xs_nap_missed_rx);
@@ -696,14 +725,16 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 	 * spread over our cores (it waits); none when we cannot read it
 	 * (our SETUP said XSLOT without RDMA_READ: it offers only when it
 	 * can write us); else half of a large read, while the sender pushes
-	 * the other half */
+	 * the other half, or none of it when this thread's CPU is crowded:
+	 * the sender, which polls its slot meanwhile, has a CPU to copy
+	 * with, and this side sleeps until it is done */
 	if (!(seq % SW_XSLOT_NAP_RETRY))
 		ss->xs_nap_missed_rx = 0;
 	if (!ss->can_read)
 		half = 0;
 	else if (consume && len >= sw_cfg.xslot_split && ss->peer_can_read &&
 		 !it->no_push)
-		half = (len / 2) & ~(size_t)63;
+		half = sw_cpu_crowded() ? 0 : (len / 2) & ~(size_t)63;
 	if (half < len) {
 		struct sdp_rdma_desc sink;
 
@@ -736,7 +767,8 @@ ssize_t sw_xslot_take(struct sw_sock *s, struct rx_item *it, uint8_t *dst,
 			s->st->flags |= SW_CONN_RX_ALONE;
 	}
 	if (sink_rmr) {
-		pw = xslot_push_wait(s, xs, seq, !half, len - half);
+		pw = xslot_push_wait(s, xs, seq, !ss->can_read, !half,
+				     len - half);
 		/* a sender that lets a request stand unstarted is not
 		 * looking at its slot: it lent the offer and went on (a
 		 * sendfile); the rest of this offer is pulled alone */
