@@ -420,7 +420,11 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	} else {
 		timeout = -1;
 	}
-	if (atomic_load(&s->users) > 1 && (timeout < 0 || timeout > 2))
+	/* another thread in a call on s, or no eventfd of ours listed there
+	 * (none could be made, or SW_SIB_MAX others are): a thread that
+	 * takes news for s, now or later, cannot wake us */
+	if ((atomic_load(&s->users) > 1 || wfd < 0) &&
+	    (timeout < 0 || timeout > 2))
 		timeout = 2;
 	else if (sw_idle_sleep_ms() >= 0 &&
 		 (timeout < 0 || timeout > sw_idle_sleep_ms()))

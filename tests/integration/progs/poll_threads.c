@@ -12,7 +12,12 @@
  * configured, and with the transfer slots off (SDP_XSLOT=0: every byte by
  * the peer's staging ring or RDMA read, as on a provider without a shared
  * area), where the writer's look for credits takes the reader's data.
+ * A third run leaves no descriptor free (RLIMIT_NOFILE lowered, the table
+ * filled) before the writer starts: its wake-up eventfd cannot be made,
+ * so its sleeps are bounded instead, no byte may be lost and the switch's
+ * log must say so.
  */
+#include <sys/resource.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include "tp_stats.h"
@@ -107,6 +112,59 @@ static void reader(void)
 	free(buf);
 }
 
+/* Leaves this process no free descriptor: the soft limit at PT_NOFD_LIMIT
+ * (the switch's own may sit above it), the rest filled with /dev/null.
+ * Returns how many were opened into fds. */
+#define PT_NOFD_LIMIT 64
+static int fill_fds(int *fds)
+{
+	struct rlimit rl;
+	int n = 0;
+
+	TP_CHECK(!getrlimit(RLIMIT_NOFILE, &rl), "getrlimit");
+	rl.rlim_cur = PT_NOFD_LIMIT;
+	TP_CHECK(!setrlimit(RLIMIT_NOFILE, &rl), "setrlimit");
+	while (n < PT_NOFD_LIMIT && (fds[n] = open("/dev/null", O_RDONLY)) >= 0)
+		n++;
+	TP_CHECK(n < PT_NOFD_LIMIT && errno == EMFILE,
+		 "filling the descriptor table: %s", strerror(errno));
+	return n;
+}
+
+static void unfill_fds(const int *fds, int n, rlim_t limit)
+{
+	struct rlimit rl;
+
+	while (n--)
+		close(fds[n]);
+	TP_CHECK(!getrlimit(RLIMIT_NOFILE, &rl), "getrlimit");
+	rl.rlim_cur = limit;
+	TP_CHECK(!setrlimit(RLIMIT_NOFILE, &rl), "setrlimit");
+}
+
+/* The switch's log (SDP_LOG_FILE) said that the writer had no eventfd. */
+static void check_log_says_nofd(void)
+{
+	const char *path = getenv("SDP_LOG_FILE");
+	static char text[65536];
+	size_t n = 0;
+	ssize_t r;
+	int f;
+
+	TP_CHECK(path != NULL, "SDP_LOG_FILE not set");
+	f = open(path, O_RDONLY);
+	TP_CHECK(f >= 0, "%s: %s", path, strerror(errno));
+	while (n < sizeof(text) - 1 &&
+	       (r = read(f, text + n, sizeof(text) - 1 - n)) > 0)
+		n += (size_t)r;
+	close(f);
+	unlink(path);
+	text[n] = 0;
+	TP_CHECK(strstr(text, "no eventfd for a thread's wake-ups") != NULL,
+		 "the switch's log does not say that a thread had no "
+		 "eventfd:\n%s", text);
+}
+
 /* The server: one blocking thread that echoes what it reads. */
 static void serve(int l)
 {
@@ -145,34 +203,51 @@ int main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	pthread_t w;
-	static const struct tp_step steps[] = {
+	static char logenv[80];
+	static struct tp_step steps[] = {
 		{ "slots", NULL }, { "copy", "SDP_XSLOT=0" },
+		{ "nofd", logenv },
 	};
+	int held[PT_NOFD_LIMIT], nheld = 0;
+	struct rlimit rl0;
 	const char *step;
 	pid_t srv;
-	bool copy;
+	bool copy, nofd;
 
 	/* the switch reads its settings at start: both ends are this
 	 * program's processes, run once as configured and once without
 	 * transfer slots; the bound is the runner's (60 s) for both runs, a
 	 * hang is the watchdog's */
 	setenv("SDP_IDLE_MS", "3600000", 1);
-	step = tp_steps(argv, steps, 2);
+	snprintf(logenv, sizeof(logenv),
+		 "SDP_LOG_FILE=/tmp/sdp-poll-threads.%d.log", (int)getpid());
+	step = tp_steps(argv, steps, 3);
 	if (!step)
 		return 0;
 	copy = !strcmp(step, "copy");
-	tp_start(copy ? "poll_threads (copy path)" : "poll_threads", 28);
+	nofd = !strcmp(step, "nofd");
+	tp_start(copy ? "poll_threads (copy path)" :
+		 nofd ? "poll_threads (no descriptor left)" : "poll_threads",
+		 nofd ? 14 : 28);
 	total = e ? strtoull(e, NULL, 0) :
 		getenv("SANITIZE") && !strcmp(getenv("SANITIZE"), "1") ?
-		64ull << 20 : copy ? 256ull << 20 : 512ull << 20;
+		64ull << 20 : copy ? 256ull << 20 :
+		nofd ? 64ull << 20 : 512ull << 20;
 	srv = tp_fork_server(family, "poll_threads server", serve, &ss, &len);
 	fd = tp_connect(&ss, len);
 	tp_wait_carried(fd);
 	tp_nonblock(fd);
 	tp_watch(PT_STALL_S, total, "sent", &sent, "echoed", &echoed);
+	TP_CHECK(!getrlimit(RLIMIT_NOFILE, &rl0), "getrlimit");
+	if (nofd)
+		nheld = fill_fds(held);
 	TP_CHECK(!pthread_create(&w, NULL, writer, NULL), "pthread_create");
 	reader();
 	pthread_join(w, NULL);
+	if (nofd) {
+		unfill_fds(held, nheld, rl0.rlim_cur);
+		check_log_says_nofd();
+	}
 	{
 		const struct sw_conn_stats *st = tp_conn_stats(fd);
 		uint64_t san;
