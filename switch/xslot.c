@@ -237,9 +237,12 @@ static const char *xslot_push(struct sw_sock *s, struct sdp_xslot *xs,
 	atomic_store_explicit(&xs->push,
 			      SDP_XS_WORD(seq, r ? SDP_XP_FAILED : SDP_XP_DONE),
 			      memory_order_release);
-	/* a receiver that cannot read us, or that left us all of a large
-	 * read, sleeps while we write */
-	if (whole && n >= SW_XSLOT_NAP_MIN)
+	/* a receiver that cannot read us sleeps while we write, and so does
+	 * one that could but left us all of a large read (its CPU is
+	 * crowded): that one is woken whatever our CPUs, since it naps for
+	 * good once it has left a read to us (xslot_wake's rule would let
+	 * it sleep out every nap while we copy on one CPU) */
+	if (whole && n >= SW_XSLOT_NAP_MIN && ss->peer_can_read)
 		sw_shared_wake(&xs->push);
 	else
 		xslot_wake(ss, &xs->push, n);
