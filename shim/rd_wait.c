@@ -52,7 +52,7 @@ void rd_extra_wake_fd(struct rd_extra *x, int fd)
 	int i;
 
 	if (fd < 0) {
-		rd_extra_nap(x, RD_UNLISTED_NAP_MS);
+		rd_extra_nap(x, SW_UNLISTED_NAP_MS);
 		return;
 	}
 	for (i = 0; i < x->nx; i++)

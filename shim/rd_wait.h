@@ -129,9 +129,6 @@ const struct timespec *rd_extra_bound(const struct rd_extra *x,
 void rd_extra_woken(struct rd_extra *x);
 void rd_extra_nap(struct rd_extra *x, int ms);
 void rd_extra_wake_fd(struct rd_extra *x, int fd);
-/* The bound of a sleep on a switch socket whose wake-up by the program's
- * other threads could not be arranged (rd_extra_wake_fd). */
-#define RD_UNLISTED_NAP_MS 2
 
 /* ---- epoll sets inside a poll set (epoll.c) ----------------------------- */
 

@@ -167,6 +167,10 @@ short sw_poll_arm_quiet(struct sw_sock *s, short events);
 int sw_poll_nap_ms(struct sw_sock *s, short events);
 /* the longest sleep of a wait no doorbell is sure to end */
 #define SW_NAP_MS 10
+/* the longest sleep on a socket that other threads of the program may
+ * take news for, when this thread's eventfd is not listed there (none
+ * could be made, or SW_SIB_MAX others are) */
+#define SW_UNLISTED_NAP_MS 2
 /*
  * Brackets a sleep on s's TCP fd (begin before sw_poll_arm, end once the
  * kernel's sleep returned, before sw_poll_revents): while one thread

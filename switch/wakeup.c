@@ -93,9 +93,9 @@ static void wake_fd_failed(int err)
 
 	if (!atomic_exchange(&said, true))
 		SW_WARN("no eventfd for a thread's wake-ups (%s): threads that "
-			"share a carried socket now look every 2 ms instead of "
+			"share a carried socket now look every %d ms instead of "
 			"being woken; raise the descriptor limit (ulimit -n) if "
-			"this is EMFILE", strerror(err));
+			"this is EMFILE", strerror(err), SW_UNLISTED_NAP_MS);
 }
 
 /* The calling thread's eventfd, made (or taken from the pool) at its first
@@ -186,9 +186,9 @@ void sw_sleep_woken(int fd, short revents)
 {
 	uint64_t v;
 
+	/* one read takes the whole count (not EFD_SEMAPHORE) */
 	if (fd >= 0 && revents)
-		while (sdp_sys.read(fd, &v, sizeof(v)) == sizeof(v))
-			;
+		(void)!sdp_sys.read(fd, &v, sizeof(v));
 }
 
 void sw_sleep_wake_others(struct sw_sock *s)
@@ -424,8 +424,8 @@ static int session_wait(struct sw_sock *s, short events, uint64_t deadline_ns,
 	 * (none could be made, or SW_SIB_MAX others are): a thread that
 	 * takes news for s, now or later, cannot wake us */
 	if ((atomic_load(&s->users) > 1 || wfd < 0) &&
-	    (timeout < 0 || timeout > 2))
-		timeout = 2;
+	    (timeout < 0 || timeout > SW_UNLISTED_NAP_MS))
+		timeout = SW_UNLISTED_NAP_MS;
 	else if (sw_idle_sleep_ms() >= 0 &&
 		 (timeout < 0 || timeout > sw_idle_sleep_ms()))
 		timeout = sw_idle_sleep_ms();
